@@ -1,0 +1,1 @@
+"""onnxc.importers."""
