@@ -1,0 +1,30 @@
+"""The registry of onnxc passes: pass name -> "module:Class", imported only when used.
+
+Adding a pass touches three files: the pass module in `transforms/`, one line here, and its lit
+test. Upstream MLIR passes need no entry: any name not found here is handed to MLIR's own pass
+manager.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from onnxc.transforms.pass_base import ModulePass
+
+PASSES: dict[str, str] = {
+    "onnx-verify": "onnxc.transforms.onnx_verify:OnnxVerifyPass",
+}
+
+
+def pass_names() -> list[str]:
+    """Every registered onnxc pass name, sorted."""
+    return sorted(PASSES)
+
+
+def get_pass_class(name: str) -> type[ModulePass] | None:
+    """The pass class registered under `name`, or None."""
+    target = PASSES.get(name)
+    if target is None:
+        return None
+    module, cls = target.split(":")
+    return getattr(importlib.import_module(module), cls)
