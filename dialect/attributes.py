@@ -76,20 +76,20 @@ def _seq(value: Any, item_types: tuple[type, ...]) -> Sequence[Any]:
 
 def kind_of(attr: ir.Attribute) -> str | None:
     """The ONNX attribute kind an MLIR attribute spells, or None if it spells none."""
-    if isinstance(attr, ir.IntegerAttr) or ir.IntegerAttr.isinstance(attr):
+    if isinstance(attr, ir.IntegerAttr):
         return "INT"
-    if ir.FloatAttr.isinstance(attr):
+    if isinstance(attr, ir.FloatAttr):
         return "FLOAT"
-    if ir.StringAttr.isinstance(attr):
+    if isinstance(attr, ir.StringAttr):
         return "STRING"
-    if ir.DenseI64ArrayAttr.isinstance(attr):
+    if isinstance(attr, ir.DenseI64ArrayAttr):
         return "INTS"
-    if ir.DenseF32ArrayAttr.isinstance(attr):
+    if isinstance(attr, ir.DenseF32ArrayAttr):
         return "FLOATS"
-    if ir.TypeAttr.isinstance(attr):
+    if isinstance(attr, ir.TypeAttr):
         return "TYPE_PROTO"
-    if ir.ArrayAttr.isinstance(attr):
-        items = list(ir.ArrayAttr(attr))
+    if isinstance(attr, ir.ArrayAttr):
+        items = list(attr)
         if not items:
             return "EMPTY_LIST"  # fits any list kind
         kinds = {kind_of(a) for a in items}
@@ -100,7 +100,8 @@ def kind_of(attr: ir.Attribute) -> str | None:
         if kinds == {"TYPE_PROTO"}:
             return "TYPE_PROTOS"
         return None
-    if ir.DenseElementsAttr.isinstance(attr) or "dense_resource<" in str(attr)[:20] or str(attr).startswith("sparse<"):
+    # Sparse elements attributes have no Python class in LLVM 22; their text says what they are.
+    if isinstance(attr, (ir.DenseElementsAttr, ir.DenseResourceElementsAttr)) or str(attr).startswith("sparse<"):
         return "TENSOR"
     return None
 
@@ -109,19 +110,19 @@ def from_mlir(attr: ir.Attribute) -> Any:
     """A plain Python value for an MLIR attribute of an ONNX attribute kind (tensors as numpy)."""
     kind = kind_of(attr)
     if kind == "INT":
-        return ir.IntegerAttr(attr).value
+        return attr.value
     if kind == "FLOAT":
-        return ir.FloatAttr(attr).value
+        return attr.value
     if kind == "STRING":
-        return ir.StringAttr(attr).value
+        return attr.value
     if kind == "INTS":
-        return list(ir.DenseI64ArrayAttr(attr))
+        return list(attr)
     if kind == "FLOATS":
-        return list(ir.DenseF32ArrayAttr(attr))
+        return list(attr)
     if kind in ("STRINGS", "TENSORS", "TYPE_PROTOS", "EMPTY_LIST"):
-        return [from_mlir(a) for a in ir.ArrayAttr(attr)]
+        return [from_mlir(a) for a in attr]
     if kind == "TYPE_PROTO":
-        return ir.TypeAttr(attr).value
-    if kind == "TENSOR" and ir.DenseElementsAttr.isinstance(attr):
-        return np.array(ir.DenseElementsAttr(attr))
+        return attr.value
+    if kind == "TENSOR" and isinstance(attr, ir.DenseElementsAttr):
+        return np.array(attr)
     return attr

@@ -201,8 +201,8 @@ def type_to_proto(t: ir.Type) -> onnx.TypeProto:
         else:
             raise UnsupportedTypeError(f"unknown onnx type {t}")
         return tp
-    if isinstance(t, ir.ShapedType) or ir.RankedTensorType.isinstance(t) or ir.UnrankedTensorType.isinstance(t):
-        st = ir.ShapedType(t)
+    if isinstance(t, (ir.RankedTensorType, ir.UnrankedTensorType)):
+        st = t
         tp.tensor_type.elem_type = onnx_element_type(st.element_type).onnx_dtype
         if st.has_rank:
             shape = tp.tensor_type.shape
@@ -234,10 +234,33 @@ def type_string(t: ir.Type) -> str:
             if value.startswith("tensor("):
                 value = value[len("tensor(") : -1]
             return f"map({onnx_element_type(params[0]).type_str}, {value})"
-    if ir.NoneType.isinstance(t):
+    if isinstance(t, ir.NoneType):
         return "none"
-    if ir.RankedTensorType.isinstance(t) or ir.UnrankedTensorType.isinstance(t):
-        return f"tensor({onnx_element_type(ir.ShapedType(t).element_type).type_str})"
+    if isinstance(t, ir.RankedTensorType) or isinstance(t, ir.UnrankedTensorType):
+        return f"tensor({onnx_element_type(t.element_type).type_str})"
     if str(t) in BY_MLIR:  # a bare element type (map keys)
         return BY_MLIR[str(t)].type_str
     raise UnsupportedTypeError(f"MLIR type {t} has no ONNX counterpart")
+
+
+def type_from_string(type_str: str, shape: list[int] | None = None) -> ir.Type:
+    """An MLIR type for a schema type string (`tensor(float)` -> `tensor<...xf32>`, `seq(...)`,
+    `optional(...)`, `map(int64, float)`); tensors get `shape` (None: unranked)."""
+    s = type_str.strip()
+    head, _, rest = s.partition("(")
+    body = rest[:-1] if rest.endswith(")") else rest
+    if head == "tensor" or head == "sparse_tensor":
+        if body not in BY_TYPE_STR:
+            raise UnsupportedTypeError(f"unknown element type in {type_str!r}")
+        t = tensor_type(BY_TYPE_STR[body].onnx_dtype, shape)
+        return sparse_type(t) if head == "sparse_tensor" else t
+    if head == "seq":
+        return seq_type(type_from_string(body, shape))
+    if head == "optional":
+        return opt_type(type_from_string(body, shape))
+    if head == "map":
+        key, value = _split_params(body.replace("(", "<").replace(")", ">"))
+        value = value.replace("<", "(").replace(">", ")")
+        value_type = type_from_string(value if "(" in value else f"tensor({value})", None)
+        return map_type(element_type(BY_TYPE_STR[key].onnx_dtype), value_type)
+    raise UnsupportedTypeError(f"cannot read type string {type_str!r}")
