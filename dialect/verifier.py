@@ -53,14 +53,17 @@ def _bind(values: list[ir.Value], formal: tuple[Param, ...]) -> list[tuple[Param
     return out
 
 
-def _check_values(info: OpInfo, kind: str, values: list[ir.Value], formal: tuple[Param, ...]) -> list[str]:
+def _check_values(
+    info: OpInfo, kind: str, values: list[ir.Value], formal: tuple[Param, ...], bound: dict[str, tuple[str, str]]
+) -> list[str]:
+    """Problems of the operands (or results) of an op; `bound` maps each type constraint to the
+    type that first bound it and who bound it, shared between operands and results."""
     problems: list[str] = []
     fixed = len(formal) - (1 if formal and formal[-1].option == VARIADIC else 0)
     if len(values) < fixed or (len(values) > len(formal) and not (formal and formal[-1].option == VARIADIC)):
         return [f"expects {fixed}{'+' if len(formal) > fixed else ''} {kind}s, got {len(values)}"]
     if len(formal) > fixed and len(values) - fixed < formal[-1].min_arity:
         problems.append(f"{kind} '{formal[-1].onnx_name}' is variadic with at least {formal[-1].min_arity} value(s), got {len(values) - fixed}")
-    bound: dict[str, tuple[str, str]] = {}  # constraint -> (type string, who bound it)
     for p, i, v in _bind(values, formal):
         who = f"{kind} #{i} ('{p.onnx_name}')"
         t = v.type
@@ -126,8 +129,9 @@ def verify_op(op: ir.Operation) -> list[str]:
     info = op_info(name)
     if info is None:
         return [f"is not an op of the ONNX dialect"]
-    problems = _check_values(info, "operand", list(op.operands), info.inputs)
-    problems += _check_values(info, "result", list(op.results), info.outputs)
+    bound: dict[str, tuple[str, str]] = {}
+    problems = _check_values(info, "operand", list(op.operands), info.inputs, bound)
+    problems += _check_values(info, "result", list(op.results), info.outputs, bound)
     problems += _check_attributes(info, op)
     return problems
 
