@@ -6,3 +6,17 @@ generation), `onnxc.tools` (`onnx-opt`, the `onnxc` driver).
 """
 
 __version__ = "0.1.0"
+
+
+def compile(model, target: str = "cpu", **kwargs):  # noqa: A001 - the design's public name
+    """Compile an ONNX model (ModelProto, path or bytes) for `target`; see `onnxc.compiler`."""
+    from onnxc.compiler import compile as _compile
+
+    return _compile(model, target, **kwargs)
+
+
+def import_model(model, config=None, **kwargs):
+    """Import an ONNX model into an MLIR module of the ONNX dialect; see `onnxc.importers`."""
+    from onnxc.importers import import_model as _import_model
+
+    return _import_model(model, config, **kwargs)

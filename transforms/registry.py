@@ -13,6 +13,12 @@ from onnxc.transforms.pass_base import ModulePass
 
 PASSES: dict[str, str] = {
     "onnx-verify": "onnxc.transforms.onnx_verify:OnnxVerifyPass",
+    "onnx-to-linalg": "onnxc.transforms.named_pipelines:OnnxToLinalgPipeline",
+    "onnx-to-vector": "onnxc.transforms.named_pipelines:OnnxToVectorPipeline",
+    "onnx-to-llvm": "onnxc.transforms.named_pipelines:OnnxToLLVMPipeline",
+    "cpu-to-vector": "onnxc.transforms.named_pipelines:CpuToVector",
+    "cpu-bufferize": "onnxc.transforms.named_pipelines:CpuBufferize",
+    "cpu-to-llvm": "onnxc.transforms.named_pipelines:CpuToLLVM",
 }
 
 
