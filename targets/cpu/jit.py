@@ -1,0 +1,150 @@
+"""JIT execution of linalg-on-tensors modules on the host CPU.
+
+What: ``compile_module(module, entry=None)`` lowers a copy of ``module`` through the CPU
+pipeline (``pipeline.lower_module``), builds an ``mlir.execution_engine.ExecutionEngine`` at
+``opt_level=3`` (host CPU features), and returns a ``CompiledFunction``: call it with numpy
+arrays, get a list of numpy arrays back.
+
+Why like this: arguments are validated against the tensor-level signature *before* native code
+runs (a wrong shape would otherwise read out of bounds); results come back as memrefs the
+compiled code allocated with ``malloc`` (the deallocation pipeline guarantees they are fresh),
+so dynamic result shapes need no up-front allocation: we copy them into numpy arrays and
+``free`` them at once, nothing leaks and nothing aliases native memory.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from mlir import ir
+from mlir.execution_engine import ExecutionEngine
+
+from .abi import CpuTargetError, FunctionSignature, Invoker, signature_from_func
+from .pipeline import CpuPipelineOptions, lower_module
+
+__all__ = ["CompiledFunction", "compile_module", "runtime_libraries", "select_entry"]
+
+_libc = ctypes.CDLL(None)
+_libc.free.argtypes = [ctypes.c_void_p]
+_libc.free.restype = None
+
+
+def runtime_libraries() -> list[str]:
+    """Shared libraries handed to the ExecutionEngine (MLIR's C runner utils when installed).
+
+    The default pipeline does not call into them (strided copies become loops), but a module
+    that already contains calls to e.g. ``memrefCopy`` still links.
+    """
+    try:
+        import mlir
+
+        base = os.path.join(os.path.dirname(list(mlir.__path__)[0]), "mlir", "lib")
+    except Exception:  # pragma: no cover
+        return []
+    lib = os.path.join(base, "libmlir_c_runner_utils.so")
+    return [lib] if os.path.exists(lib) else []
+
+
+def _public_functions(module: ir.Module) -> list[ir.Operation]:
+    out = []
+    for op in module.body.operations:
+        op = op.operation
+        if op.name != "func.func" or not len(op.regions[0].blocks):
+            continue
+        if "sym_visibility" in op.attributes and ir.StringAttr(
+            op.attributes["sym_visibility"]
+        ).value == "private":
+            continue
+        out.append(op)
+    return out
+
+
+def select_entry(module: ir.Module, entry: str | None) -> FunctionSignature:
+    """The signature of the entry function: ``entry`` by name, else the only public one."""
+    funcs = _public_functions(module)
+    names = [ir.StringAttr(f.attributes["sym_name"]).value for f in funcs]
+    if entry is None:
+        if len(funcs) != 1:
+            raise CpuTargetError(
+                "module has public functions "
+                f"{', '.join('@' + n for n in names) or '(none)'}; pass entry=<name>"
+            )
+        return signature_from_func(funcs[0])
+    if entry not in names:
+        raise CpuTargetError(
+            f"no public function @{entry} in the module (have: "
+            f"{', '.join('@' + n for n in names) or 'none'})"
+        )
+    return signature_from_func(funcs[names.index(entry)])
+
+
+def _copy_module(module: ir.Module) -> ir.Module:
+    """Lower a copy: the caller's module stays at the tensor level."""
+    return ir.Module.parse(module.operation.get_asm(), context=module.context)
+
+
+class CompiledFunction:
+    """A JIT-compiled function: ``f(*arrays) -> list[np.ndarray]``.
+
+    Attributes: ``signature`` (argument/result specs), ``engine`` (the ExecutionEngine; kept
+    alive as long as this object), ``llvm_module`` (the lowered module, for inspection).
+    """
+
+    def __init__(
+        self, signature: FunctionSignature, engine: ExecutionEngine, llvm_module: ir.Module
+    ) -> None:
+        self.signature = signature
+        self.engine = engine
+        self.llvm_module = llvm_module
+        # raw_lookup returns the engine's packed wrapper `_mlir__mlir_ciface_<name>(void**)`.
+        address = engine.raw_lookup("_mlir_ciface_" + signature.name)
+        if not address:
+            raise CpuTargetError(f"JIT: no C interface for @{signature.name}")
+        self._invoke = Invoker(signature, address, _libc.free, keepalive=engine, convention="packed")
+
+    @property
+    def name(self) -> str:
+        return self.signature.name
+
+    def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
+        return self._invoke(*arrays)
+
+    def __repr__(self) -> str:
+        return f"<CompiledFunction {self.signature}>"
+
+
+def compile_module(
+    module: ir.Module,
+    entry: str | None = None,
+    options: CpuPipelineOptions | None = None,
+    shared_libs: Sequence[str] | None = None,
+) -> CompiledFunction:
+    """Lower ``module`` (linalg on ranked tensors) to LLVM and JIT it; return the entry.
+
+    ``entry`` names the function to call (default: the module's only public function).
+    ``options`` tunes the pipeline (``CpuPipelineOptions(vectorize=False)`` for scalar loops).
+    The input module is not modified.
+    """
+    signature = select_entry(module, entry)
+    lowered = _copy_module(module)
+    with lowered.context:
+        lower_module(lowered, "llvm", options)
+        libs = list(runtime_libraries() if shared_libs is None else shared_libs)
+        try:
+            engine = ExecutionEngine(lowered, opt_level=3, shared_libs=libs)
+        except RuntimeError as e:  # translation to LLVM IR failed: a pipeline bug
+            raise CpuTargetError(
+                f"JIT: cannot create the execution engine for @{signature.name}: {e}"
+            ) from None
+    return CompiledFunction(signature, engine, lowered)
+
+
+def run(module: ir.Module, *arrays: np.ndarray, entry: str | None = None) -> list[np.ndarray]:
+    """Compile and call once (convenience for tests and tools)."""
+    return compile_module(module, entry)(*arrays)
+
+

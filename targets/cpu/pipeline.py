@@ -1,0 +1,692 @@
+"""The default CPU lowering pipeline: linalg-on-tensors -> vector -> memref -> LLVM dialect.
+
+What: four named stages, each a function that mutates the module in place and returns it, so a
+user (or `onnx-opt`) can stop after any of them:
+
+1. ``lower_to_vector(module)``: tensor-level cleanups, then per-op tiling (``scf.for``) and
+   vectorization of every linalg op through the transform dialect, then loop-invariant
+   subset hoisting (keeps a matmul accumulator tile in registers across the reduction loop).
+   Ops the vectorizer refuses (convolutions, gathers, ...) stay as tiled linalg ops and become
+   scalar loops later: a failure to vectorize is never an error.
+2. ``bufferize(module)``: one-shot bufferization across function boundaries with identity
+   layouts, then ownership-based deallocation. Every memref a public function returns is a
+   fresh allocation owned by the caller (the deallocation pass clones when it is not), which is
+   what lets ``jit.py``/``aot.py`` free results after copying them out.
+3. ``lower_to_llvm(module)``: remaining linalg -> loops, vector -> scf/LLVM, math -> LLVM/libm,
+   memref/arith/cf/func/ub -> LLVM, ``reconcile-unrealized-casts``. Public functions get
+   ``llvm.emit_c_interface`` so they can be called through ``_mlir_ciface_<name>``.
+4. ``lower_module(module, stage=...)``: runs the stages up to ``stage``.
+
+Why the vector step is Python and not a single pass string: tile and vector sizes must be chosen
+per op (loop count, which loops are reductions, static or dynamic extents, element width), and
+upstream has no pass that vectorizes linalg; the transform dialect does, so ``tile_and_vectorize``
+writes one small transform script per module (``vector_transform_script``) with one
+``failures(suppress)`` sequence per op and runs it with the transform interpreter. The native
+parts are plain pipeline strings (``VECTOR_PRE_PIPELINE``, ``VECTOR_POST_PIPELINE``,
+``BUFFERIZE_PIPELINE``, ``LLVM_PIPELINE``) so a pass registry can wrap them.
+
+Dynamic shapes: every dynamic loop is tiled, either by 1 or by the vector size, and vectorized
+with explicit ``vector_sizes`` (masked vectors), so the vector shapes are always static.
+
+What is left for speed (the matmul runs at a fraction of BLAS, see bench/cpu_matmul.py): a second,
+cache-level tiling of contractions, packing of operands into tile-contiguous layouts (or data
+tiling to ``linalg.mmt4d``), register tiling tuned per ISA (AVX-512 has 32 vector registers),
+fusion of producers into consumer tiles (``tile_using_forall`` + ``fuse_into_containing_op``),
+multi-threading (``scf.forall`` -> OpenMP/async), polynomial approximations of math functions
+(``math.exp``/``tanh`` become libm calls per element after vector unrolling).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from mlir import ir
+from mlir.dialects import linalg
+from mlir.passmanager import PassManager
+
+__all__ = [
+    "CpuPipelineOptions",
+    "CpuPipelineError",
+    "STAGES",
+    "VECTOR_PRE_PIPELINE",
+    "VECTOR_POST_PIPELINE",
+    "LOOPS_PIPELINE",
+    "LOOPS_ON_MEMREFS_PIPELINE",
+    "BUFFERIZE_PIPELINE",
+    "LLVM_PIPELINE",
+    "vector_pre_pipeline",
+    "bufferize_pipeline",
+    "llvm_pipeline",
+    "plan_tiles",
+    "TilePlan",
+    "vector_transform_script",
+    "tile_and_vectorize",
+    "lower_to_vector",
+    "lower_to_loops",
+    "bufferize",
+    "lower_to_llvm",
+    "lower_module",
+]
+
+
+class CpuPipelineError(ValueError):
+    """The module cannot go through the CPU pipeline (bad input or a failing pass)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CpuPipelineOptions:
+    """Knobs of the CPU pipeline; the defaults are what ``compile_module`` uses.
+
+    vectorize: tile and vectorize linalg ops (False: scalar loops, a debugging aid).
+    fuse_elementwise: fuse chains of elementwise linalg ops before tiling, so intermediates of
+        an add->relu chain never reach memory.
+    vector_bits: the vector register width the tile sizes aim at (512 = AVX-512; 256 is fine
+        on AVX2 machines, LLVM splits wider vectors anyway).
+    matmul_tile: (m, n, k) register tile for contractions, in elements; n is scaled by element
+        width relative to 32 bits.
+    """
+
+    vectorize: bool = True
+    fuse_elementwise: bool = True
+    vector_bits: int = 512
+    matmul_tile: tuple[int, int, int] = (8, 32, 1)
+
+
+# --- native pipeline strings ------------------------------------------------------------------
+
+#: Tensor-level cleanups before tiling. Elementwise fusion is optional (see options).
+VECTOR_PRE_PIPELINE: str = "builtin.module(canonicalize,cse)"
+_FUSE_PIPELINE: str = "builtin.module(linalg-fuse-elementwise-ops,canonicalize,cse)"
+
+#: After vectorization: fold the tile loops, hoist loop-invariant transfer pairs out of the
+#: reduction loops (keeps accumulators in registers), clean up.
+VECTOR_POST_PIPELINE: str = (
+    "builtin.module(canonicalize,cse,loop-invariant-code-motion,"
+    "loop-invariant-subset-hoisting,canonicalize,cse)"
+)
+
+#: Bufferization. `empty-tensor-to-alloc-tensor` first because one-shot-bufferize refuses
+#: `tensor.empty` that survive `eliminate-empty-tensors`; function arguments are marked
+#: read-only by `bufferize()` before this runs so callers' arrays are never written.
+BUFFERIZE_PIPELINE: str = (
+    "builtin.module(eliminate-empty-tensors,empty-tensor-to-alloc-tensor,"
+    "one-shot-bufferize{bufferize-function-boundaries "
+    "function-boundary-type-conversion=identity-layout-map},"
+    "canonicalize,cse,buffer-deallocation-pipeline,"
+    "convert-bufferization-to-memref,canonicalize,cse)"
+)
+
+#: Everything to the LLVM dialect. Order matters: linalg->loops before vector->scf (loops may
+#: carry vector ops), vector->scf before scf->cf, math->llvm before math->libm (intrinsics
+#: first, library calls for the rest), `expand-strided-metadata` + `lower-affine` before
+#: `finalize-memref-to-llvm`, `convert-ub-to-llvm` because vectorization creates `ub.poison`.
+LLVM_PIPELINE: str = (
+    "builtin.module("
+    "func.func(convert-vector-to-scf{full-unroll=true target-rank=1}),"
+    "canonicalize,"
+    "expand-strided-metadata,lower-affine,"
+    "arith-expand{include-bf16=true},"
+    "convert-scf-to-cf,"
+    "convert-math-to-funcs{min-width-of-fpowi-exponent=1},"
+    "convert-math-to-llvm,convert-math-to-libm,"
+    "convert-vector-to-llvm{vector-contract-lowering=outerproduct},"
+    "finalize-memref-to-llvm,"
+    "convert-arith-to-llvm,convert-index-to-llvm,convert-cf-to-llvm,"
+    "convert-func-to-llvm,convert-ub-to-llvm,"
+    "canonicalize,reconcile-unrealized-casts)"
+)
+
+#: Runs before LLVM_PIPELINE: the remaining (unvectorized) linalg ops on memrefs become loops,
+#: so that `_widen_i1_memrefs` sees only memref.load/store on i1 buffers.
+LOOPS_ON_MEMREFS_PIPELINE: str = "builtin.module(convert-linalg-to-loops,canonicalize)"
+
+#: Loops-only lowering of linalg on tensors (debug option, `vectorize=False`): bufferize as
+#: usual; `convert-linalg-to-loops` in LLVM_PIPELINE then produces scalar loops.
+LOOPS_PIPELINE: str = VECTOR_PRE_PIPELINE
+
+
+def vector_pre_pipeline(options: CpuPipelineOptions | None = None) -> str:
+    """The tensor-level cleanup pipeline for ``options`` (a string for a pass registry)."""
+    opts = options or CpuPipelineOptions()
+    return _FUSE_PIPELINE if opts.fuse_elementwise else VECTOR_PRE_PIPELINE
+
+
+def bufferize_pipeline() -> str:
+    """The bufferization pipeline string (see ``BUFFERIZE_PIPELINE``)."""
+    return BUFFERIZE_PIPELINE
+
+
+def llvm_pipeline() -> str:
+    """The to-LLVM pipeline string (see ``LLVM_PIPELINE``)."""
+    return LLVM_PIPELINE
+
+
+#: Stage names accepted by ``lower_module`` in pipeline order.
+STAGES: tuple[str, ...] = ("vector", "bufferize", "llvm")
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def _run(module: ir.Module, pipeline: str, what: str) -> None:
+    """Run a native pipeline; turn its diagnostics into a CpuPipelineError naming the stage."""
+    ctx = module.context
+    diagnostics: list[str] = []
+
+    def handler(d: ir.Diagnostic) -> bool:
+        diagnostics.append(f"{d.location}: {d.message}")
+        for note in d.notes:
+            diagnostics.append(f"  note: {note.message}")
+        return True
+
+    h = ctx.attach_diagnostic_handler(handler)
+    try:
+        pm = PassManager.parse(pipeline, context=ctx)
+        pm.run(module.operation)
+    except ir.MLIRError as e:  # pass failure: the diagnostics are in e and the handler
+        detail = "\n".join(diagnostics) or str(e)
+        raise CpuPipelineError(f"CPU pipeline stage '{what}' failed:\n{detail}") from None
+    finally:
+        h.detach()
+
+
+def _functions(module: ir.Module) -> list[ir.Operation]:
+    return [op.operation for op in module.body.operations if op.operation.name == "func.func"]
+
+
+def _validate_input(module: ir.Module) -> None:
+    """Checks done in Python because a C++ assertion would kill the process."""
+    if not module.operation.verify():
+        raise CpuPipelineError("input module does not verify")
+    for f in _functions(module):
+        ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
+        for i, t in enumerate(list(ftype.inputs) + list(ftype.results)):
+            if isinstance(t, ir.ShapedType) and not isinstance(t, ir.RankedTensorType) and not (
+                isinstance(t, ir.MemRefType)
+            ):
+                name = ir.StringAttr(f.attributes["sym_name"]).value
+                raise CpuPipelineError(
+                    f"function @{name}: unranked type {t} is not supported by the CPU target"
+                )
+
+
+# --- tiling / vectorization plan --------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class TilePlan:
+    """How one linalg op is tiled and vectorized.
+
+    tile_sizes: one per loop; 0 = not tiled (only for static loops, the vector covers it).
+    vector_sizes: one per loop (the static vector shape; >= every tile's extent), or None to
+        leave the op unvectorized (tiled only).
+    named_contraction: emit ``vector.contract`` directly (static contractions).
+    """
+
+    tile_sizes: tuple[int, ...]
+    vector_sizes: tuple[int, ...] | None
+    named_contraction: bool = False
+
+
+def _elem_bits(t: ir.Type) -> int:
+    if isinstance(t, ir.ShapedType):
+        t = ir.ShapedType(t).element_type
+    if isinstance(t, ir.IntegerType):
+        return max(8, ir.IntegerType(t).width)
+    if isinstance(t, ir.FloatType):
+        return ir.FloatType(t).width
+    return 32  # index and others: a safe middle
+
+
+def _loop_ranges(op: ir.Operation, maps: list[ir.AffineMap]) -> list[int | None]:
+    """Static extent of each loop (None when dynamic or not derivable from a plain dim)."""
+    n = maps[0].n_dims if maps else 0
+    ranges: list[int | None] = [None] * n
+    found = [False] * n
+    operands = list(op.operands)
+    for operand, amap in zip(operands, maps):
+        if not isinstance(operand.type, ir.ShapedType):
+            continue
+        st = ir.ShapedType(operand.type)
+        for idx, expr in enumerate(amap.results):
+            if isinstance(expr, ir.AffineDimExpr):
+                d = ir.AffineDimExpr(expr).position
+                if found[d]:
+                    continue
+                found[d] = True
+                ranges[d] = None if st.is_dynamic_dim(idx) else st.get_dim_size(idx)
+    return ranges
+
+
+def _iterators(op: ir.Operation, maps: list[ir.AffineMap], num_inits: int) -> list[str]:
+    if "iterator_types" in op.attributes:
+        out = []
+        for a in ir.ArrayAttr(op.attributes["iterator_types"]):
+            out.append("reduction" if "reduction" in str(a) else "parallel")
+        return out
+    # Named ops: a loop is parallel iff it indexes an output (true for every named op).
+    n = maps[0].n_dims if maps else 0
+    par = [False] * n
+    for amap in maps[len(maps) - num_inits :]:
+        for expr in amap.results:
+            if isinstance(expr, ir.AffineDimExpr):
+                par[ir.AffineDimExpr(expr).position] = True
+    return ["parallel" if p else "reduction" for p in par]
+
+
+def _num_inits(op: ir.Operation) -> int:
+    view = op.opview
+    outs = getattr(view, "outputs", None)
+    if outs is None:
+        return 1
+    return len(list(outs))
+
+
+def plan_tiles(op: ir.Operation, options: CpuPipelineOptions | None = None) -> TilePlan | None:
+    """Choose tile and vector sizes for one linalg structured op (None: leave it alone).
+
+    Contractions (matmul, batch_matmul, generic equivalents) get a register tile (m, n, k) on
+    their innermost m/n/k loops and 1 on the rest. Everything else vectorizes its innermost
+    loop (``vector_bits`` worth of elements, fewer when the loop is shorter) and tiles the
+    other loops by 1, so each tile is a 1-D vector and any dynamic extent is handled by masks.
+    """
+    opts = options or CpuPipelineOptions()
+    try:
+        maps = [ir.AffineMapAttr(a).value for a in linalg.get_indexing_maps(op.opview)]
+    except Exception:  # not a structured op with indexing maps
+        return None
+    if not maps:
+        return None
+    n = maps[0].n_dims
+    if n == 0:
+        # 0-d op: nothing to tile; vectorize as a 0-d vector.
+        return TilePlan((), ())
+    # i1 tensors live in memory one byte per element, but LLVM loads/stores `<N x i1>`
+    # vectors bit-packed: vectorized accesses to i1 buffers read garbage. Leave such ops to
+    # scalar loops (bool tensors are small and rare in compute-heavy paths).
+    shaped = [v.type for v in list(op.operands) + list(op.results)]
+    if any(
+        isinstance(t, ir.ShapedType) and str(ir.ShapedType(t).element_type) == "i1" for t in shaped
+    ):
+        return None
+    num_inits = _num_inits(op)
+    ranges = _loop_ranges(op, maps)
+    iters = _iterators(op, maps, num_inits)
+    results_types = [r.type for r in op.results] or [o.type for o in op.operands]
+    bits = max(_elem_bits(t) for t in results_types)
+    lanes = max(1, opts.vector_bits // bits)
+
+    def clamp(size: int, d: int) -> int:
+        r = ranges[d]
+        return size if r is None else max(1, min(size, r))
+
+    tiles = [1] * n
+    static = all(r is not None for r in ranges)
+    if linalg.isa_contraction_op(op.opview):
+        dims = linalg.infer_contraction_dimensions(op.opview)
+        m_dims, n_dims, k_dims = list(dims.m), list(dims.n), list(dims.k)
+        if m_dims and n_dims and k_dims:
+            tm, tn, tk = opts.matmul_tile
+            tn = max(1, tn * 32 // bits)
+            tiles[m_dims[-1]] = clamp(tm, m_dims[-1])
+            tiles[n_dims[-1]] = clamp(tn, n_dims[-1])
+            tiles[k_dims[-1]] = clamp(tk, k_dims[-1])
+            return TilePlan(tuple(tiles), tuple(tiles), named_contraction=False)
+    # Generic strategy: vectorize the innermost loop.
+    inner = n - 1
+    tiles[inner] = clamp(lanes, inner)
+    del static, iters  # the plan does not depend on them for now
+    return TilePlan(tuple(tiles), tuple(tiles))
+
+
+_TAG = "onnxc.vector_id"
+
+# Masked transfers (`vector.mask { vector.transfer_read }`) do not survive bufferization (it
+# puts constants inside the mask region); folding the mask into the transfer's mask operand
+# first is what upstream pipelines do as well. Masked `vector.multi_reduction` (dynamic
+# reductions) has no LLVM lowering: lower it to masked `vector.reduction` here.
+_MASK_LOWERING: str = """%funcs = transform.structured.match ops{["func.func"]} in %root
+  : (!transform.any_op) -> !transform.any_op
+transform.apply_patterns to %funcs {
+  transform.apply_patterns.vector.lower_masked_transfers
+  transform.apply_patterns.vector.lower_multi_reduction lowering_strategy = "innerreduction"
+} : !transform.any_op"""
+
+
+def _structured_ops(module: ir.Module) -> list[ir.Operation]:
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name.startswith("linalg.") and op.name not in ("linalg.yield", "linalg.index"):
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return found
+
+
+def vector_transform_script(
+    module: ir.Module, options: CpuPipelineOptions | None = None
+) -> tuple[str, list[ir.Operation]]:
+    """Tag each linalg op of ``module`` and return (transform script, tagged ops).
+
+    The script has one ``failures(suppress)`` sequence per op: match by tag, tile with
+    ``scf.for``, vectorize with explicit vector sizes. A silenceable failure (the op cannot be
+    vectorized) leaves that op tiled but scalar and does not stop the others.
+    """
+    opts = options or CpuPipelineOptions()
+    ops = _structured_ops(module)
+    i64 = ir.IntegerType.get_signless(64, module.context)
+    parts: list[str] = []
+    tagged: list[ir.Operation] = []
+    for op in ops:
+        plan = plan_tiles(op, opts)
+        if plan is None:
+            continue
+        ident = len(tagged)
+        op.attributes[_TAG] = ir.IntegerAttr.get(i64, ident)
+        tagged.append(op)
+        body = [
+            f"  %op = transform.structured.match attributes{{{_TAG} = {ident} : i64}} in %r"
+            " : (!transform.any_op) -> !transform.any_op"
+        ]
+        target = "%op"
+        n_tiled = sum(1 for t in plan.tile_sizes if t)
+        if n_tiled:
+            loops = ", ".join(["!transform.any_op"] * n_tiled)
+            sizes = ", ".join(str(t) for t in plan.tile_sizes)
+            body.append(
+                f"  %t, %l:{n_tiled} = transform.structured.tile_using_for %op tile_sizes [{sizes}]"
+                f" : (!transform.any_op) -> (!transform.any_op, {loops})"
+            )
+            target = "%t"
+        if plan.vector_sizes is not None:
+            vs = (
+                f" vector_sizes [{', '.join(str(v) for v in plan.vector_sizes)}]"
+                if plan.vector_sizes
+                else ""
+            )
+            attrs = " {create_named_contraction}" if plan.named_contraction else ""
+            body.append(f"  transform.structured.vectorize {target}{vs}{attrs} : !transform.any_op")
+        parts.append(
+            "transform.sequence %root : !transform.any_op failures(suppress) {\n"
+            "^bb0(%r: !transform.any_op):\n" + "\n".join(body) + "\n  transform.yield\n}"
+        )
+    script = (
+        "module attributes {transform.with_named_sequence} {\n"
+        "transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {\n"
+        + "\n".join(parts)
+        + "\n"
+        + _MASK_LOWERING
+        + "\ntransform.yield\n}\n}"
+    )
+    return script, tagged
+
+
+def _strip_tags(module: ir.Module) -> None:
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if _TAG in op.attributes:
+            del op.attributes[_TAG]
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+
+
+def tile_and_vectorize(module: ir.Module, options: CpuPipelineOptions | None = None) -> ir.Module:
+    """Tile and vectorize every linalg op of ``module`` (the Python step of the vector stage)."""
+    from mlir.dialects.transform import interpreter
+
+    script, tagged = vector_transform_script(module, options)
+    if not tagged:
+        return module
+    ctx = module.context
+    diagnostics: list[str] = []
+
+    def handler(d: ir.Diagnostic) -> bool:
+        diagnostics.append(f"{d.location}: {d.message}")
+        return True
+
+    h = ctx.attach_diagnostic_handler(handler)
+    try:
+        with ctx:
+            transform_module = ir.Module.parse(script)
+            entry = transform_module.body.operations[0]
+            interpreter.apply_named_sequence(module.operation, entry, transform_module)
+    except ir.MLIRError as e:
+        detail = "\n".join(diagnostics) or str(e)
+        raise CpuPipelineError(f"CPU pipeline: tiling/vectorization failed:\n{detail}") from None
+    finally:
+        h.detach()
+        _strip_tags(module)
+    return module
+
+
+# --- stages -----------------------------------------------------------------------------------
+
+
+def lower_to_vector(module: ir.Module, options: CpuPipelineOptions | None = None) -> ir.Module:
+    """Stage 1: linalg on tensors -> tiled ``scf.for`` loops of ``vector`` ops on tensors."""
+    opts = options or CpuPipelineOptions()
+    _validate_input(module)
+    _run(module, vector_pre_pipeline(opts), "vector-pre")
+    if not opts.vectorize:
+        return module
+    tile_and_vectorize(module, opts)
+    _run(module, VECTOR_POST_PIPELINE, "vector-post")
+    return module
+
+
+def lower_to_loops(module: ir.Module) -> ir.Module:
+    """Debug alternative to stage 1: no vectorization (linalg becomes scalar loops later)."""
+    return lower_to_vector(module, CpuPipelineOptions(vectorize=False))
+
+
+def _mark_args_readonly(module: ir.Module) -> None:
+    """Public function arguments are the caller's arrays: bufferization must not write them."""
+    false = ir.BoolAttr.get(False, module.context)
+    for f in _functions(module):
+        if "function_type" not in f.attributes:
+            continue
+        ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
+        if not len(f.regions[0].blocks):
+            continue  # declaration
+        if "arg_attrs" in f.attributes:
+            old = list(ir.ArrayAttr(f.attributes["arg_attrs"]))
+        else:
+            old = [ir.DictAttr.get({}, module.context)] * len(ftype.inputs)
+        new = []
+        for t, d in zip(ftype.inputs, old):
+            entries = {na.name: na.attr for na in ir.DictAttr(d)}
+            if isinstance(t, ir.RankedTensorType):
+                entries["bufferization.writable"] = false
+            new.append(ir.DictAttr.get(entries, module.context))
+        f.attributes["arg_attrs"] = ir.ArrayAttr.get(new, module.context)
+
+
+def bufferize(module: ir.Module) -> ir.Module:
+    """Stage 2: one-shot bufferization + deallocation; results come back caller-owned."""
+    _mark_args_readonly(module)
+    _run(module, BUFFERIZE_PIPELINE, "bufferize")
+    return module
+
+
+def _mark_c_interface(module: ir.Module) -> None:
+    unit = ir.UnitAttr.get(module.context)
+    for f in _functions(module):
+        vis = f.attributes["sym_visibility"] if "sym_visibility" in f.attributes else None
+        if vis is not None and ir.StringAttr(vis).value == "private":
+            continue
+        if len(f.regions[0].blocks):
+            f.attributes["llvm.emit_c_interface"] = unit
+
+
+def _is_identity_layout(layout: ir.Attribute) -> bool:
+    if not isinstance(layout, ir.AffineMapAttr):
+        return False
+    amap = layout.value
+    return amap == ir.AffineMap.get_identity(amap.n_dims, amap.context)
+
+
+def _strided_copies_to_linalg(module: ir.Module) -> None:
+    """Rewrite ``memref.copy`` between non-identity layouts into ``linalg.copy``.
+
+    Why: `finalize-memref-to-llvm` turns such copies into calls to ``memrefCopy`` from
+    ``libmlir_c_runner_utils``; loops instead keep JIT code and AOT libraries free of that
+    runtime dependency. Copies between identity layouts stay (they become ``memcpy``).
+    """
+    copies: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "memref.copy":
+            copies.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    for op in copies:
+        src, dst = op.operands[0], op.operands[1]
+        layouts = [ir.MemRefType(v.type).layout for v in (src, dst)]
+        if all(_is_identity_layout(l) for l in layouts):
+            continue
+        with ir.InsertionPoint(op), op.location:
+            linalg.copy(src, outs=[dst])
+        op.erase()
+
+
+def _i8_like(t: ir.Type) -> ir.Type | None:
+    """memref<...xi1> -> memref<...xi8> (same shape, layout, memory space); else None."""
+    if not isinstance(t, ir.MemRefType):
+        return None
+    mt = ir.MemRefType(t)
+    et = mt.element_type
+    if not (isinstance(et, ir.IntegerType) and ir.IntegerType(et).width == 1):
+        return None
+    i8 = ir.IntegerType.get_signless(8, t.context)
+    return ir.MemRefType.get(
+        mt.shape, i8, mt.layout, mt.memory_space, loc=ir.Location.unknown(t.context)
+    )
+
+
+def _widen_i1_globals(globals_: list[ir.Operation], i8: ir.Type) -> None:
+    """Retype i1 ``memref.global``s to i8, converting their initial values."""
+    import numpy as np
+
+    for g in globals_:
+        gt = ir.TypeAttr(g.attributes["type"]).value
+        nt = _i8_like(gt)
+        if nt is None:
+            continue
+        shape = ir.MemRefType(nt).shape
+        g.attributes["type"] = ir.TypeAttr.get(nt)
+        init = g.attributes["initial_value"] if "initial_value" in g.attributes else None
+        if not isinstance(init, ir.DenseIntElementsAttr):
+            continue
+        if init.is_splat:
+            bits = [int(init.get_splat_value().value) != 0] * max(1, int(np.prod(shape)))
+        else:
+            bits = [int(init[i]) != 0 for i in range(len(init))]
+        g.attributes["initial_value"] = ir.DenseElementsAttr.get(
+            np.array(bits, dtype=np.int8).reshape(shape), type=i8, shape=shape
+        )
+
+
+def _widen_i1_memrefs(module: ir.Module) -> None:
+    """Store i1 buffers as i8: retype every ``memref<...xi1>`` to ``memref<...xi8>``.
+
+    Why: in these LLVM 22 wheels, lowering ``memref.load``/``memref.store`` of ``i1`` hits an
+    assertion (``integralElementType.getWidth() >= 8`` in MemRefToLLVM) that kills the process.
+    Bool tensors are one byte per element in numpy and in MLIR's descriptor ABI anyway, so the
+    descriptors do not change; loads get an ``arith.trunci`` and stores an ``arith.extui``.
+    Runs after linalg->loops; vectorized ops never touch i1 buffers (see ``plan_tiles``).
+    """
+    i1 = ir.IntegerType.get_signless(1, module.context)
+    i8 = ir.IntegerType.get_signless(8, module.context)
+    values: list[ir.Value] = []
+    loads: list[ir.Operation] = []
+    stores: list[ir.Operation] = []
+    globals_: list[ir.Operation] = []
+    funcs: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "memref.global":
+            globals_.append(op)
+        elif op.name == "func.func":
+            funcs.append(op)
+        for r in op.results:
+            if _i8_like(r.type) is not None:
+                values.append(r)
+        for region in op.regions:
+            for block in region.blocks:
+                for a in block.arguments:
+                    if _i8_like(a.type) is not None:
+                        values.append(a)
+        if op.name == "memref.load" and _i8_like(op.operands[0].type) is not None:
+            loads.append(op)
+        if op.name == "memref.store" and _i8_like(op.operands[1].type) is not None:
+            stores.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    if not (values or globals_):
+        return
+    for op in loads:
+        # %v = memref.load %m[...] : i1  ->  %w = memref.load (i8); %v = arith.trunci %w
+        old = op.results[0]
+        with ir.InsertionPoint(op), op.location:
+            operands = list(op.operands)
+            new_load = ir.Operation.create(
+                "memref.load", results=[i8], operands=operands, attributes={
+                    name: op.attributes[name] for name in op.attributes
+                },
+            )
+        with ir.InsertionPoint.after(new_load), op.location:
+            trunc = ir.Operation.create("arith.trunci", results=[i1], operands=[new_load.result])
+        old.replace_all_uses_with(trunc.result)
+        op.erase()
+    for op in stores:
+        with ir.InsertionPoint(op), op.location:
+            ext = ir.Operation.create("arith.extui", results=[i8], operands=[op.operands[0]])
+        op.operands[0] = ext.result
+    for v in values:
+        v.set_type(_i8_like(v.type))
+    with ir.Location.unknown(module.context):
+        _widen_i1_globals(globals_, i8)
+    for f in funcs:
+        if not len(f.regions[0].blocks):
+            continue
+        ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
+        ins = [_i8_like(t) or t for t in ftype.inputs]
+        outs = [_i8_like(t) or t for t in ftype.results]
+        f.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(ins, outs))
+
+
+def lower_to_llvm(module: ir.Module) -> ir.Module:
+    """Stage 3: memref/vector/scf/math/arith/cf/func -> LLVM dialect (C interfaces marked)."""
+    _mark_c_interface(module)
+    _strided_copies_to_linalg(module)
+    _run(module, LOOPS_ON_MEMREFS_PIPELINE, "linalg-to-loops")
+    _widen_i1_memrefs(module)
+    if not module.operation.verify():
+        raise CpuPipelineError("internal error: module does not verify after i1 widening")
+    _run(module, LLVM_PIPELINE, "llvm")
+    return module
+
+
+def lower_module(
+    module: ir.Module,
+    stage: str = "llvm",
+    options: CpuPipelineOptions | None = None,
+) -> ir.Module:
+    """Run the CPU pipeline on ``module`` up to and including ``stage`` (one of ``STAGES``)."""
+    if stage not in STAGES:
+        raise CpuPipelineError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
+    steps: Sequence[tuple[str, Callable[[ir.Module], ir.Module]]] = (
+        ("vector", lambda m: lower_to_vector(m, options)),
+        ("bufferize", bufferize),
+        ("llvm", lower_to_llvm),
+    )
+    for name, fn in steps:
+        fn(module)
+        if name == stage:
+            break
+    return module
