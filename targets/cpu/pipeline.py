@@ -221,7 +221,9 @@ class TilePlan:
     tile_sizes: one per loop; 0 = not tiled (only for static loops, the vector covers it).
     vector_sizes: one per loop (the static vector shape; >= every tile's extent), or None to
         leave the op unvectorized (tiled only).
-    named_contraction: emit ``vector.contract`` directly (static contractions).
+    named_contraction: emit ``vector.contract`` directly; it lowers to an outer product of
+        an m-vector and an n-vector (one FMA per m row), where the generic vectorization of a
+        (m, n, 1) tile gives a unit-dim broadcast that unrolls into scalar-width ops.
     """
 
     tile_sizes: tuple[int, ...]
@@ -332,7 +334,7 @@ def plan_tiles(op: ir.Operation, options: CpuPipelineOptions | None = None) -> T
             tiles[m_dims[-1]] = clamp(tm, m_dims[-1])
             tiles[n_dims[-1]] = clamp(tn, n_dims[-1])
             tiles[k_dims[-1]] = clamp(tk, k_dims[-1])
-            return TilePlan(tuple(tiles), tuple(tiles), named_contraction=False)
+            return TilePlan(tuple(tiles), tuple(tiles), named_contraction=True)
     # Generic strategy: vectorize the innermost loop.
     inner = n - 1
     tiles[inner] = clamp(lanes, inner)
