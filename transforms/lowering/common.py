@@ -1,0 +1,666 @@
+"""Shared machinery of the ONNX -> linalg lowering: the pattern registry, the `Node` adaptor
+patterns receive, type conversion, shapes with dynamic dims, and builders for `linalg.generic`.
+
+Why this shape: the Python dialect-conversion API does not exist in the MLIR 22 wheels, so the
+pass (`onnxc.transforms.convert_onnx_to_linalg`) walks every function in block order with a
+value map (ONNX value -> lowered value) and builds the lowered ops into a new function. A
+pattern is a plain function registered per ONNX op type with `@lowers("Add", "Sub")`; it gets a
+`Node` (the ONNX op, its lowered operands, attributes with schema defaults, original ONNX types
+so unsigned semantics survive the switch to signless integers) and returns the lowered result
+values. An optional `check` function registered beside it rejects what the pattern cannot handle
+*before* anything is built, so the pass can report every problem of a module at once and never
+hands MLIR's C++ (built with assertions) IR it would choke on.
+
+Shapes: a `Dim` is an `int` (static size) or an index `ir.Value` (a dynamic size, from
+`tensor.dim` or computed). Numpy broadcasting treats a static 1 as broadcastable; a dynamic dim
+is assumed not to be a runtime 1 when the other side is larger (the rule IREE and torch-mlir
+follow too: broadcasting decided at run time would need a second code path per op).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any, Union
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import arith, linalg, tensor
+
+from onnxc.dialect.opinfo import OpInfo
+from onnxc.errors import OnnxcError
+
+Dim = Union[int, ir.Value]
+Body = Callable[[list[ir.Value]], list[ir.Value]]
+
+
+class LoweringError(OnnxcError):
+    """An op the lowering cannot handle (found while building; the pre-check should catch most)."""
+
+
+# --- registry ------------------------------------------------------------------------------------
+
+PatternFn = Callable[["Node"], Sequence[ir.Value | None]]
+CheckFn = Callable[["Node"], str | None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Pattern:
+    """A lowering for some ONNX op types: `fn(node) -> results`, and `check(node) -> reason or None`
+    run on the unlowered op before anything is built. `min_version` is the oldest schema
+    since_version handled (older ones need the upgrade pass)."""
+
+    op_types: tuple[str, ...]
+    fn: PatternFn
+    check: CheckFn | None = None
+    min_version: int = 1
+    domain: str = ""
+
+
+PATTERNS: dict[tuple[str, str], Pattern] = {}
+
+
+def lowers(*op_types: str, check: CheckFn | None = None, min_version: int = 1, domain: str = "") -> Callable[[PatternFn], PatternFn]:
+    """Register the decorated function as the lowering of `op_types` (ONNX names: "Add")."""
+
+    def deco(fn: PatternFn) -> PatternFn:
+        pat = Pattern(tuple(op_types), fn, check, min_version, domain)
+        for t in op_types:
+            PATTERNS[(domain, t)] = pat
+        return fn
+
+    return deco
+
+
+def find_pattern(info: OpInfo) -> Pattern | None:
+    """The pattern lowering this dialect op (by ONNX domain and op type), or None."""
+    return PATTERNS.get((info.domain, info.op_type))
+
+
+# --- types ---------------------------------------------------------------------------------------
+
+
+def is_unsigned(t: ir.Type) -> bool:
+    """Whether an element type is an unsigned integer (`ui8`...)."""
+    return isinstance(t, ir.IntegerType) and ir.IntegerType(t).is_unsigned
+
+
+def is_int(t: ir.Type) -> bool:
+    """Integer element type (including i1 and unsigned ones)."""
+    return isinstance(t, ir.IntegerType)
+
+
+def is_bool(t: ir.Type) -> bool:
+    return isinstance(t, ir.IntegerType) and ir.IntegerType(t).width == 1
+
+
+def is_float(t: ir.Type) -> bool:
+    return isinstance(t, ir.FloatType)
+
+
+def bitwidth(t: ir.Type) -> int:
+    if isinstance(t, ir.IntegerType):
+        return ir.IntegerType(t).width
+    if isinstance(t, ir.FloatType):
+        return ir.FloatType(t).width
+    if isinstance(t, ir.IndexType):
+        return 64
+    raise LoweringError(f"type {t} has no bit width")
+
+
+_LOWERABLE_ELEMENTS = ("f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64", "ui8", "ui16", "ui32", "ui64")
+
+
+def element_supported(t: ir.Type) -> bool:
+    """Element types the lowering handles (no strings, complex or sub-byte floats yet)."""
+    return str(t) in _LOWERABLE_ELEMENTS
+
+
+def convert_element(t: ir.Type) -> ir.Type:
+    """Signless version of an element type (`ui8` -> `i8`); other types unchanged."""
+    if isinstance(t, ir.IntegerType) and not ir.IntegerType(t).is_signless:
+        return ir.IntegerType.get_signless(ir.IntegerType(t).width)
+    return t
+
+
+def convert_type(t: ir.Type) -> ir.Type:
+    """Lowered type of an ONNX-level value type: tensors get signless element types."""
+    if isinstance(t, ir.RankedTensorType):
+        rt = ir.RankedTensorType(t)
+        return ir.RankedTensorType.get(list(rt.shape), convert_element(rt.element_type))
+    if isinstance(t, ir.UnrankedTensorType):
+        return ir.UnrankedTensorType.get(convert_element(ir.ShapedType(t).element_type))
+    return convert_element(t)
+
+
+def elem_of(t: ir.Type) -> ir.Type:
+    return ir.ShapedType(t).element_type
+
+
+def is_ranked(t: ir.Type) -> bool:
+    return isinstance(t, ir.RankedTensorType)
+
+
+def static_shape(t: ir.Type) -> list[int | None]:
+    """Dims of a ranked tensor type, None for dynamic."""
+    rt = ir.RankedTensorType(t)
+    return [None if rt.is_dynamic_dim(i) else rt.get_dim_size(i) for i in range(rt.rank)]
+
+
+def rank_of(v: ir.Value | ir.Type) -> int:
+    t = v if isinstance(v, ir.Type) else v.type
+    return ir.RankedTensorType(t).rank
+
+
+DYN = ir.ShapedType.get_dynamic_size()
+
+
+def tensor_type(shape: Sequence[Dim | None], elem: ir.Type) -> ir.RankedTensorType:
+    """Ranked tensor type of a shape of `Dim`s (a Value or None is a dynamic dim)."""
+    return ir.RankedTensorType.get([d if isinstance(d, int) else DYN for d in shape], elem)
+
+
+# --- constants -----------------------------------------------------------------------------------
+
+
+def _dense_to_numpy(attr: ir.Attribute) -> np.ndarray | None:
+    if not isinstance(attr, ir.DenseElementsAttr):
+        return None
+    et = elem_of(attr.type)
+    shape = static_shape(attr.type)
+    try:
+        if attr.is_splat:
+            # np.array of a splat works for ints/floats; build it from the splat value for safety.
+            return np.array(attr)
+        return np.array(attr)
+    except Exception:  # noqa: BLE001 - element types numpy cannot represent (bf16, i1 packing)
+        if str(et) in ("bf16", "f16") or shape is None:
+            return None
+        return None
+
+
+def constant_value(v: ir.Value | None) -> np.ndarray | None:
+    """The value of `v` when it is a compile-time constant: the result of `onnx.constant`
+    (attribute `value`, `value_int(s)`, `value_float(s)`) or `arith.constant` with dense elements.
+    None otherwise (including constants whose elements numpy cannot read)."""
+    if v is None or not isinstance(v, ir.OpResult):
+        return None
+    op = v.owner
+    name = op.name
+    attrs = op.attributes
+    if name == "arith.constant":
+        return _dense_to_numpy(attrs["value"])
+    if name != "onnx.constant":
+        return None
+    if "value" in attrs:
+        return _dense_to_numpy(attrs["value"])
+    if "value_int" in attrs:
+        return np.array(ir.IntegerAttr(attrs["value_int"]).value, dtype=np.int64)
+    if "value_ints" in attrs:
+        return np.array(list(ir.DenseI64ArrayAttr(attrs["value_ints"])), dtype=np.int64)
+    if "value_float" in attrs:
+        return np.array(ir.FloatAttr(attrs["value_float"]).value, dtype=np.float32)
+    if "value_floats" in attrs:
+        return np.array(list(ir.DenseF32ArrayAttr(attrs["value_floats"])), dtype=np.float32)
+    return None
+
+
+def attr_to_python(attr: ir.Attribute) -> Any:
+    """A plain Python value of an ONNX attribute as the dialect spells it (see DEVELOPERS.md)."""
+    if isinstance(attr, ir.IntegerAttr):
+        return ir.IntegerAttr(attr).value
+    if isinstance(attr, ir.FloatAttr):
+        return ir.FloatAttr(attr).value
+    if isinstance(attr, ir.StringAttr):
+        return ir.StringAttr(attr).value
+    if isinstance(attr, ir.DenseI64ArrayAttr):
+        return list(ir.DenseI64ArrayAttr(attr))
+    if isinstance(attr, ir.DenseF32ArrayAttr):
+        return list(ir.DenseF32ArrayAttr(attr))
+    if isinstance(attr, ir.ArrayAttr):
+        return [attr_to_python(a) for a in ir.ArrayAttr(attr)]
+    if isinstance(attr, ir.TypeAttr):
+        return ir.TypeAttr(attr).value
+    return attr
+
+
+# --- the adaptor patterns receive ----------------------------------------------------------------
+
+
+def node_name(op: ir.Operation) -> str:
+    """The ONNX node name carried by an op's location (`loc("name"(...))`), or ""."""
+    loc = op.location
+    try:
+        if loc.is_a_name():
+            return loc.name_str
+        if loc.is_a_fused():
+            for sub in loc.locations:
+                if sub.is_a_name():
+                    return sub.name_str
+    except Exception:  # noqa: BLE001 - location kinds without these accessors
+        pass
+    return ""
+
+
+class Node:
+    """One ONNX op being lowered, as a pattern sees it.
+
+    `inputs[i]` is the lowered value of ONNX input i (None when omitted: `onnx.none`);
+    `onnx_types[i]` its original type (unsigned element types kept); `result_types` the declared
+    result types (converted: signless); `attr(name)` a Python value with the schema default.
+    During the pre-check, `inputs` holds the unlowered values (patterns' `check` functions only
+    look at types and constants).
+    """
+
+    def __init__(self, op: ir.Operation, info: OpInfo, inputs: list[ir.Value | None], lowering: Any = None) -> None:
+        self.op = op
+        self.info = info
+        self.inputs = inputs
+        self.lowering = lowering
+        self.onnx_types: list[ir.Type | None] = [None if _is_none(v) else v.type for v in op.operands]
+        self.onnx_result_types: list[ir.Type] = [r.type for r in op.results]
+
+    # identity
+    @property
+    def op_type(self) -> str:
+        return self.info.op_type
+
+    @property
+    def version(self) -> int:
+        return self.info.since_version
+
+    @property
+    def name(self) -> str:
+        return node_name(self.op)
+
+    def describe(self) -> str:
+        nm = self.name
+        return f"{self.info.op_type} (opset {self.info.since_version}, {self.op.name})" + (f" node '{nm}'" if nm else "")
+
+    # operands
+    def has(self, i: int) -> bool:
+        """Whether ONNX input i was given."""
+        return i < len(self.onnx_types) and self.onnx_types[i] is not None
+
+    def input(self, i: int) -> ir.Value:
+        v = self.inputs[i] if i < len(self.inputs) else None
+        if v is None:
+            raise LoweringError(f"{self.describe()}: input {i} is required")
+        return v
+
+    def in_elem(self, i: int) -> ir.Type:
+        """Original (ONNX) element type of input i: `ui8` stays unsigned."""
+        t = self.onnx_types[i]
+        assert t is not None
+        return elem_of(t)
+
+    def out_elem(self, i: int = 0) -> ir.Type:
+        """Original (ONNX) element type of result i."""
+        return elem_of(self.onnx_result_types[i])
+
+    def result_type(self, i: int = 0) -> ir.Type:
+        """Converted (signless) declared type of result i."""
+        return convert_type(self.onnx_result_types[i])
+
+    def const(self, i: int) -> np.ndarray | None:
+        """Compile-time value of input i, or None (also None when omitted)."""
+        if not self.has(i):
+            return None
+        v = self.inputs[i] if i < len(self.inputs) else None
+        found = constant_value(v)
+        if found is None:
+            found = constant_value(self.op.operands[i])
+        return found
+
+    def const_ints(self, i: int) -> list[int] | None:
+        c = self.const(i)
+        return None if c is None else [int(x) for x in np.asarray(c).reshape(-1)]
+
+    # attributes
+    def attr(self, name: str, default: Any = None) -> Any:
+        """The attribute's value as plain Python, else the schema default, else `default`."""
+        attrs = self.op.attributes
+        if name in attrs:
+            return attr_to_python(attrs[name])
+        spec = self.info.attr(name)
+        if spec is not None and spec.default is not None:
+            return spec.default
+        return default
+
+    def has_attr(self, name: str) -> bool:
+        return name in self.op.attributes
+
+    def fail(self, msg: str) -> LoweringError:
+        return LoweringError(f"{self.describe()}: {msg}")
+
+
+def _is_none(v: ir.Value) -> bool:
+    return isinstance(v.type, ir.NoneType)
+
+
+# --- scalar builders -----------------------------------------------------------------------------
+
+def index_type() -> ir.Type:
+    return ir.IndexType.get()
+
+
+def const_scalar(value: float | int | bool, elem: ir.Type) -> ir.Value:
+    """`arith.constant` of a scalar of type `elem` (signless int, float, index or i1)."""
+    if isinstance(elem, ir.FloatType):
+        return arith.constant(elem, float(value))
+    if isinstance(elem, ir.IntegerType):
+        w = ir.IntegerType(elem).width
+        iv = int(value)
+        # Wrap into the signed range of the width (an unsigned max becomes -1, as bits).
+        iv &= (1 << w) - 1
+        if w > 1 and iv >= 1 << (w - 1):
+            iv -= 1 << w
+        if w == 1:
+            iv = -1 if iv else 0
+        return arith.constant(elem, ir.IntegerAttr.get(elem, iv))
+    if isinstance(elem, ir.IndexType):
+        return arith.constant(elem, int(value))
+    raise LoweringError(f"no scalar constant of type {elem}")
+
+
+def const_index(i: int) -> ir.Value:
+    return arith.constant(ir.IndexType.get(), int(i))
+
+
+def const_tensor(array: np.ndarray, elem: ir.Type) -> ir.Value:
+    """`arith.constant dense<...>` of a numpy array, with the signless element type `elem`."""
+    array = np.ascontiguousarray(array)
+    if is_bool(elem):
+        attr = ir.DenseElementsAttr.get(array.astype(np.bool_))
+    elif isinstance(elem, ir.IntegerType):
+        w = ir.IntegerType(elem).width
+        attr = ir.DenseElementsAttr.get(array.astype(f"int{w}"), type=elem)
+    elif str(elem) == "bf16":
+        attr = ir.DenseElementsAttr.get(array.astype(np.float32), type=ir.F32Type.get())
+        # bf16 arrays: build f32 and truncate at compile time via a splat-free path is not
+        # available in Python; use arith.truncf on the constant instead.
+        c = arith.constant(attr.type, attr)
+        return convert_tensor(c, ir.F32Type.get(), elem)
+    else:
+        np_dtype = {"f16": np.float16, "f32": np.float32, "f64": np.float64}[str(elem)]
+        attr = ir.DenseElementsAttr.get(array.astype(np_dtype), type=elem)
+    return arith.constant(attr.type, attr)
+
+
+def dim(v: ir.Value, i: int) -> Dim:
+    """Size of dim i of a ranked tensor value: an int if static, else a `tensor.dim`."""
+    rt = ir.RankedTensorType(v.type)
+    if not rt.is_dynamic_dim(i):
+        return rt.get_dim_size(i)
+    return tensor.dim(v, const_index(i))
+
+
+def shape_of(v: ir.Value) -> list[Dim]:
+    return [dim(v, i) for i in range(rank_of(v))]
+
+
+def dim_value(d: Dim) -> ir.Value:
+    """A Dim as an index value."""
+    return const_index(d) if isinstance(d, int) else d
+
+
+def dim_mul(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return a * b
+    if isinstance(a, int) and a == 1:
+        return b
+    if isinstance(b, int) and b == 1:
+        return a
+    return arith.muli(dim_value(a), dim_value(b))
+
+
+def dim_add(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    if isinstance(b, int) and b == 0:
+        return a
+    if isinstance(a, int) and a == 0:
+        return b
+    return arith.addi(dim_value(a), dim_value(b))
+
+
+def dim_sub(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return a - b
+    if isinstance(b, int) and b == 0:
+        return a
+    return arith.subi(dim_value(a), dim_value(b))
+
+
+def dim_floordiv(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return a // b
+    if isinstance(b, int) and b == 1:
+        return a
+    return arith.floordivsi(dim_value(a), dim_value(b))
+
+
+def empty(shape: Sequence[Dim], elem: ir.Type) -> ir.Value:
+    """`tensor.empty` of a shape of Dims."""
+    return tensor.empty(list(shape), elem)
+
+
+def filled(shape: Sequence[Dim], elem: ir.Type, value: float | int | ir.Value) -> ir.Value:
+    """A tensor of `shape` filled with `value` (`linalg.fill`)."""
+    init = empty(shape, elem)
+    scalar = value if isinstance(value, ir.Value) else const_scalar(value, elem)
+    return linalg.fill(scalar, outs=[init])
+
+
+# --- linalg.generic ------------------------------------------------------------------------------
+
+def iterator(kind: str) -> ir.Attribute:
+    return ir.Attribute.parse(f"#linalg.iterator_type<{kind}>")
+
+
+def affine_map(n_dims: int, exprs: Sequence[int | str | ir.AffineExpr]) -> ir.AffineMap:
+    """An affine map over `n_dims` loop dims: an int is the loop dim d<int>, "0" the constant 0,
+    an AffineExpr itself."""
+    out: list[ir.AffineExpr] = []
+    for e in exprs:
+        if isinstance(e, ir.AffineExpr):
+            out.append(e)
+        elif isinstance(e, str):
+            out.append(ir.AffineConstantExpr.get(int(e)))
+        else:
+            out.append(ir.AffineDimExpr.get(e))
+    return ir.AffineMap.get(n_dims, 0, out)
+
+
+def identity_map(n: int) -> ir.AffineMap:
+    return ir.AffineMap.get_identity(n)
+
+
+def generic(
+    inputs: Sequence[ir.Value],
+    outputs: Sequence[ir.Value],
+    maps: Sequence[ir.AffineMap],
+    iterators: Sequence[str],
+    body: Body,
+) -> list[ir.Value]:
+    """Build a `linalg.generic`; `body(block_args)` builds the scalar region and returns the
+    values to yield (block args: one per input, then one per output)."""
+    op = linalg.GenericOp(
+        [o.type for o in outputs],
+        list(inputs),
+        list(outputs),
+        ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
+        ir.ArrayAttr.get([iterator(k) for k in iterators]),
+    )
+    arg_types = [elem_of(v.type) if isinstance(v.type, ir.ShapedType) or isinstance(v.type, ir.RankedTensorType) else v.type for v in [*inputs, *outputs]]
+    block = op.regions[0].blocks.append(*arg_types)
+    with ir.InsertionPoint(block):
+        results = body(list(block.arguments))
+        linalg.YieldOp(list(results))
+    return list(op.results)
+
+
+def broadcast_shapes(shapes: Sequence[Sequence[int | None]]) -> list[int | None] | str:
+    """Numpy broadcast of static shapes (None = dynamic). Returns an error string on mismatch."""
+    r = max((len(s) for s in shapes), default=0)
+    out: list[int | None] = []
+    for k in range(r):
+        static: set[int] = set()
+        dyn = False
+        for s in shapes:
+            j = k - (r - len(s))
+            if j < 0:
+                continue
+            d = s[j]
+            if d is None:
+                dyn = True
+            elif d != 1:
+                static.add(d)
+        if len(static) > 1:
+            return f"shapes {[list(s) for s in shapes]} do not broadcast"
+        if static:
+            out.append(static.pop())
+        elif dyn:
+            out.append(None)
+        else:
+            out.append(1)
+    return out
+
+
+def broadcast_dims(values: Sequence[ir.Value]) -> list[Dim]:
+    """Numpy-broadcast result shape of ranked tensor values, dynamic dims from `tensor.dim`."""
+    shapes = [static_shape(v.type) for v in values]
+    res = broadcast_shapes(shapes)
+    if isinstance(res, str):
+        raise LoweringError(res)
+    r = len(res)
+    out: list[Dim] = []
+    for k, d in enumerate(res):
+        if d is not None:
+            out.append(d)
+            continue
+        for v, s in zip(values, shapes):
+            j = k - (r - len(s))
+            if j >= 0 and s[j] is None:
+                out.append(tensor.dim(v, const_index(j)))
+                break
+    return out
+
+
+def broadcast_map(value_shape: Sequence[int | None], out_shape: Sequence[Dim]) -> ir.AffineMap:
+    """Indexing map reading a value of `value_shape` broadcast (numpy rules) into `out_shape`."""
+    r = len(out_shape)
+    off = r - len(value_shape)
+    exprs: list[int | str] = []
+    for j, d in enumerate(value_shape):
+        o = out_shape[j + off]
+        exprs.append("0" if d == 1 and not (isinstance(o, int) and o == 1) else j + off)
+    return affine_map(r, exprs)
+
+
+def elementwise(inputs: Sequence[ir.Value], out_elem: ir.Type, body: Callable[..., ir.Value], out_shape: Sequence[Dim] | None = None) -> ir.Value:
+    """Numpy-broadcasting elementwise map: `body(*scalars) -> scalar` over `inputs`."""
+    shape = list(out_shape) if out_shape is not None else broadcast_dims(inputs)
+    r = len(shape)
+    init = empty(shape, out_elem)
+    maps = [broadcast_map(static_shape(v.type), shape) for v in inputs] + [identity_map(r)]
+    return generic(list(inputs), [init], maps, ["parallel"] * r, lambda args: [body(*args[: len(inputs)])])[0]
+
+
+def broadcast_to(v: ir.Value, shape: Sequence[Dim]) -> ir.Value:
+    """`v` broadcast (numpy rules) to `shape`; returns `v` when already that shape statically."""
+    src = static_shape(v.type)
+    if len(src) == len(shape) and all(isinstance(o, int) and s == o for s, o in zip(src, shape)):
+        return v
+    return elementwise([v], elem_of(v.type), lambda x: x, out_shape=shape)
+
+
+# --- scalar conversions --------------------------------------------------------------------------
+
+
+def convert_scalar(x: ir.Value, src: ir.Type, dst: ir.Type) -> ir.Value:
+    """Convert a scalar from ONNX element type `src` to `dst` (both may be unsigned: the
+    signedness picks extui/uitofp/fptoui; the values themselves are signless)."""
+    s, d = convert_element(src), convert_element(dst)
+    if str(s) == str(d):
+        return x
+    if is_float(s) and is_float(d):
+        if bitwidth(d) > bitwidth(s):
+            return arith.extf(d, x)
+        if bitwidth(d) < bitwidth(s):
+            return arith.truncf(d, x)
+        return _float_same_width(x, s, d)
+    if is_float(s) and is_int(d):
+        if is_bool(d):
+            return arith.cmpf(arith.CmpFPredicate.UNE, x, const_scalar(0.0, s))
+        if bitwidth(s) < 32:  # f16 -> int: go through f32 so large ints are not lost
+            x = arith.extf(ir.F32Type.get(), x)
+        return arith.fptoui(d, x) if is_unsigned(dst) else arith.fptosi(d, x)
+    if is_int(s) and is_float(d):
+        if is_unsigned(src) or is_bool(s):
+            return arith.uitofp(d, x)
+        return arith.sitofp(d, x)
+    if is_int(s) and is_int(d):
+        if is_bool(d):
+            return arith.cmpi(arith.CmpIPredicate.ne, x, const_scalar(0, s))
+        if bitwidth(d) > bitwidth(s):
+            return arith.extui(d, x) if (is_unsigned(src) or is_bool(s)) else arith.extsi(d, x)
+        if bitwidth(d) < bitwidth(s):
+            return arith.trunci(d, x)
+        return x
+    if isinstance(s, ir.IndexType):
+        return arith.index_cast(d, x)
+    if isinstance(d, ir.IndexType):
+        return arith.index_castui(d, x) if is_unsigned(src) else arith.index_cast(d, x)
+    raise LoweringError(f"cannot convert {src} to {dst}")
+
+
+def _float_same_width(x: ir.Value, s: ir.Type, d: ir.Type) -> ir.Value:
+    # f16 <-> bf16: through f32.
+    return arith.truncf(d, arith.extf(ir.F32Type.get(), x))
+
+
+def convert_tensor(v: ir.Value, src: ir.Type, dst: ir.Type) -> ir.Value:
+    """Elementwise conversion of a tensor from ONNX element type `src` to `dst`."""
+    if str(convert_element(src)) == str(convert_element(dst)):
+        return v
+    return elementwise([v], convert_element(dst), lambda x: convert_scalar(x, src, dst))
+
+
+def cast_to_type(v: ir.Value, t: ir.Type) -> ir.Value:
+    """`tensor.cast` to a compatible ranked type when types differ (refine or erase static dims)."""
+    if str(v.type) == str(t):
+        return v
+    return tensor.cast(t, v)
+
+
+def compatible(a: ir.Type, b: ir.Type) -> bool:
+    """Whether `tensor.cast` may go between two ranked tensor types."""
+    if not (is_ranked(a) and is_ranked(b)):
+        return False
+    if str(elem_of(a)) != str(elem_of(b)):
+        return False
+    sa, sb = static_shape(a), static_shape(b)
+    return len(sa) == len(sb) and all(x is None or y is None or x == y for x, y in zip(sa, sb))
+
+
+def normalize_axis(axis: int, rank: int) -> int:
+    return axis + rank if axis < 0 else axis
+
+
+def reshape(v: ir.Value, shape: Sequence[Dim]) -> ir.Value:
+    """Reshape to `shape` (static: `tensor.reshape` with a constant shape; dynamic: shape from
+    `tensor.from_elements`). `tensor.reshape` keeps the row-major order, as ONNX Reshape does."""
+    elem = elem_of(v.type)
+    src = static_shape(v.type)
+    if len(src) == len(shape) and all(isinstance(o, int) and s == o for s, o in zip(src, shape)):
+        return v
+    i64 = ir.IntegerType.get_signless(64)
+    if all(isinstance(d, int) for d in shape):
+        shp = const_tensor(np.array(list(shape), dtype=np.int64), i64) if shape else None
+        if shp is None:
+            return tensor.collapse_shape(tensor_type([], elem), v, ir.ArrayAttr.get([]))
+    else:
+        elems = [arith.index_cast(i64, dim_value(d)) for d in shape]
+        shp = tensor.from_elements(ir.RankedTensorType.get([len(shape)], i64), elems)
+    return tensor.reshape(tensor_type(shape, elem), v, shp)
