@@ -543,3 +543,42 @@ def test_bool_constant_and_arg_attrs() -> None:
     c, r = f(a)
     np.testing.assert_array_equal(c, [True, False, True])
     np.testing.assert_array_equal(r, a ^ np.array([True, False, True]))
+
+
+def test_pooling_and_gather_fall_back_gracefully() -> None:
+    """Ops the vectorizer refuses (window pooling, a gather through tensor.extract) still run."""
+    f = jit(
+        """
+        func.func @pg(%x: tensor<1x2x4x4xf32>, %idx: tensor<3xi64>, %t: tensor<5xf32>)
+            -> (tensor<1x2x2x2xf32>, tensor<3xf32>) {
+          %ninf = arith.constant 0xFF800000 : f32
+          %win = tensor.empty() : tensor<2x2xf32>
+          %e = tensor.empty() : tensor<1x2x2x2xf32>
+          %f = linalg.fill ins(%ninf : f32) outs(%e : tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+          %p = linalg.pooling_nchw_max {dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>}
+              ins(%x, %win : tensor<1x2x4x4xf32>, tensor<2x2xf32>)
+              outs(%f : tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+          %e2 = tensor.empty() : tensor<3xf32>
+          %g = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>],
+                               iterator_types = ["parallel"]}
+              ins(%idx : tensor<3xi64>) outs(%e2 : tensor<3xf32>) {
+          ^bb0(%i: i64, %o: f32):
+            %ii = arith.index_cast %i : i64 to index
+            %v = tensor.extract %t[%ii] : tensor<5xf32>
+            linalg.yield %v : f32
+          } -> tensor<3xf32>
+          return %p, %g : tensor<1x2x2x2xf32>, tensor<3xf32>
+        }"""
+    )
+    x = RNG.standard_normal((1, 2, 4, 4), dtype=np.float32)
+    idx = np.array([4, 0, 2], np.int64)
+    t = RNG.standard_normal((5,), dtype=np.float32)
+    p, g = f(x, idx, t)
+    np.testing.assert_array_equal(p, x.reshape(1, 2, 2, 2, 2, 2).max(axis=(3, 5)))
+    np.testing.assert_array_equal(g, t[idx])
+
+
+def test_unsupported_signature_is_a_clear_error() -> None:
+    m = parse("func.func @u(%a: tensor<*xf32>) -> tensor<*xf32> { return %a : tensor<*xf32> }")
+    with pytest.raises(ValueError, match="argument 0 has type tensor<\\*xf32>"):
+        compile_module(m)
