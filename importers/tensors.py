@@ -1,0 +1,646 @@
+"""ONNX tensors <-> numpy arrays <-> MLIR elements attributes, for every element type of the spec.
+
+Import: `tensor_to_numpy` reads a `TensorProto` (raw_data, the typed fields, or external data)
+into a numpy array of the element type's numpy/ml_dtypes dtype; `tensor_to_attribute` turns it
+into the attribute an `onnx.constant` or an initializer carries. Export: `attribute_to_tensor` and
+`numpy_to_tensor` go back. `sparse_tensor_to_attribute` / `attribute_to_sparse_tensor` do the same
+for `SparseTensorProto`.
+
+Decisions (and why):
+
+* **Layout in MLIR.** MLIR keeps every element of a sub-byte type (`i4`, `ui2`, `f4E2M1FN`,
+  `f6E2M3FN`) in its own byte, while ONNX packs them (two 4-bit, four 2-bit, four 6-bit per three
+  bytes, LSB first). They are unpacked on import and packed again on export; that is the one copy
+  this module makes of data that is not in the proto already. `bool` is one byte per element in
+  ONNX and in resource blobs, and bit-packed in `DenseElementsAttr` (the bindings' convention).
+* **Small tensors** (at most `resource_threshold` bytes) become `DenseElementsAttr`, which folding
+  passes read directly. **Large tensors** become `dense_resource<name>` blobs built over the numpy
+  array itself (`DenseResourceElementsAttr.get_from_buffer`): no copy into MLIR's uniqued storage,
+  and for external data the array is a view into the file's memory map, so the weights are never
+  copied at all. The blob owns a reference to the array, so the map stays alive as long as the
+  attribute's context uses it. A misaligned view (an external offset that is not a multiple of the
+  element size) is copied once into aligned memory, because MLIR reads blobs as typed arrays.
+* **Strings** become MLIR's dense string elements with the `!onnx.string` element type:
+  `dense<["a", "b"]> : tensor<2x!onnx.string>`. MLIR strings are byte strings, so values that are
+  not UTF-8 survive the round trip (the validator reports them; the data is still kept exactly).
+* **Sparse tensors** become MLIR's `sparse<indices, values>` attribute (indices as `[NNZ, rank]`
+  coordinates; ONNX's linearized `[NNZ]` indices are converted). Empty ones are `sparse<>`.
+* **Reading attributes back.** The Python bindings cannot export the buffer of a
+  `DenseElementsAttr` of `bf16`, `f8*`, `i4`, complex, nor read string elements or resource blobs.
+  The raw data and string elements are read through the MLIR C API (`mlirDenseElementsAttrGetRawData`,
+  `mlirDenseElementsAttrGetStringValue`) with ctypes, after checking the attribute's kind (a wrong
+  cast is a C++ assertion). Resource blobs made here are found again in a registry keyed by
+  (context, resource name) that holds weak references; blobs from parsed IR are read from the
+  printed `dialect_resources` section.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import math
+import os
+import re
+import sys
+import threading
+import weakref
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from mlir import ir
+
+from onnxc.dialect.types import BY_MLIR, BY_ONNX, ElementType, UnsupportedTypeError, numpy_dtype
+from onnxc.importers.errors import ImportError_
+from onnxc.importers.external_data import read_external, uses_external_data
+
+_DT = onnx.TensorProto
+# Sub-byte element types: bits per element as ONNX packs them.
+PACKED_BITS: dict[int, int] = {
+    _DT.INT4: 4, _DT.UINT4: 4, _DT.FLOAT4E2M1: 4,
+    _DT.INT2: 2, _DT.UINT2: 2,
+    _DT.FLOAT6E2M3: 6, _DT.FLOAT6E3M2: 6,
+}  # fmt: skip
+# Which typed field holds each element type's values (onnx.proto); everything else uses int32_data.
+_TYPED_FIELD: dict[int, str] = {
+    _DT.FLOAT: "float_data", _DT.COMPLEX64: "float_data",
+    _DT.DOUBLE: "double_data", _DT.COMPLEX128: "double_data",
+    _DT.INT64: "int64_data",
+    _DT.UINT32: "uint64_data", _DT.UINT64: "uint64_data",
+    _DT.STRING: "string_data",
+}  # fmt: skip
+_DATA_FIELDS = ("float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
+# Allowed int32_data values per type: plain integers in their own range, bit patterns (float16,
+# float8, packed sub-byte bytes) as their unsigned or sign-extended spelling.
+_INT32_RANGE: dict[int, tuple[int, int]] = {
+    _DT.INT8: (-(2**7), 2**7 - 1), _DT.UINT8: (0, 2**8 - 1),
+    _DT.INT16: (-(2**15), 2**15 - 1), _DT.UINT16: (0, 2**16 - 1),
+    _DT.INT32: (-(2**31), 2**31 - 1), _DT.BOOL: (0, 1),
+    _DT.FLOAT16: (-(2**15), 2**16 - 1), _DT.BFLOAT16: (-(2**15), 2**16 - 1),
+    _DT.FLOAT6E2M3: (0, 63), _DT.FLOAT6E3M2: (0, 63),
+}  # fmt: skip
+_BYTE_RANGE = (-(2**7), 2**8 - 1)  # float8 bit patterns, packed 4-bit and 2-bit bytes
+# Dims beyond this cannot be an MLIR static size (int64 with room for the dynamic marker).
+MAX_DIM = 2**62
+
+
+def _label(tensor: onnx.TensorProto | onnx.SparseTensorProto | None, name: str | None = None) -> str:
+    n = name if name is not None else getattr(tensor, "name", "")
+    return f"tensor '{n}'" if n else "an unnamed tensor"
+
+
+def _fail(label: str, why: str) -> ImportError_:
+    return ImportError_(f"invalid data in {label}", [f"{label[0].upper()}{label[1:]} {why}."])
+
+
+def _elem(onnx_dtype: int, label: str) -> ElementType:
+    if onnx_dtype not in BY_ONNX:
+        name = _DT.DataType.Name(onnx_dtype) if onnx_dtype in _DT.DataType.values() else str(onnx_dtype)
+        raise _fail(label, f"has element type {name}, which is not a tensor element type of the ONNX spec")
+    return BY_ONNX[onnx_dtype]
+
+
+def element_count(dims: Any, label: str) -> int:
+    """The number of elements of a shape, refusing negative and unrepresentable dims."""
+    n = 1
+    for d in dims:
+        d = int(d)
+        if d < 0:
+            raise _fail(label, f"has a negative dimension {d} in its shape {list(dims)}")
+        if d > MAX_DIM:
+            raise _fail(label, f"has dimension {d} in its shape {list(dims)}, larger than onnxc can represent")
+        n *= d
+    return n
+
+
+def packed_size(onnx_dtype: int, count: int) -> int:
+    """Bytes that `count` elements take in raw_data (packing sub-byte types as the spec says)."""
+    bits = PACKED_BITS.get(onnx_dtype)
+    if bits is not None:
+        return (count * bits + 7) // 8
+    return count * numpy_dtype(BY_ONNX[onnx_dtype]).itemsize
+
+
+def _le(buf: Any, dtype: np.dtype) -> np.ndarray:
+    """A view of little-endian bytes as `dtype` (a swapped copy on big-endian hosts only)."""
+    raw = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf
+    if sys.byteorder == "little" or dtype.itemsize == 1:
+        return raw.view(dtype)
+    unit = dtype.itemsize if dtype.kind != "c" else dtype.itemsize // 2
+    uint = np.dtype(f"<u{unit}")
+    return raw.view(uint).astype(uint.newbyteorder("=")).view(dtype)
+
+
+def unpack_bits(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
+    """Unpack `count` codes of `bits` (2, 4 or 6) from LSB-first packed bytes into one byte each."""
+    packed = np.asarray(packed, dtype=np.uint8).reshape(-1)
+    if bits in (2, 4):
+        per = 8 // bits
+        shifts = np.arange(0, 8, bits, dtype=np.uint8)
+        out = (packed[:, None] >> shifts[None, :]) & np.uint8((1 << bits) - 1)
+        return out.reshape(-1)[:count]
+    if bits == 6:
+        groups = -(-count // 4)
+        buf = np.zeros(groups * 3, dtype=np.uint8)
+        buf[: min(packed.size, buf.size)] = packed[: buf.size]
+        b0, b1, b2 = buf[0::3], buf[1::3], buf[2::3]
+        out = np.empty((groups, 4), dtype=np.uint8)
+        out[:, 0] = b0 & 0x3F
+        out[:, 1] = (b0 >> 6) | ((b1 & 0x0F) << 2)
+        out[:, 2] = (b1 >> 4) | ((b2 & 0x03) << 4)
+        out[:, 3] = b2 >> 2
+        return out.reshape(-1)[:count]
+    raise ValueError(f"cannot unpack {bits}-bit codes")
+
+
+def pack_bits(codes: np.ndarray, bits: int) -> np.ndarray:
+    """Pack one-byte codes of `bits` (2, 4 or 6) LSB first, as ONNX raw_data stores them."""
+    codes = np.asarray(codes).reshape(-1).view(np.uint8) & np.uint8((1 << bits) - 1)
+    n = codes.size
+    if bits in (2, 4):
+        per = 8 // bits
+        padded = np.zeros(-(-n // per) * per, dtype=np.uint8)
+        padded[:n] = codes
+        groups = padded.reshape(-1, per)
+        out = np.zeros(groups.shape[0], dtype=np.uint8)
+        for i in range(per):
+            out |= groups[:, i] << np.uint8(i * bits)
+        return out
+    if bits == 6:
+        padded = np.zeros(-(-n // 4) * 4, dtype=np.uint8)
+        padded[:n] = codes
+        v0, v1, v2, v3 = padded[0::4], padded[1::4], padded[2::4], padded[3::4]
+        out = np.empty((v0.size, 3), dtype=np.uint8)
+        out[:, 0] = v0 | ((v1 & 0x03) << 6)
+        out[:, 1] = (v1 >> 2) | ((v2 & 0x0F) << 4)
+        out[:, 2] = (v2 >> 4) | (v3 << 2)
+        return out.reshape(-1)[: (n * 6 + 7) // 8]
+    raise ValueError(f"cannot pack {bits}-bit codes")
+
+
+def _reshape(flat: np.ndarray, dims: list[int], label: str) -> np.ndarray:
+    try:
+        return flat.reshape(dims)
+    except ValueError as e:  # numpy refuses shapes whose byte size overflows even when empty
+        raise _fail(label, f"has a shape {dims} numpy cannot represent ({e})") from None
+
+
+def tensor_to_numpy(tensor: onnx.TensorProto, base_dir: Path | None) -> np.ndarray:
+    """The values of an ONNX tensor as a numpy array of its element type's dtype.
+
+    Strings come back as an object array of `bytes` (exactly what the proto holds). Raw and
+    external data are zero-copy views (read-only) unless unpacking or a big-endian host forces a
+    copy. Every inconsistency (unknown type, data of the wrong size or in the wrong field, external
+    data outside the model's folder) raises `ImportError_` naming the tensor.
+    """
+    label = _label(tensor)
+    if tensor.HasField("segment"):
+        raise _fail(label, "is stored in segments, which the ONNX spec leaves undefined and onnxc does not read")
+    elem = _elem(tensor.data_type, label)
+    dims = [int(d) for d in tensor.dims]
+    count = element_count(dims, label)
+    dt = tensor.data_type
+    present = [f for f in _DATA_FIELDS if len(getattr(tensor, f))]
+    external = uses_external_data(tensor)
+    has_raw = tensor.HasField("raw_data")
+    sources = present + (["raw_data"] if has_raw else []) + (["external data"] if external else [])
+    if len(sources) > 1:
+        raise _fail(label, f"holds its values in more than one place ({', '.join(sources)})")
+    if dt == _DT.STRING:
+        if has_raw or external:
+            raise _fail(label, "is a string tensor with raw or external data; strings must be in string_data")
+        if len(tensor.string_data) != count:
+            raise _fail(label, f"has {len(tensor.string_data)} strings for shape {dims} ({count} elements)")
+        out = np.empty(count, dtype=object)
+        out[:] = list(tensor.string_data)
+        return _reshape(out, dims, label)
+    dtype = numpy_dtype(elem)
+    bits = PACKED_BITS.get(dt)
+    if has_raw or external:
+        buf = read_external(tensor, base_dir) if external else np.frombuffer(tensor.raw_data, dtype=np.uint8)
+        need = packed_size(dt, count)
+        where = "its external data" if external else "raw_data"
+        if buf.size != need:
+            raise _fail(label, f"has {buf.size} bytes in {where}, but shape {dims} of {elem.type_str} needs {need}")
+        if bits is not None:
+            flat = unpack_bits(buf, bits, count).view(dtype)
+        else:
+            flat = _le(buf, dtype)
+        if dt == _DT.BOOL and count and int(buf.max()) > 1:
+            raise _fail(label, f"has a bool byte {int(buf.max())} in {where}; bools must be 0 or 1")
+        return _reshape(flat, dims, label)
+    field = _TYPED_FIELD.get(dt, "int32_data")
+    wrong = [f for f in present if f != field]
+    if wrong:
+        raise _fail(label, f"of type {elem.type_str} holds its values in {wrong[0]}; that type uses {field} or raw_data")
+    values = getattr(tensor, field)
+    if field == "int32_data":
+        stored = np.array(values, dtype=np.int64)
+        lo, hi = _INT32_RANGE.get(dt, _BYTE_RANGE)
+        if stored.size and (stored.min() < lo or stored.max() > hi):
+            bad = int(stored[(stored < lo) | (stored > hi)][0])
+            raise _fail(label, f"of type {elem.type_str} has the value {bad} in int32_data, outside [{lo}, {hi}]")
+        if bits in (2, 4):
+            per = 8 // bits
+            if stored.size != -(-count // per):
+                raise _fail(label, f"has {stored.size} int32_data entries for {count} {elem.type_str} elements "
+                            f"({per} per entry: {-(-count // per)} expected)")  # fmt: skip
+            flat = unpack_bits((stored & 0xFF).astype(np.uint8), bits, count).view(dtype)
+        else:
+            if stored.size != count:
+                raise _fail(label, f"has {stored.size} int32_data entries for shape {dims} ({count} elements)")
+            if dtype.kind in "iub" and dtype.itemsize >= 1 and dt not in PACKED_BITS and dtype != np.dtype(bool):
+                flat = stored.astype(dtype)
+            else:  # bit patterns (float16, bfloat16, float8, float6) and bool
+                unit = np.dtype(f"u{dtype.itemsize}")
+                flat = (stored & ((1 << (8 * dtype.itemsize)) - 1)).astype(unit).view(dtype)
+        return _reshape(flat, dims, label)
+    per = 2 if dt in (_DT.COMPLEX64, _DT.COMPLEX128) else 1
+    if len(values) != count * per:
+        raise _fail(label, f"has {len(values)} {field} entries for shape {dims} ({count * per} expected)")
+    if field == "uint64_data" and dt == _DT.UINT32 and len(values) and max(values) >= 2**32:
+        raise _fail(label, f"of type uint32 has the value {max(values)} in uint64_data, outside [0, {2**32 - 1}]")
+    if per == 2:
+        part = np.float32 if dt == _DT.COMPLEX64 else np.float64
+        flat = np.array(values, dtype=part).view(dtype)
+    else:
+        flat = np.array(values, dtype=dtype)
+    return _reshape(flat, dims, label)
+
+
+# ---------------------------------------------------------------------------------------------
+# numpy -> MLIR attributes
+
+
+def _escape(value: bytes | str) -> str:
+    """An MLIR string literal for arbitrary bytes (every byte outside printable ASCII as \\XX)."""
+    data = value.encode("utf-8") if isinstance(value, str) else bytes(value)
+    out = ['"']
+    for b in data:
+        if 0x20 <= b < 0x7F and b not in (0x22, 0x5C):
+            out.append(chr(b))
+        else:
+            out.append(f"\\{b:02X}")
+    out.append('"')
+    return "".join(out)
+
+
+def _nested(flat: list[str], shape: tuple[int, ...]) -> str:
+    """A nested list literal of already-formatted elements in row-major order."""
+    if not shape:
+        return flat[0]
+    if shape[0] == 0:
+        return "[]"
+    step = len(flat) // shape[0] if shape[0] else 0
+    return "[" + ", ".join(_nested(flat[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])) + "]"
+
+
+def _shaped_type(onnx_dtype: int, shape: tuple[int, ...]) -> ir.RankedTensorType:
+    return ir.RankedTensorType.get(list(shape), ir.Type.parse(BY_ONNX[onnx_dtype].mlir))
+
+
+def _coerce(array: np.ndarray, onnx_dtype: int, label: str) -> np.ndarray:
+    """`array` in the numpy dtype of `onnx_dtype` (a no-copy view when only the spelling differs)."""
+    dtype = numpy_dtype(BY_ONNX[onnx_dtype])
+    array = np.asarray(array)
+    if array.dtype == dtype:
+        return array
+    if array.dtype == object or array.dtype.kind in "SU":
+        raise _fail(label, f"holds {array.dtype} values where {BY_ONNX[onnx_dtype].type_str} was expected")
+    return array.astype(dtype)
+
+
+_RES_LOCK = threading.Lock()
+_RES_COUNTER = itertools.count()
+# (context pointer, resource name) -> the exact buffer object handed to MLIR for that blob. Weak:
+# the blob owns the buffer; when the context drops the blob the entry disappears with it.
+_RESOURCES: "weakref.WeakValueDictionary[tuple[int, str], np.ndarray]" = weakref.WeakValueDictionary()
+
+
+def _capi_pointer(obj: Any, kind: str) -> int:
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype = ctypes.c_void_p
+    get.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    return int(get(obj._CAPIPtr, f"mlir.ir.{kind}._CAPIPtr".encode()))
+
+
+def _resource_name(name: str) -> str:
+    base = re.sub(r"[^A-Za-z0-9_]", "_", name)[:48] or "tensor"
+    if not base[0].isalpha() and base[0] != "_":
+        base = "t_" + base
+    return f"{base}_{next(_RES_COUNTER)}"
+
+
+def _resource_attr(array: np.ndarray, onnx_dtype: int, name: str) -> ir.Attribute:
+    """A `dense_resource` blob over `array`'s own memory (aligned; copied only if it is not)."""
+    dtype = array.dtype
+    align = dtype.itemsize // 2 if dtype.kind == "c" else max(dtype.itemsize, 1)
+    buf = np.ascontiguousarray(array)
+    if buf.ctypes.data % align:
+        buf = buf.copy()  # numpy allocations are aligned for their dtype
+    raw = buf.reshape(-1).view(np.uint8)
+    ctx = ir.Context.current
+    shaped = _shaped_type(onnx_dtype, array.shape)
+    attr = ir.DenseResourceElementsAttr.get_from_buffer(raw, _resource_name(name), shaped, alignment=align)
+    text = str(attr)
+    actual = text[len("dense_resource<") : text.index(">")]
+    with _RES_LOCK:
+        _RESOURCES[(_capi_pointer(ctx, "Context"), actual)] = raw
+    return attr
+
+
+def array_to_attribute(
+    array: np.ndarray, onnx_dtype: int, *, name: str = "", resource_threshold: int = 1024
+) -> ir.Attribute:
+    """An MLIR elements attribute of type `tensor<shape x onnx type>` holding `array`'s values.
+
+    Needs an active context. Above `resource_threshold` bytes the result is a `dense_resource`
+    blob over the array itself (not copied); strings are dense string elements.
+    """
+    label = _label(None, name)
+    elem = _elem(onnx_dtype, label)
+    if onnx_dtype == _DT.STRING:
+        array = np.asarray(array, dtype=object)
+        flat = []
+        for v in array.reshape(-1):
+            if not isinstance(v, (bytes, str, np.bytes_, np.str_)):
+                raise _fail(label, f"holds a {type(v).__name__} where a string was expected")
+            flat.append(_escape(v))
+        body = _nested(flat, array.shape) if array.size else ""
+        return ir.Attribute.parse(f"dense<{body}> : {_shaped_type(onnx_dtype, array.shape)}")
+    array = _coerce(array, onnx_dtype, label)
+    if array.size and array.nbytes > resource_threshold:
+        return _resource_attr(array, onnx_dtype, name or "tensor")
+    shaped = _shaped_type(onnx_dtype, array.shape)
+    if onnx_dtype == _DT.BOOL:
+        packed = np.packbits(np.ascontiguousarray(array).reshape(-1), bitorder="little")
+        return ir.DenseElementsAttr.get(packed, type=shaped.element_type, shape=list(array.shape))
+    raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+    if elem.onnx_dtype in PACKED_BITS:  # MLIR keeps only the low bits; keep them canonical
+        raw = raw & np.uint8((1 << PACKED_BITS[elem.onnx_dtype]) - 1)
+    return ir.DenseElementsAttr.get(raw, type=shaped)
+
+
+def tensor_to_attribute(tensor: onnx.TensorProto, base_dir: Path | None, *, resource_threshold: int) -> ir.Attribute:
+    """The MLIR attribute of an ONNX tensor: dense elements, a `dense_resource` blob above
+    `resource_threshold` bytes, or dense string elements. Needs an active context."""
+    array = tensor_to_numpy(tensor, base_dir)
+    return array_to_attribute(array, tensor.data_type, name=tensor.name, resource_threshold=resource_threshold)
+
+
+def sparse_tensor_to_attribute(sp: onnx.SparseTensorProto, base_dir: Path | None) -> ir.Attribute:
+    """MLIR `sparse<indices, values> : tensor<dims x type>` for an ONNX sparse tensor.
+
+    ONNX indices are `[NNZ, rank]` coordinates or `[NNZ]` linear positions; both are checked to lie
+    inside `dims` (MLIR would otherwise read out of bounds) and written as coordinates.
+    """
+    name = sp.values.name or sp.indices.name
+    label = f"sparse tensor '{name}'" if name else "an unnamed sparse tensor"
+    dims = [int(d) for d in sp.dims]
+    total = element_count(dims, label)
+    if not dims:
+        raise _fail(label, "has no dims; a sparse tensor needs rank 1 or more")
+    values = tensor_to_numpy(sp.values, base_dir)
+    if values.ndim != 1:
+        raise _fail(label, f"has values of shape {list(values.shape)}; they must be one-dimensional [NNZ]")
+    nnz = values.shape[0]
+    if sp.indices.data_type != _DT.INT64:
+        raise _fail(label, "has indices that are not int64")
+    idx = tensor_to_numpy(sp.indices, base_dir).astype(np.int64, copy=False)
+    rank = len(dims)
+    if idx.shape == (nnz,):
+        if nnz and (idx.min() < 0 or idx.max() >= total):
+            raise _fail(label, f"has a linear index outside [0, {total}) for shape {dims}")
+        coords = np.stack(np.unravel_index(idx, dims), axis=1) if nnz else np.zeros((0, rank), np.int64)
+    elif idx.shape == (nnz, rank):
+        coords = idx
+        if nnz and ((coords < 0).any() or (coords >= np.array(dims)).any()):
+            raise _fail(label, f"has an index outside shape {dims}")
+    else:
+        raise _fail(label, f"has indices of shape {list(idx.shape)}; [{nnz}] or [{nnz}, {rank}] expected")
+    shaped = _shaped_type(sp.values.data_type, tuple(dims))
+    if nnz == 0:
+        return ir.Attribute.parse(f"sparse<> : {shaped}")
+    index_text = _nested([str(int(v)) for v in coords.reshape(-1)], coords.shape)
+    dt = sp.values.data_type
+    if dt == _DT.STRING:
+        value_text = _nested([_escape(v) for v in values], values.shape)
+    elif dt == _DT.BOOL:
+        value_text = _nested(["true" if v else "false" for v in values], values.shape)
+    else:
+        raw = np.ascontiguousarray(_coerce(values, dt, label)).view(np.uint8).reshape(-1)
+        if dt in PACKED_BITS:
+            raw = raw & np.uint8((1 << PACKED_BITS[dt]) - 1)
+        value_text = '"0x' + raw.tobytes().hex().upper() + '"'
+    try:
+        return ir.Attribute.parse(f"sparse<{index_text}, {value_text}> : {shaped}")
+    except (ir.MLIRError, ValueError) as e:
+        raise _fail(label, f"cannot be represented in MLIR ({str(e).splitlines()[-1][:200]})") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# MLIR attributes -> numpy -> ONNX tensors
+
+
+class _MlirAttribute(ctypes.Structure):
+    _fields_ = [("ptr", ctypes.c_void_p)]
+
+
+class _MlirStringRef(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("length", ctypes.c_size_t)]
+
+
+_CAPI: ctypes.CDLL | None = None
+
+
+def _capi() -> ctypes.CDLL:
+    """The MLIR C API library the bindings themselves use (already loaded: same handle)."""
+    global _CAPI
+    if _CAPI is None:
+        import mlir._mlir_libs as libs
+
+        lib = ctypes.CDLL(os.path.join(os.path.dirname(libs.__file__), "libMLIRPythonCAPI.so"))
+        lib.mlirAttributeIsADenseElements.argtypes = [_MlirAttribute]
+        lib.mlirAttributeIsADenseElements.restype = ctypes.c_bool
+        lib.mlirDenseElementsAttrGetRawData.argtypes = [_MlirAttribute]
+        lib.mlirDenseElementsAttrGetRawData.restype = ctypes.c_void_p
+        lib.mlirDenseElementsAttrGetStringValue.argtypes = [_MlirAttribute, ctypes.c_ssize_t]
+        lib.mlirDenseElementsAttrGetStringValue.restype = _MlirStringRef
+        lib.mlirDenseElementsAttrIsSplat.argtypes = [_MlirAttribute]
+        lib.mlirDenseElementsAttrIsSplat.restype = ctypes.c_bool
+        _CAPI = lib
+    return _CAPI
+
+
+def _handle(attr: ir.Attribute) -> _MlirAttribute:
+    return _MlirAttribute(_capi_pointer(attr, "Attribute"))
+
+
+def _attr_info(attr: ir.Attribute) -> tuple[int, tuple[int, ...]]:
+    """(ONNX element type, static shape) of an elements attribute's tensor type."""
+    t = attr.type
+    if not isinstance(t, ir.RankedTensorType):
+        t = ir.RankedTensorType(t) if ir.RankedTensorType.isinstance(t) else None  # type: ignore[attr-defined]
+    if t is None or not t.has_static_shape:
+        raise ImportError_("cannot export an attribute", [f"The attribute {str(attr)[:80]} has no static tensor type."])
+    key = str(t.element_type)
+    if key not in BY_MLIR:
+        raise ImportError_("cannot export an attribute", [f"The element type {key} has no ONNX counterpart."])
+    return BY_MLIR[key].onnx_dtype, tuple(t.shape)
+
+
+def _resource_bytes(attr: ir.Attribute, name: str) -> np.ndarray:
+    """The blob of a `dense_resource` attribute: from the registry, else from the printed IR."""
+    key = (_capi_pointer(attr.context, "Context"), name)
+    with _RES_LOCK:
+        buf = _RESOURCES.get(key)
+    if buf is not None:
+        return buf
+    holder = ir.Module.create(loc=ir.Location.unknown(attr.context))
+    holder.operation.attributes["blob"] = attr
+    text = holder.operation.get_asm()
+    m = re.search(r"^\s*" + re.escape(name) + r'\s*:\s*"0x([0-9A-Fa-f]*)"', text, re.MULTILINE)
+    if m is None:
+        raise ImportError_("cannot export an attribute", [f"The resource blob '{name}' has no data in its context."])
+    data = bytes.fromhex(m.group(1))
+    return np.frombuffer(data[4:], dtype=np.uint8)  # the first 4 bytes give the blob's alignment
+
+
+def attribute_to_array(attr: ir.Attribute) -> tuple[np.ndarray, int]:
+    """(values, ONNX element type) of a dense, dense_resource or dense string elements attribute."""
+    onnx_dtype, shape = _attr_info(attr)
+    count = math.prod(shape)
+    text_head = str(attr)[:200] if not isinstance(attr, ir.DenseElementsAttr) else ""
+    if onnx_dtype == _DT.STRING:
+        if not _capi().mlirAttributeIsADenseElements(_handle(attr)):
+            raise ImportError_("cannot export an attribute", [f"The string attribute {text_head[:80]} is not dense."])
+        h = _handle(attr)
+        splat = _capi().mlirDenseElementsAttrIsSplat(h)
+        out = np.empty(count, dtype=object)
+        for i in range(count):
+            s = _capi().mlirDenseElementsAttrGetStringValue(h, 0 if splat else i)
+            out[i] = ctypes.string_at(s.data, s.length) if s.length else b""
+        return out.reshape(shape), onnx_dtype
+    dtype = numpy_dtype(BY_ONNX[onnx_dtype])
+    if text_head.startswith("dense_resource<"):
+        name = text_head[len("dense_resource<") : text_head.index(">")]
+        raw = _resource_bytes(attr, name)
+        if raw.size != count * dtype.itemsize:
+            raise ImportError_(
+                "cannot export an attribute",
+                [f"The resource blob '{name}' holds {raw.size} bytes; its type {attr.type} needs {count * dtype.itemsize}."],
+            )
+        return raw.view(dtype).reshape(shape), onnx_dtype
+    if not isinstance(attr, ir.DenseElementsAttr):
+        attr = attr.maybe_downcast()
+    if not isinstance(attr, ir.DenseElementsAttr):
+        raise ImportError_("cannot export an attribute", [f"The attribute {str(attr)[:80]} is not a dense tensor."])
+    if onnx_dtype == _DT.BOOL:
+        return np.array(attr, dtype=bool).reshape(shape), onnx_dtype
+    h = _handle(attr)
+    splat = _capi().mlirDenseElementsAttrIsSplat(h)
+    n = 1 if splat else count
+    ptr = _capi().mlirDenseElementsAttrGetRawData(h)
+    raw = np.frombuffer(ctypes.string_at(ptr, n * dtype.itemsize), dtype=np.uint8) if n else np.zeros(0, np.uint8)
+    if onnx_dtype in PACKED_BITS:
+        raw = raw & np.uint8((1 << PACKED_BITS[onnx_dtype]) - 1)
+    values = _le(raw, dtype)
+    if splat:
+        values = np.broadcast_to(values, (count,)).copy()
+    return values.reshape(shape), onnx_dtype
+
+
+def numpy_to_tensor(array: np.ndarray, name: str, onnx_dtype: int) -> onnx.TensorProto:
+    """An ONNX tensor of element type `onnx_dtype` holding `array` (raw_data, little-endian, sub-byte
+    types packed; strings in string_data)."""
+    label = _label(None, name)
+    elem = _elem(onnx_dtype, label)
+    t = onnx.TensorProto()
+    t.name = name
+    t.data_type = elem.onnx_dtype
+    arr = np.asarray(array) if onnx_dtype != _DT.STRING else np.asarray(array, dtype=object)
+    t.dims.extend(int(d) for d in arr.shape)
+    if onnx_dtype == _DT.STRING:
+        for v in arr.reshape(-1):
+            if isinstance(v, (str, np.str_)):
+                v = str(v).encode("utf-8")
+            elif not isinstance(v, (bytes, np.bytes_)):
+                raise _fail(label, f"holds a {type(v).__name__} where a string was expected")
+            t.string_data.append(bytes(v))
+        return t
+    arr = np.ascontiguousarray(_coerce(arr, onnx_dtype, label)).reshape(-1)
+    bits = PACKED_BITS.get(onnx_dtype)
+    if bits is not None:
+        t.raw_data = pack_bits(arr.view(np.uint8), bits).tobytes()
+    elif sys.byteorder == "little" or arr.dtype.itemsize == 1:
+        t.raw_data = arr.view(np.uint8).tobytes()
+    else:
+        unit = arr.dtype.itemsize // 2 if arr.dtype.kind == "c" else arr.dtype.itemsize
+        t.raw_data = arr.view(f"u{unit}").astype(f"<u{unit}").tobytes()
+    return t
+
+
+def attribute_to_tensor(attr: ir.Attribute, name: str) -> onnx.TensorProto:
+    """The ONNX tensor of a dense, dense_resource or dense string elements attribute (exact values
+    and type; the inverse of `tensor_to_attribute`)."""
+    values, onnx_dtype = attribute_to_array(attr)
+    return numpy_to_tensor(values, name, onnx_dtype)
+
+
+def _split_top(text: str) -> list[str]:
+    """Split at commas outside brackets, parentheses and string literals."""
+    parts, depth, start, i, in_str = [], 0, 0, 0, False
+    while i < len(text):
+        ch = text[i]
+        if in_str:
+            if ch == "\\":
+                i += 1
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[(<":
+            depth += 1
+        elif ch in "])>":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+        i += 1
+    parts.append(text[start:].strip())
+    return parts
+
+
+def attribute_to_sparse_tensor(attr: ir.Attribute, name: str) -> onnx.SparseTensorProto:
+    """The ONNX sparse tensor of an MLIR `sparse<...>` attribute (indices as [NNZ, rank])."""
+    onnx_dtype, shape = _attr_info(attr)
+    text = str(attr)
+    if not text.startswith("sparse<"):
+        raise ImportError_("cannot export an attribute", [f"The attribute {text[:80]} is not a sparse tensor."])
+    body = text[len("sparse<") : text.rindex("> :")]
+    sp = onnx.SparseTensorProto()
+    sp.dims.extend(shape)
+    rank = len(shape)
+    with attr.context:
+        if not body.strip():
+            coords = np.zeros((0, rank), np.int64)
+            values = np.zeros(0, dtype=object if onnx_dtype == _DT.STRING else numpy_dtype(BY_ONNX[onnx_dtype]))
+        else:
+            index_text, value_text = _split_top(body)
+            idx_attr = ir.Attribute.parse(f"dense<{index_text}> : tensor<{_literal_shape(index_text)}xi64>")
+            coords = np.array(idx_attr, dtype=np.int64).reshape(-1, rank)
+            nnz = coords.shape[0]
+            vals_attr = ir.Attribute.parse(f"dense<{value_text}> : tensor<{nnz}x{BY_ONNX[onnx_dtype].mlir}>")
+            values, _ = attribute_to_array(vals_attr)
+    sp.values.CopyFrom(numpy_to_tensor(values, name, onnx_dtype))
+    sp.indices.CopyFrom(numpy_to_tensor(coords, name + "_indices" if name else "", _DT.INT64))
+    return sp
+
+
+def _literal_shape(text: str) -> str:
+    """The `AxB` shape of a nested integer list literal (`[[0, 1], [2, 3]]` -> `2x2`)."""
+    import ast
+
+    value = ast.literal_eval(text)
+    return "x".join(str(d) for d in np.array(value, dtype=np.int64).shape)
