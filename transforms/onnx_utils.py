@@ -1,0 +1,371 @@
+"""Helpers shared by the ONNX-level passes (upgrade, shape inference, constant folding, canonicalize).
+
+These passes all walk ONNX-dialect ops, read attributes with the schema's defaults, read the
+values of `onnx.constant` ops as numpy arrays, build constants, and replace ops whose results may
+get a more precise type than the values they replace. Keeping that here means each pass module
+holds only its own rules, and the few spots where the MLIR C++ side must be protected from bad
+input (element types numpy cannot spell, types that do not match) are checked in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+from mlir import ir
+
+from onnxc.dialect import attributes as attrs_mod
+from onnxc.dialect import types as types_mod
+from onnxc.dialect.opinfo import OpInfo
+from onnxc.dialect.table import op_info
+
+NONE_OP = "onnx.none"
+CONSTANT_OP = "onnx.constant"
+CUSTOM_OP = "onnx.custom"
+ONNX_DIALECTS = ("onnx", "onnx_ml", "onnx_training", "onnx_preview")
+
+
+def is_onnx_op(op: ir.Operation) -> bool:
+    """Whether `op` belongs to one of the ONNX dialects (including `onnx.none` and `onnx.custom`)."""
+    return op.name.split(".", 1)[0] in ONNX_DIALECTS
+
+
+def info_of(op: ir.Operation) -> OpInfo | None:
+    """The op-table row of an ONNX-dialect op (None for `onnx.none`, `onnx.custom`, other dialects)."""
+    return op_info(op.name)
+
+
+def collect_ops(root: ir.Operation, predicate: Any = None) -> list[ir.Operation]:
+    """Every operation nested in `root` (not `root` itself), in program order (pre-order), optionally
+    filtered by `predicate(op)`. Collected first so callers may change the IR while iterating."""
+    out: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> None:
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.operations:
+                    child = child.operation
+                    if predicate is None or predicate(child):
+                        out.append(child)
+                    visit(child)
+
+    visit(root)
+    return out
+
+
+def functions(module: ir.Operation) -> list[ir.Operation]:
+    """The `func.func` operations at the top of a module."""
+    return [op.operation for op in module.regions[0].blocks[0].operations if op.operation.name == "func.func"]
+
+
+# --- attributes ---------------------------------------------------------------------------------
+
+
+def attr_value(op: ir.Operation, name: str, default: Any = None) -> Any:
+    """The plain Python value of attribute `name` of an ONNX op; else the schema default; else
+    `default`. Tensors come back as numpy arrays (or the attribute itself if numpy cannot hold it)."""
+    if name in op.attributes:
+        return attrs_mod.from_mlir(op.attributes[name])
+    info = info_of(op)
+    if info is not None:
+        spec = info.attr(name)
+        if spec is not None and spec.default is not None:
+            return spec.default
+    return default
+
+
+def plain_attributes(op: ir.Operation) -> dict[str, ir.Attribute]:
+    """The op's attributes as a name -> MLIR attribute dict (regions are not attributes)."""
+    return {name: attr for name, attr in op.attributes.items()}
+
+
+# --- types --------------------------------------------------------------------------------------
+
+
+def is_tensor_type(t: ir.Type) -> bool:
+    """Whether `t` is a builtin ranked or unranked tensor type."""
+    return isinstance(t, ir.RankedTensorType) or isinstance(t, ir.UnrankedTensorType)
+
+
+def is_none_value(v: ir.Value) -> bool:
+    """Whether `v` stands for an omitted optional input (type `none`)."""
+    return isinstance(v.type, ir.NoneType)
+
+
+def shape_of(t: ir.Type) -> list[int] | None:
+    """The shape of a tensor type with -1 for dynamic dims; None when unranked or not a tensor."""
+    if not isinstance(t, ir.RankedTensorType):
+        return None
+    return [-1 if ir.ShapedType.is_dynamic_size(d) else d for d in ir.RankedTensorType(t).shape]
+
+
+def element_type_of(t: ir.Type) -> ir.Type | None:
+    """The element type of a tensor type, or None."""
+    if not is_tensor_type(t):
+        return None
+    return ir.ShapedType(t).element_type
+
+
+def numpy_dtype_of(elem: ir.Type) -> np.dtype | None:
+    """The numpy dtype for an MLIR element type, None where numpy (and ml_dtypes) has none or the
+    type is a string."""
+    et = types_mod.BY_MLIR.get(str(elem))
+    if et is None or et.numpy in (None, "object"):
+        return None
+    try:
+        return types_mod.numpy_dtype(et)
+    except types_mod.UnsupportedTypeError:
+        return None
+
+
+def mlir_element_type(dtype: np.dtype) -> ir.Type | None:
+    """The MLIR element type for a numpy dtype (bool -> i1, uint8 -> ui8, ml_dtypes types too)."""
+    name = np.dtype(dtype).name
+    for et in types_mod.ELEMENT_TYPES:
+        if et.numpy == name:
+            return ir.Type.parse(et.mlir)
+    return None
+
+
+def ranked_type(shape: Sequence[int], elem: ir.Type) -> ir.Type:
+    """`tensor<...>` with -1 (or any negative) meaning a dynamic dim."""
+    dyn = ir.ShapedType.get_dynamic_size()
+    return ir.RankedTensorType.get([dyn if d < 0 else int(d) for d in shape], elem, loc=ir.Location.unknown())
+
+
+def refine_type(old: ir.Type, new: ir.Type) -> ir.Type | None:
+    """The more precise of two tensor types that describe the same value, or None if they
+    contradict each other (element types or ranks differ, or two static sizes disagree)."""
+    if old == new:
+        return old
+    if not (is_tensor_type(old) and is_tensor_type(new)):
+        return None
+    if ir.ShapedType(old).element_type != ir.ShapedType(new).element_type:
+        return None
+    so, sn = shape_of(old), shape_of(new)
+    if sn is None:
+        return old
+    if so is None:
+        return new
+    if len(so) != len(sn):
+        return None
+    dims = []
+    for a, b in zip(so, sn):
+        if a >= 0 and b >= 0 and a != b:
+            return None
+        dims.append(a if a >= 0 else b)
+    return ranked_type(dims, ir.ShapedType(old).element_type)
+
+
+# --- constants ----------------------------------------------------------------------------------
+
+
+def _dense_to_numpy(attr: ir.Attribute, max_elements: int | None) -> np.ndarray | None:
+    if not isinstance(attr, (ir.DenseElementsAttr, ir.DenseResourceElementsAttr)):
+        return None  # sparse constants are not read here
+    st = ir.ShapedType(attr.type)
+    if not st.has_static_shape:
+        return None
+    shape = [int(d) for d in st.shape]
+    count = int(np.prod(shape)) if shape else 1
+    if max_elements is not None and count > max_elements:
+        return None
+    try:
+        # The importer's reader handles every element type, resource blobs and strings.
+        from onnxc.importers.tensors import attribute_to_array
+
+        arr, _ = attribute_to_array(attr)
+        return np.asarray(arr).reshape(shape)
+    except Exception:  # noqa: BLE001 - fall back to what the bindings can read themselves
+        pass
+    if not isinstance(attr, ir.DenseElementsAttr):
+        return None
+    dense = ir.DenseElementsAttr(attr)
+    dtype = numpy_dtype_of(st.element_type)
+    if dtype is None:
+        return None
+    if dense.is_splat:
+        scalar = _scalar_of(dense.get_splat_value(), dtype)
+        return None if scalar is None else np.full(shape, scalar, dtype=dtype)
+    arr = np.array(dense)
+    # numpy wraps objects it cannot read through the buffer protocol (bf16, f8) as a 0-d object
+    # array; that is "unreadable", not a value.
+    if arr.dtype == object or arr.dtype.itemsize != dtype.itemsize:
+        return None
+    if arr.dtype != dtype:
+        arr = arr.view(dtype) if arr.dtype.kind != "b" else arr.astype(dtype)
+    return arr.reshape(shape)
+
+
+def _scalar_of(attr: ir.Attribute, dtype: np.dtype) -> Any:
+    if isinstance(attr, ir.IntegerAttr):
+        iattr = ir.IntegerAttr(attr)
+        value = iattr.value
+        if dtype == np.bool_:
+            return bool(value & 1)
+        if dtype.kind == "u" and value < 0:
+            value += 1 << (8 * dtype.itemsize)
+        return value
+    if isinstance(attr, ir.FloatAttr):
+        return ir.FloatAttr(attr).value
+    return None
+
+
+def constant_attr_array(op: ir.Operation, max_elements: int | None = None) -> np.ndarray | None:
+    """The value of an `onnx.constant` op as a numpy array (any of its attribute spellings), or
+    None if it has no readable value or holds more than `max_elements` elements."""
+    attrs = op.attributes
+    if "value" in attrs:
+        return _dense_to_numpy(attrs["value"], max_elements)
+    if "value_float" in attrs:
+        return np.array(ir.FloatAttr(attrs["value_float"]).value, dtype=np.float32)
+    if "value_int" in attrs:
+        return np.array(ir.IntegerAttr(attrs["value_int"]).value, dtype=np.int64)
+    if "value_floats" in attrs:
+        vals = list(ir.DenseF32ArrayAttr(attrs["value_floats"]))
+        return None if max_elements is not None and len(vals) > max_elements else np.array(vals, dtype=np.float32)
+    if "value_ints" in attrs:
+        vals = list(ir.DenseI64ArrayAttr(attrs["value_ints"]))
+        return None if max_elements is not None and len(vals) > max_elements else np.array(vals, dtype=np.int64)
+    return None
+
+
+def constant_value(v: ir.Value, max_elements: int | None = None) -> np.ndarray | None:
+    """The numpy value of `v` when it is the result of an `onnx.constant` with a readable value."""
+    owner = v.owner
+    if not isinstance(owner, (ir.Operation, ir.OpView)):
+        return None  # a block argument
+    owner = owner.operation
+    if owner.name != CONSTANT_OP:
+        return None
+    return constant_attr_array(owner, max_elements)
+
+
+def is_constant(v: ir.Value) -> bool:
+    """Whether `v` is produced by an `onnx.constant` op."""
+    owner = v.owner
+    return isinstance(owner, (ir.Operation, ir.OpView)) and owner.operation.name == CONSTANT_OP
+
+
+def dense_attr(array: np.ndarray) -> ir.Attribute | None:
+    """A DenseElementsAttr holding `array` with the ONNX element type of its dtype (uint8 ->
+    `ui8`, bool -> `i1`), or None where the dtype has no MLIR counterpart numpy can hand over."""
+    array = np.ascontiguousarray(array)
+    elem = mlir_element_type(array.dtype)
+    if elem is None:
+        return None
+    if array.dtype == np.bool_:
+        # DenseElementsAttr reads numpy bools as packed i1 correctly only from a bool array.
+        return ir.DenseElementsAttr.get(array)
+    if array.dtype.kind not in "iufc" and array.dtype.name not in ("bfloat16",):
+        return None  # float8/float4 and friends: MLIR's buffer reader does not know them
+    try:
+        return ir.DenseElementsAttr.get(array, type=elem)
+    except (ValueError, TypeError, RuntimeError):
+        return None
+
+
+def make_constant(array: np.ndarray, *, loc: ir.Location | None = None, ip: ir.InsertionPoint | None = None) -> ir.Value | None:
+    """A new `onnx.constant` holding `array` (typed by its dtype), or None if the dtype cannot be
+    held in an MLIR attribute from Python."""
+    from onnxc.dialect import onnx_op  # late: the builder imports the op table
+
+    attr = dense_attr(np.asarray(array))
+    if attr is None:
+        return None
+    return onnx_op("Constant", [], [attr.type], {"value": attr}, loc=loc, ip=ip).result
+
+
+# --- replacing ----------------------------------------------------------------------------------
+
+
+def replace_value(old: ir.Value, new: ir.Value) -> bool:
+    """Replace the uses of `old` by `new`. Where the types differ, ONNX-op users take `new` (their
+    operand types are `irdl.any`); a `func.return` takes it too and the function's result type
+    is updated; any other user (a subgraph's `gpu.yield`, a non-ONNX op) keeps `old`. Returns
+    whether every use was replaced (so that the producer of `old` may be erased)."""
+    if old.type == new.type:
+        old.replace_all_uses_with(new)
+        return True
+    all_done = True
+    returns: list[ir.Operation] = []
+    for use in list(old.uses):
+        user = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
+        if is_onnx_op(user):
+            user.operands[use.operand_number] = new
+        elif user.name == "func.return":
+            user.operands[use.operand_number] = new
+            returns.append(user)
+        else:
+            all_done = False
+    for ret in returns:
+        sync_function_type(ret.parent)
+    return all_done
+
+
+def sync_function_type(fn: ir.Operation | None) -> None:
+    """Make a `func.func`'s result types those of its `func.return` operands (after refinement)."""
+    if fn is None:
+        return
+    fn = fn.operation
+    if fn.name != "func.func":
+        return
+    body = fn.regions[0]
+    rets = [op.operation for block in body.blocks for op in block.operations if op.operation.name == "func.return"]
+    if len(rets) != 1:
+        return
+    ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+    new_results = [v.type for v in rets[0].operands]
+    if list(ftype.results) == new_results:
+        return
+    fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(list(ftype.inputs), new_results))
+
+
+def replace_op(old: ir.Operation, new_values: Sequence[ir.Value]) -> bool:
+    """Replace every result of `old` by the matching value and erase `old` when nothing uses it
+    any more. Returns whether `old` was erased."""
+    done = True
+    for res, new in zip(old.results, new_values):
+        done = replace_value(res, new) and done
+    if all(not list(r.uses) for r in old.results):
+        old.erase()
+        return True
+    return False
+
+
+def has_uses(op: ir.Operation) -> bool:
+    """Whether any result of `op` is used."""
+    return any(True for r in op.results for _ in r.uses)
+
+
+def func_of(op: ir.Operation) -> ir.Operation | None:
+    """The `func.func` enclosing `op`, or None."""
+    cur: Any = op.parent
+    while cur is not None:
+        cur = cur.operation
+        if cur.name == "func.func":
+            return cur
+        cur = cur.parent
+    return None
+
+
+def location_text(op: ir.Operation) -> str:
+    """A short description of an op for messages: its ONNX identity and location."""
+    info = info_of(op)
+    ident = f"{info.op_type} (opset {info.since_versions[-1]})" if info is not None else op.name
+    return f"{ident} at {op.location}"
+
+
+def iter_results(ops: Iterable[ir.Operation]) -> Iterable[ir.Value]:
+    """Every result of every op of `ops`."""
+    for op in ops:
+        yield from op.results
+
+
+__all__ = [
+    "CONSTANT_OP", "CUSTOM_OP", "NONE_OP", "attr_value", "collect_ops", "constant_attr_array",
+    "constant_value", "dense_attr", "element_type_of", "func_of", "functions", "has_uses", "info_of",
+    "is_constant", "is_none_value", "is_onnx_op", "is_tensor_type", "location_text", "make_constant",
+    "mlir_element_type", "numpy_dtype_of", "plain_attributes", "ranked_type", "refine_type",
+    "replace_op", "replace_value", "shape_of", "sync_function_type",
+]  # fmt: skip
