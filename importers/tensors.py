@@ -461,14 +461,23 @@ def _capi() -> ctypes.CDLL:
         import mlir._mlir_libs as libs
 
         lib = ctypes.CDLL(os.path.join(os.path.dirname(libs.__file__), "libMLIRPythonCAPI.so"))
-        lib.mlirAttributeIsADenseElements.argtypes = [_MlirAttribute]
-        lib.mlirAttributeIsADenseElements.restype = ctypes.c_bool
+        for fn in (
+            "mlirAttributeIsADenseElements", "mlirAttributeIsADenseResourceElements",
+            "mlirAttributeIsASparseElements", "mlirDenseElementsAttrIsSplat",
+        ):  # fmt: skip
+            getattr(lib, fn).argtypes = [_MlirAttribute]
+            getattr(lib, fn).restype = ctypes.c_bool
         lib.mlirDenseElementsAttrGetRawData.argtypes = [_MlirAttribute]
         lib.mlirDenseElementsAttrGetRawData.restype = ctypes.c_void_p
         lib.mlirDenseElementsAttrGetStringValue.argtypes = [_MlirAttribute, ctypes.c_ssize_t]
         lib.mlirDenseElementsAttrGetStringValue.restype = _MlirStringRef
-        lib.mlirDenseElementsAttrIsSplat.argtypes = [_MlirAttribute]
-        lib.mlirDenseElementsAttrIsSplat.restype = ctypes.c_bool
+        lib.mlirDenseElementsAttrGetBoolValue.argtypes = [_MlirAttribute, ctypes.c_ssize_t]
+        lib.mlirDenseElementsAttrGetBoolValue.restype = ctypes.c_bool
+        lib.mlirElementsAttrGetNumElements.argtypes = [_MlirAttribute]
+        lib.mlirElementsAttrGetNumElements.restype = ctypes.c_int64
+        for fn in ("mlirSparseElementsAttrGetIndices", "mlirSparseElementsAttrGetValues"):
+            getattr(lib, fn).argtypes = [_MlirAttribute]
+            getattr(lib, fn).restype = _MlirAttribute
         _CAPI = lib
     return _CAPI
 
@@ -477,16 +486,21 @@ def _handle(attr: ir.Attribute) -> _MlirAttribute:
     return _MlirAttribute(_capi_pointer(attr, "Attribute"))
 
 
+def _cannot(why: str) -> ImportError_:
+    return ImportError_("cannot export an attribute", [why])
+
+
 def _attr_info(attr: ir.Attribute) -> tuple[int, tuple[int, ...]]:
     """(ONNX element type, static shape) of an elements attribute's tensor type."""
-    t = attr.type
-    if not isinstance(t, ir.RankedTensorType):
-        t = ir.RankedTensorType(t) if ir.RankedTensorType.isinstance(t) else None  # type: ignore[attr-defined]
-    if t is None or not t.has_static_shape:
-        raise ImportError_("cannot export an attribute", [f"The attribute {str(attr)[:80]} has no static tensor type."])
+    try:
+        t = ir.RankedTensorType(attr.type)
+    except (ValueError, TypeError):
+        raise _cannot(f"The attribute {str(attr)[:80]} has no ranked tensor type.") from None
+    if not t.has_static_shape:
+        raise _cannot(f"The attribute {str(attr)[:80]} has no static shape.")
     key = str(t.element_type)
     if key not in BY_MLIR:
-        raise ImportError_("cannot export an attribute", [f"The element type {key} has no ONNX counterpart."])
+        raise _cannot(f"The element type {key} has no ONNX counterpart.")
     return BY_MLIR[key].onnx_dtype, tuple(t.shape)
 
 
@@ -498,57 +512,61 @@ def _resource_bytes(attr: ir.Attribute, name: str) -> np.ndarray:
     if buf is not None:
         return buf
     holder = ir.Module.create(loc=ir.Location.unknown(attr.context))
-    holder.operation.attributes["blob"] = attr
+    holder.operation.attributes["onnxc.blob"] = attr
     text = holder.operation.get_asm()
     m = re.search(r"^\s*" + re.escape(name) + r'\s*:\s*"0x([0-9A-Fa-f]*)"', text, re.MULTILINE)
     if m is None:
-        raise ImportError_("cannot export an attribute", [f"The resource blob '{name}' has no data in its context."])
+        raise _cannot(f"The resource blob '{name}' has no data in its context.")
     data = bytes.fromhex(m.group(1))
     return np.frombuffer(data[4:], dtype=np.uint8)  # the first 4 bytes give the blob's alignment
+
+
+def _dense_values(h: _MlirAttribute, onnx_dtype: int, count: int) -> np.ndarray:
+    """The flat values of a DenseElementsAttr handle (checked to be one by the caller)."""
+    lib = _capi()
+    splat = lib.mlirDenseElementsAttrIsSplat(h)
+    if onnx_dtype == _DT.STRING:
+        out = np.empty(count, dtype=object)
+        for i in range(count):
+            s = lib.mlirDenseElementsAttrGetStringValue(h, 0 if splat else i)
+            out[i] = ctypes.string_at(s.data, s.length) if s.length else b""
+        return out
+    if onnx_dtype == _DT.BOOL:
+        if splat:
+            return np.full(count, bool(lib.mlirDenseElementsAttrGetBoolValue(h, 0)))
+        # Non-splat i1 storage is bit-packed, LSB first (see DenseElementsAttr.get's docstring).
+        packed = np.frombuffer(ctypes.string_at(lib.mlirDenseElementsAttrGetRawData(h), (count + 7) // 8), np.uint8)
+        return np.unpackbits(packed, bitorder="little")[:count].astype(bool)
+    dtype = numpy_dtype(BY_ONNX[onnx_dtype])
+    n = 1 if splat else count
+    if n == 0:
+        return np.zeros(0, dtype=dtype)
+    raw = np.frombuffer(ctypes.string_at(lib.mlirDenseElementsAttrGetRawData(h), n * dtype.itemsize), dtype=np.uint8)
+    if onnx_dtype in PACKED_BITS:  # storage may hold a sign-extended byte; the code is the low bits
+        raw = raw & np.uint8((1 << PACKED_BITS[onnx_dtype]) - 1)
+    values = _le(raw, dtype)
+    return np.broadcast_to(values, (count,)).copy() if splat else values
 
 
 def attribute_to_array(attr: ir.Attribute) -> tuple[np.ndarray, int]:
     """(values, ONNX element type) of a dense, dense_resource or dense string elements attribute."""
     onnx_dtype, shape = _attr_info(attr)
     count = math.prod(shape)
-    text_head = str(attr)[:200] if not isinstance(attr, ir.DenseElementsAttr) else ""
-    if onnx_dtype == _DT.STRING:
-        if not _capi().mlirAttributeIsADenseElements(_handle(attr)):
-            raise ImportError_("cannot export an attribute", [f"The string attribute {text_head[:80]} is not dense."])
-        h = _handle(attr)
-        splat = _capi().mlirDenseElementsAttrIsSplat(h)
-        out = np.empty(count, dtype=object)
-        for i in range(count):
-            s = _capi().mlirDenseElementsAttrGetStringValue(h, 0 if splat else i)
-            out[i] = ctypes.string_at(s.data, s.length) if s.length else b""
-        return out.reshape(shape), onnx_dtype
-    dtype = numpy_dtype(BY_ONNX[onnx_dtype])
-    if text_head.startswith("dense_resource<"):
-        name = text_head[len("dense_resource<") : text_head.index(">")]
-        raw = _resource_bytes(attr, name)
-        if raw.size != count * dtype.itemsize:
-            raise ImportError_(
-                "cannot export an attribute",
-                [f"The resource blob '{name}' holds {raw.size} bytes; its type {attr.type} needs {count * dtype.itemsize}."],
-            )
-        return raw.view(dtype).reshape(shape), onnx_dtype
-    if not isinstance(attr, ir.DenseElementsAttr):
-        attr = attr.maybe_downcast()
-    if not isinstance(attr, ir.DenseElementsAttr):
-        raise ImportError_("cannot export an attribute", [f"The attribute {str(attr)[:80]} is not a dense tensor."])
-    if onnx_dtype == _DT.BOOL:
-        return np.array(attr, dtype=bool).reshape(shape), onnx_dtype
     h = _handle(attr)
-    splat = _capi().mlirDenseElementsAttrIsSplat(h)
-    n = 1 if splat else count
-    ptr = _capi().mlirDenseElementsAttrGetRawData(h)
-    raw = np.frombuffer(ctypes.string_at(ptr, n * dtype.itemsize), dtype=np.uint8) if n else np.zeros(0, np.uint8)
-    if onnx_dtype in PACKED_BITS:
-        raw = raw & np.uint8((1 << PACKED_BITS[onnx_dtype]) - 1)
-    values = _le(raw, dtype)
-    if splat:
-        values = np.broadcast_to(values, (count,)).copy()
-    return values.reshape(shape), onnx_dtype
+    lib = _capi()
+    if lib.mlirAttributeIsADenseResourceElements(h):
+        text = str(attr)
+        name = text[len("dense_resource<") : text.index(">")]
+        raw = _resource_bytes(attr, name)
+        if onnx_dtype == _DT.STRING:
+            raise _cannot(f"The resource blob '{name}' has string elements, which blobs cannot hold.")
+        dtype = numpy_dtype(BY_ONNX[onnx_dtype])
+        if raw.size != count * dtype.itemsize:
+            raise _cannot(f"The resource blob '{name}' holds {raw.size} bytes; its type {attr.type} needs {count * dtype.itemsize}.")
+        return raw.view(dtype).reshape(shape), onnx_dtype
+    if not lib.mlirAttributeIsADenseElements(h):
+        raise _cannot(f"The attribute {str(attr)[:80]} is not a dense tensor.")
+    return _dense_values(h, onnx_dtype, count).reshape(shape), onnx_dtype
 
 
 def numpy_to_tensor(array: np.ndarray, name: str, onnx_dtype: int) -> onnx.TensorProto:
@@ -588,59 +606,22 @@ def attribute_to_tensor(attr: ir.Attribute, name: str) -> onnx.TensorProto:
     return numpy_to_tensor(values, name, onnx_dtype)
 
 
-def _split_top(text: str) -> list[str]:
-    """Split at commas outside brackets, parentheses and string literals."""
-    parts, depth, start, i, in_str = [], 0, 0, 0, False
-    while i < len(text):
-        ch = text[i]
-        if in_str:
-            if ch == "\\":
-                i += 1
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "[(<":
-            depth += 1
-        elif ch in "])>":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-        i += 1
-    parts.append(text[start:].strip())
-    return parts
-
-
 def attribute_to_sparse_tensor(attr: ir.Attribute, name: str) -> onnx.SparseTensorProto:
     """The ONNX sparse tensor of an MLIR `sparse<...>` attribute (indices as [NNZ, rank])."""
     onnx_dtype, shape = _attr_info(attr)
-    text = str(attr)
-    if not text.startswith("sparse<"):
-        raise ImportError_("cannot export an attribute", [f"The attribute {text[:80]} is not a sparse tensor."])
-    body = text[len("sparse<") : text.rindex("> :")]
+    h = _handle(attr)
+    lib = _capi()
+    if not lib.mlirAttributeIsASparseElements(h):
+        raise _cannot(f"The attribute {str(attr)[:80]} is not a sparse tensor.")
+    idx_h = lib.mlirSparseElementsAttrGetIndices(h)
+    val_h = lib.mlirSparseElementsAttrGetValues(h)
+    rank = len(shape)
+    n_idx = lib.mlirElementsAttrGetNumElements(idx_h)
+    nnz = n_idx // rank if rank else 0
+    coords = _dense_values(idx_h, _DT.INT64, n_idx).reshape(nnz, rank)
+    values = _dense_values(val_h, onnx_dtype, nnz)
     sp = onnx.SparseTensorProto()
     sp.dims.extend(shape)
-    rank = len(shape)
-    with attr.context:
-        if not body.strip():
-            coords = np.zeros((0, rank), np.int64)
-            values = np.zeros(0, dtype=object if onnx_dtype == _DT.STRING else numpy_dtype(BY_ONNX[onnx_dtype]))
-        else:
-            index_text, value_text = _split_top(body)
-            idx_attr = ir.Attribute.parse(f"dense<{index_text}> : tensor<{_literal_shape(index_text)}xi64>")
-            coords = np.array(idx_attr, dtype=np.int64).reshape(-1, rank)
-            nnz = coords.shape[0]
-            vals_attr = ir.Attribute.parse(f"dense<{value_text}> : tensor<{nnz}x{BY_ONNX[onnx_dtype].mlir}>")
-            values, _ = attribute_to_array(vals_attr)
     sp.values.CopyFrom(numpy_to_tensor(values, name, onnx_dtype))
     sp.indices.CopyFrom(numpy_to_tensor(coords, name + "_indices" if name else "", _DT.INT64))
     return sp
-
-
-def _literal_shape(text: str) -> str:
-    """The `AxB` shape of a nested integer list literal (`[[0, 1], [2, 3]]` -> `2x2`)."""
-    import ast
-
-    value = ast.literal_eval(text)
-    return "x".join(str(d) for d in np.array(value, dtype=np.int64).shape)
