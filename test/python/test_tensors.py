@@ -229,7 +229,7 @@ def test_bad_typed_fields(ctx) -> None:
     t = onnx.TensorProto(name="i8", data_type=T.INT8, dims=[2], int32_data=[1, 300])
     with pytest.raises(ImportError_, match="300"):
         tz.tensor_to_numpy(t, None)
-    t = helper.make_tensor("f", T.FLOAT, [3], [1.0, 2.0], raw=False)
+    t = onnx.TensorProto(name="f", data_type=T.FLOAT, dims=[3], float_data=[1.0, 2.0])
     with pytest.raises(ImportError_, match="2 float_data entries"):
         tz.tensor_to_numpy(t, None)
     t = onnx.TensorProto(name="wrong", data_type=T.INT64, dims=[1])
