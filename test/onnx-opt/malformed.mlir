@@ -4,9 +4,9 @@
 // inside a later chunk, and never as a Python traceback. The other chunks still run.
 
 // CHECK-NOT: Traceback
-// CHECK: malformed.mlir:[[# @LINE + 6]]:8: error: custom op 'foo' is unknown
+// CHECK: malformed.mlir:[[# @LINE + 7]]:8: error: custom op 'foo' is unknown
 // CHECK-NOT: Traceback
-// CHECK: malformed.mlir:[[# @LINE + 17]]:10: error: use of undeclared SSA value name
+// CHECK: malformed.mlir:[[# @LINE + 18]]:10: error: use of undeclared SSA value name
 // CHECK-NOT: Traceback
 // CHECK: func.func @good
 // WHOLE: malformed.mlir:[[# @LINE + 2]]:8: error: custom op 'foo' is unknown
