@@ -39,7 +39,6 @@ import onnx
 from mlir import ir
 from onnx import helper, numpy_helper
 
-from onnxc.dialect import attributes as attrs_mod
 from onnxc.dialect import types as types_mod
 from onnxc.dialect.opinfo import OpInfo
 from onnxc.transforms import onnx_utils as U
@@ -177,28 +176,6 @@ def _schema(info: OpInfo) -> onnx.defs.OpSchema | None:
         return onnx.defs.get_schema(info.op_type, info.since_versions[-1], info.domain)
     except Exception:  # noqa: BLE001 - onnx raises SchemaError for unknown ops
         return None
-
-
-def _onnx_attribute(name: str, kind: str, attr: ir.Attribute) -> onnx.AttributeProto | None:
-    """An AttributeProto for an MLIR attribute of an ONNX kind, None where it cannot be made."""
-    value = attrs_mod.from_mlir(attr)
-    if kind == "TENSOR":
-        if not isinstance(value, np.ndarray) or value.dtype == object:
-            return None
-        return helper.make_attribute(name, numpy_helper.from_array(value))
-    if kind == "TENSORS":
-        if not all(isinstance(v, np.ndarray) for v in value):
-            return None
-        return helper.make_attribute(name, [numpy_helper.from_array(v) for v in value], attr_type=onnx.AttributeProto.TENSORS)
-    if kind == "TYPE_PROTO":
-        return helper.make_attribute(name, types_mod.type_to_proto(value))
-    if kind == "TYPE_PROTOS":
-        return helper.make_attribute(name, [types_mod.type_to_proto(v) for v in value], attr_type=onnx.AttributeProto.TYPE_PROTOS)
-    kinds = {"INT": onnx.AttributeProto.INT, "FLOAT": onnx.AttributeProto.FLOAT, "STRING": onnx.AttributeProto.STRING,
-             "INTS": onnx.AttributeProto.INTS, "FLOATS": onnx.AttributeProto.FLOATS, "STRINGS": onnx.AttributeProto.STRINGS}  # fmt: skip
-    if kind not in kinds:
-        return None
-    return helper.make_attribute(name, value, attr_type=kinds[kind])
 
 
 class _Inferer:
@@ -410,19 +387,10 @@ class _Inferer:
                 if dtype is not None:
                     data[key] = numpy_helper.from_array(arr.astype(dtype))
         outputs = ["" if isinstance(r.type, ir.NoneType) else f"o{k}" for k, r in enumerate(op.results)]
-        node_attrs = []
-        for attr_name, attr in op.attributes.items():
-            spec = info.attr(attr_name)
-            if spec is None or spec.kind == "GRAPH":
-                continue
-            proto = _onnx_attribute(attr_name, spec.kind, attr)
-            if proto is None:
-                if spec.kind in ("TENSOR", "SPARSE_TENSOR", "TENSORS"):
-                    continue  # a value onnx need not see for types (a large weight)
-                return None
-            node_attrs.append(proto)
-        node = helper.make_node(info.op_type, inputs, outputs, domain=info.domain)
-        node.attribute.extend(node_attrs)
+        # Tensor attributes onnx cannot be given (a large weight) do not matter for types.
+        node = U.node_proto(op, info, inputs, outputs, skip_unreadable_tensors=True)
+        if node is None:
+            return None
         try:
             out = onnx.shape_inference.infer_node_outputs(
                 schema, node, types, data, opset_imports=[helper.make_opsetid(info.domain, info.since_versions[-1])]

@@ -12,7 +12,9 @@ from __future__ import annotations
 from typing import Any, Iterable, Sequence
 
 import numpy as np
+import onnx
 from mlir import ir
+from onnx import helper, numpy_helper
 
 from onnxc.dialect import attributes as attrs_mod
 from onnxc.dialect import types as types_mod
@@ -160,7 +162,9 @@ def refine_type(old: ir.Type, new: ir.Type) -> ir.Type | None:
 # --- constants ----------------------------------------------------------------------------------
 
 
-def _dense_to_numpy(attr: ir.Attribute, max_elements: int | None) -> np.ndarray | None:
+def elements_to_numpy(attr: ir.Attribute, max_elements: int | None = None) -> np.ndarray | None:
+    """The values of an elements attribute (dense or dense_resource) as a numpy array; None when
+    unreadable or holding more than `max_elements` elements."""
     if not isinstance(attr, (ir.DenseElementsAttr, ir.DenseResourceElementsAttr)):
         return None  # sparse constants are not read here
     st = ir.ShapedType(attr.type)
@@ -216,7 +220,7 @@ def constant_attr_array(op: ir.Operation, max_elements: int | None = None) -> np
     None if it has no readable value or holds more than `max_elements` elements."""
     attrs = op.attributes
     if "value" in attrs:
-        return _dense_to_numpy(attrs["value"], max_elements)
+        return elements_to_numpy(attrs["value"], max_elements)
     if "value_float" in attrs:
         return np.array(ir.FloatAttr(attrs["value_float"]).value, dtype=np.float32)
     if "value_int" in attrs:
@@ -265,15 +269,81 @@ def dense_attr(array: np.ndarray) -> ir.Attribute | None:
         return None
 
 
-def make_constant(array: np.ndarray, *, loc: ir.Location | None = None, ip: ir.InsertionPoint | None = None) -> ir.Value | None:
-    """A new `onnx.constant` holding `array` (typed by its dtype), or None if the dtype cannot be
-    held in an MLIR attribute from Python."""
+def elements_attr(array: np.ndarray, elem: ir.Type | None = None, *, name: str = "folded", resource_threshold: int = 1024) -> ir.Attribute | None:
+    """An elements attribute holding `array` with element type `elem` (default: the ONNX type of
+    its dtype): dense elements, or a `dense_resource` blob above `resource_threshold` bytes, as the
+    importer makes them (so export writes them back). None where the types do not fit."""
+    array = np.asarray(array)
+    if elem is None:
+        elem = mlir_element_type(array.dtype)
+        if elem is None:
+            return None
+    et = types_mod.BY_MLIR.get(str(elem))
+    if et is None:
+        return None
+    try:
+        from onnxc.importers.tensors import array_to_attribute
+
+        return array_to_attribute(array, et.onnx_dtype, name=name, resource_threshold=resource_threshold)
+    except Exception:  # noqa: BLE001 - the importer's module is missing or refuses: use the bindings
+        dtype = numpy_dtype_of(elem)
+        return None if dtype is None else dense_attr(array.astype(dtype))
+
+
+def make_constant(
+    array: np.ndarray, elem: ir.Type | None = None, *, loc: ir.Location | None = None, ip: ir.InsertionPoint | None = None
+) -> ir.Value | None:
+    """A new `onnx.constant` holding `array` (element type `elem`, default: from its dtype), or
+    None if it cannot be held in an MLIR attribute."""
     from onnxc.dialect import onnx_op  # late: the builder imports the op table
 
-    attr = dense_attr(np.asarray(array))
+    attr = elements_attr(np.asarray(array), elem)
     if attr is None:
         return None
     return onnx_op("Constant", [], [attr.type], {"value": attr}, loc=loc, ip=ip).result
+
+
+def onnx_attribute_proto(name: str, kind: str, attr: ir.Attribute) -> onnx.AttributeProto | None:
+    """An AttributeProto for an MLIR attribute of an ONNX kind, None where it cannot be made."""
+    value = attrs_mod.from_mlir(attr)
+    if kind == "TENSOR":
+        arr = elements_to_numpy(attr, None)
+        if arr is None:
+            return None
+        return helper.make_attribute(name, numpy_helper.from_array(arr))
+    if kind == "TENSORS":
+        if not all(isinstance(v, np.ndarray) for v in value):
+            return None
+        return helper.make_attribute(name, [numpy_helper.from_array(v) for v in value], attr_type=onnx.AttributeProto.TENSORS)
+    if kind == "TYPE_PROTO":
+        return helper.make_attribute(name, types_mod.type_to_proto(value))
+    if kind == "TYPE_PROTOS":
+        return helper.make_attribute(name, [types_mod.type_to_proto(v) for v in value], attr_type=onnx.AttributeProto.TYPE_PROTOS)
+    kinds = {"INT": onnx.AttributeProto.INT, "FLOAT": onnx.AttributeProto.FLOAT, "STRING": onnx.AttributeProto.STRING,
+             "INTS": onnx.AttributeProto.INTS, "FLOATS": onnx.AttributeProto.FLOATS, "STRINGS": onnx.AttributeProto.STRINGS}  # fmt: skip
+    if kind not in kinds:
+        return None
+    return helper.make_attribute(name, value, attr_type=kinds[kind])
+
+
+def node_proto(
+    op: ir.Operation, info: OpInfo, inputs: Sequence[str], outputs: Sequence[str], *, skip_unreadable_tensors: bool = False
+) -> onnx.NodeProto | None:
+    """A NodeProto for an ONNX-dialect op (GRAPH attributes left out) with the given value names;
+    None when an attribute cannot be converted (with `skip_unreadable_tensors`, tensor attributes
+    that cannot be read are left out instead)."""
+    node = helper.make_node(info.op_type, list(inputs), list(outputs), domain=info.domain)
+    for attr_name, attr in op.attributes.items():
+        spec = info.attr(attr_name)
+        if spec is None or spec.kind == "GRAPH":
+            continue
+        proto = onnx_attribute_proto(attr_name, spec.kind, attr)
+        if proto is None:
+            if skip_unreadable_tensors and spec.kind in ("TENSOR", "SPARSE_TENSOR", "TENSORS"):
+                continue
+            return None
+        node.attribute.append(proto)
+    return node
 
 
 # --- replacing ----------------------------------------------------------------------------------
@@ -338,6 +408,11 @@ def has_uses(op: ir.Operation) -> bool:
     return any(True for r in op.results for _ in r.uses)
 
 
+def value_used(v: ir.Value) -> bool:
+    """Whether `v` has any use."""
+    return any(True for _ in v.uses)
+
+
 def func_of(op: ir.Operation) -> ir.Operation | None:
     """The `func.func` enclosing `op`, or None."""
     cur: Any = op.parent
@@ -364,8 +439,8 @@ def iter_results(ops: Iterable[ir.Operation]) -> Iterable[ir.Value]:
 
 __all__ = [
     "CONSTANT_OP", "CUSTOM_OP", "NONE_OP", "attr_value", "collect_ops", "constant_attr_array",
-    "constant_value", "dense_attr", "element_type_of", "func_of", "functions", "has_uses", "info_of",
+    "constant_value", "dense_attr", "element_type_of", "elements_attr", "elements_to_numpy", "func_of", "functions", "has_uses", "info_of",
     "is_constant", "is_none_value", "is_onnx_op", "is_tensor_type", "location_text", "make_constant",
-    "mlir_element_type", "numpy_dtype_of", "plain_attributes", "ranked_type", "refine_type",
-    "replace_op", "replace_value", "shape_of", "sync_function_type",
+    "mlir_element_type", "node_proto", "numpy_dtype_of", "onnx_attribute_proto", "plain_attributes", "ranked_type", "refine_type",
+    "replace_op", "replace_value", "shape_of", "sync_function_type", "value_used",
 ]  # fmt: skip

@@ -14,6 +14,8 @@ from onnxc.transforms.pass_base import ModulePass
 PASSES: dict[str, str] = {
     "onnx-verify": "onnxc.transforms.onnx_verify:OnnxVerifyPass",
     "onnx-shape-inference": "onnxc.transforms.onnx_shape_inference:OnnxShapeInferencePass",
+    "onnx-constant-fold": "onnxc.transforms.onnx_constant_fold:OnnxConstantFoldPass",
+    "onnx-canonicalize": "onnxc.transforms.onnx_canonicalize:OnnxCanonicalizePass",
     "convert-onnx-to-linalg": "onnxc.transforms.convert_onnx_to_linalg:ConvertOnnxToLinalgPass",
     "onnx-to-linalg": "onnxc.transforms.named_pipelines:OnnxToLinalgPipeline",
     "onnx-to-vector": "onnxc.transforms.named_pipelines:OnnxToVectorPipeline",
