@@ -186,13 +186,11 @@ def _reshape(flat: np.ndarray, dims: list[int], label: str) -> np.ndarray:
         raise _fail(label, f"has a shape {dims} numpy cannot represent ({e})") from None
 
 
-def tensor_to_numpy(tensor: onnx.TensorProto, base_dir: Path | None) -> np.ndarray:
-    """The values of an ONNX tensor as a numpy array of its element type's dtype.
+def check_tensor(tensor: onnx.TensorProto) -> tuple[ElementType, list[int], int]:
+    """(element type, dims, element count) of a tensor after the checks that need no data file:
+    a spec element type, dims >= 0, one data source, and in-proto data of the right size and field.
 
-    Strings come back as an object array of `bytes` (exactly what the proto holds). Raw and
-    external data are zero-copy views (read-only) unless unpacking or a big-endian host forces a
-    copy. Every inconsistency (unknown type, data of the wrong size or in the wrong field, external
-    data outside the model's folder) raises `ImportError_` naming the tensor.
+    Raises `ImportError_` naming the tensor. External data sizes are checked when the file is read.
     """
     label = _label(tensor)
     if tensor.HasField("segment"):
@@ -212,6 +210,43 @@ def tensor_to_numpy(tensor: onnx.TensorProto, base_dir: Path | None) -> np.ndarr
             raise _fail(label, "is a string tensor with raw or external data; strings must be in string_data")
         if len(tensor.string_data) != count:
             raise _fail(label, f"has {len(tensor.string_data)} strings for shape {dims} ({count} elements)")
+        return elem, dims, count
+    if external:
+        return elem, dims, count
+    if has_raw:
+        need = packed_size(dt, count)
+        if len(tensor.raw_data) != need:
+            raise _fail(label, f"has {len(tensor.raw_data)} bytes in raw_data, but shape {dims} of {elem.type_str} needs {need}")
+        return elem, dims, count
+    field = _TYPED_FIELD.get(dt, "int32_data")
+    wrong = [f for f in present if f != field]
+    if wrong:
+        raise _fail(label, f"of type {elem.type_str} holds its values in {wrong[0]}; that type uses {field} or raw_data")
+    have = len(getattr(tensor, field))
+    bits = PACKED_BITS.get(dt)
+    if field == "int32_data" and bits in (2, 4):
+        want = -(-count // (8 // bits))
+    else:
+        want = count * (2 if dt in (_DT.COMPLEX64, _DT.COMPLEX128) else 1)
+    if have != want:
+        raise _fail(label, f"has {have} {field} entries for shape {dims} of {elem.type_str} ({want} expected)")
+    return elem, dims, count
+
+
+def tensor_to_numpy(tensor: onnx.TensorProto, base_dir: Path | None) -> np.ndarray:
+    """The values of an ONNX tensor as a numpy array of its element type's dtype.
+
+    Strings come back as an object array of `bytes` (exactly what the proto holds). Raw and
+    external data are zero-copy views (read-only) unless unpacking or a big-endian host forces a
+    copy. Every inconsistency (unknown type, data of the wrong size or in the wrong field, external
+    data outside the model's folder) raises `ImportError_` naming the tensor.
+    """
+    label = _label(tensor)
+    elem, dims, count = check_tensor(tensor)
+    dt = tensor.data_type
+    external = uses_external_data(tensor)
+    has_raw = tensor.HasField("raw_data")
+    if dt == _DT.STRING:
         out = np.empty(count, dtype=object)
         out[:] = list(tensor.string_data)
         return _reshape(out, dims, label)
@@ -231,10 +266,7 @@ def tensor_to_numpy(tensor: onnx.TensorProto, base_dir: Path | None) -> np.ndarr
             raise _fail(label, f"has a bool byte {int(buf.max())} in {where}; bools must be 0 or 1")
         return _reshape(flat, dims, label)
     field = _TYPED_FIELD.get(dt, "int32_data")
-    wrong = [f for f in present if f != field]
-    if wrong:
-        raise _fail(label, f"of type {elem.type_str} holds its values in {wrong[0]}; that type uses {field} or raw_data")
-    values = getattr(tensor, field)
+    values = getattr(tensor, field)  # its size was checked by check_tensor
     if field == "int32_data":
         stored = np.array(values, dtype=np.int64)
         lo, hi = _INT32_RANGE.get(dt, _BYTE_RANGE)
@@ -242,14 +274,8 @@ def tensor_to_numpy(tensor: onnx.TensorProto, base_dir: Path | None) -> np.ndarr
             bad = int(stored[(stored < lo) | (stored > hi)][0])
             raise _fail(label, f"of type {elem.type_str} has the value {bad} in int32_data, outside [{lo}, {hi}]")
         if bits in (2, 4):
-            per = 8 // bits
-            if stored.size != -(-count // per):
-                raise _fail(label, f"has {stored.size} int32_data entries for {count} {elem.type_str} elements "
-                            f"({per} per entry: {-(-count // per)} expected)")  # fmt: skip
             flat = unpack_bits((stored & 0xFF).astype(np.uint8), bits, count).view(dtype)
         else:
-            if stored.size != count:
-                raise _fail(label, f"has {stored.size} int32_data entries for shape {dims} ({count} elements)")
             if dtype.kind in "iub" and dtype.itemsize >= 1 and dt not in PACKED_BITS and dtype != np.dtype(bool):
                 flat = stored.astype(dtype)
             else:  # bit patterns (float16, bfloat16, float8, float6) and bool
@@ -257,8 +283,6 @@ def tensor_to_numpy(tensor: onnx.TensorProto, base_dir: Path | None) -> np.ndarr
                 flat = (stored & ((1 << (8 * dtype.itemsize)) - 1)).astype(unit).view(dtype)
         return _reshape(flat, dims, label)
     per = 2 if dt in (_DT.COMPLEX64, _DT.COMPLEX128) else 1
-    if len(values) != count * per:
-        raise _fail(label, f"has {len(values)} {field} entries for shape {dims} ({count * per} expected)")
     if field == "uint64_data" and dt == _DT.UINT32 and len(values) and max(values) >= 2**32:
         raise _fail(label, f"of type uint32 has the value {max(values)} in uint64_data, outside [0, {2**32 - 1}]")
     if per == 2:

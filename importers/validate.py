@@ -1,0 +1,620 @@
+"""Model validation before import: every problem of a model at once, each naming its model element.
+
+The importer calls `validate_model` before it builds any IR, so that nothing invalid reaches MLIR's
+C++ (the wheels are built with assertions: a bad op kills the process) and so that a user sees all
+problems of a model in one report instead of fixing them one run at a time (onnx-mlir and
+torch-mlir stop at the first). Every problem is a complete sentence naming the node (its name, or
+its index when unnamed), op type, domain and opset, and the input or attribute concerned.
+
+The checks follow the ONNX IR spec and versioning rules:
+
+* IR version 3 .. `onnx.IR_VERSION`; opset imports with versions the installed schemas know
+  (newer ones only with `ImportConfig.allow_newer_opset`), one import per domain, an import for
+  every domain a node uses.
+* Names: single assignment (a value is defined once, by an input, an initializer or one node
+  output, and a subgraph's node outputs do not reuse names visible from outer scopes); every used
+  name is defined in the graph or an enclosing one (`""` marks an omitted optional input);
+  graph outputs are defined.
+* Nodes against their schema (bound with the versioning rule: greatest since_version <= opset):
+  the op exists at that opset, input and output counts fit the formal parameters (required,
+  optional, variadic with minimum arity), no required input or output is left empty, required
+  attributes are present, attributes have the schema's type, no unknown attributes (the spec makes
+  them invalid for standard ops). Calls of model-local functions are checked against the function.
+  Ops of domains without schemas (custom ops) are only checked for names.
+* Data: tensor element types, dims (>= 0, at most 2^40 elements in a declared type), tensor data of
+  the size its dims ask for in the right field, UTF-8 strings where the spec requires them.
+* Subgraphs (GRAPH/GRAPHS attributes) recursively with their outer scope; model-local functions
+  with their own opset imports, `ref_attr_name` references, and no recursion between functions.
+
+`onnx.checker` is not used: it stops at the first problem, and its messages do not name the node
+the way onnxc's diagnostics do. `topological_order` sorts nodes for the importer and names the
+nodes of a cycle when there is one.
+"""
+
+from __future__ import annotations
+
+import heapq
+from functools import lru_cache
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import onnx
+from onnx import AttributeProto as AP
+
+from onnxc.dialect.opinfo import OPTIONAL, SINGLE, VARIADIC, OpInfo
+from onnxc.dialect.table import known_domain, lookup, schema_versions
+from onnxc.dialect.types import BY_ONNX
+from onnxc.importers.config import ImportConfig
+from onnxc.importers.errors import ImportError_
+
+MIN_IR_VERSION = 3
+# A declared tensor type with more elements than this is treated as a corrupt model: 2^40 elements
+# is 4 TiB of float32, far past any model, while products of corrupt dims easily overflow int64.
+MAX_ELEMENTS = 2**40
+
+_KIND_NAMES = {v: k for k, v in AP.AttributeType.items()}
+# The field holding each attribute kind's value, to infer the kind of old (IR < 2 style) protos
+# that leave `type` unset.
+_KIND_FIELDS = (
+    ("f", AP.FLOAT), ("i", AP.INT), ("s", AP.STRING), ("t", AP.TENSOR), ("g", AP.GRAPH),
+    ("sparse_tensor", AP.SPARSE_TENSOR), ("tp", AP.TYPE_PROTO),
+)  # fmt: skip
+_LIST_FIELDS = (
+    ("floats", AP.FLOATS), ("ints", AP.INTS), ("strings", AP.STRINGS), ("tensors", AP.TENSORS),
+    ("graphs", AP.GRAPHS), ("sparse_tensors", AP.SPARSE_TENSORS), ("type_protos", AP.TYPE_PROTOS),
+)  # fmt: skip
+
+
+def _norm(domain: str) -> str:
+    return "" if domain in ("", "ai.onnx") else domain
+
+
+def _dname(domain: str) -> str:
+    return _norm(domain) or "ai.onnx"
+
+
+@lru_cache(maxsize=None)
+def max_known_opset(domain: str) -> int | None:
+    """The newest opset version the installed onnx defines for a domain (None: no schemas)."""
+    d = _norm(domain)
+    if not known_domain(d):
+        return None
+    row = onnx.helper.VERSION_TABLE[-1]  # (release, IR, ai.onnx, ai.onnx.ml, ai.onnx.training)
+    by_table = {"": row[2], "ai.onnx.ml": row[3], "ai.onnx.training": row[4]}
+    if d == "":
+        return max(by_table[""], onnx.defs.onnx_opset_version())
+    newest = max((max(schema_versions(op.op_type, d)) for op in _ops_of(d)), default=1)
+    return max(by_table.get(d, 1), newest)
+
+
+@lru_cache(maxsize=None)
+def _ops_of(domain: str) -> list[OpInfo]:
+    from onnxc.dialect.table import all_ops
+
+    return [op for op in all_ops() if op.domain == domain]
+
+
+@dataclass
+class _Scope:
+    """Names visible in a graph: its own definitions plus those of enclosing graphs."""
+
+    own: set[str] = field(default_factory=set)
+    outer: frozenset[str] = frozenset()
+
+    def visible(self) -> set[str]:
+        return self.own | set(self.outer)
+
+
+@dataclass
+class _Context:
+    """Where a graph lives: its opsets, the enclosing function (if any), for messages its path."""
+
+    opsets: dict[str, int]
+    where: str  # "graph 'main'", "graph 'body' of node 'loop' ...", "function 'local.F'"
+    function: onnx.FunctionProto | None = None
+
+
+class Validator:
+    """Collects problems of one model; `validate_model` is the entry point."""
+
+    def __init__(self, model: onnx.ModelProto, config: ImportConfig) -> None:
+        self.model = model
+        self.config = config
+        self.problems: list[str] = []
+        self.functions: dict[tuple[str, str, str], onnx.FunctionProto] = {}
+
+    def add(self, problem: str) -> None:
+        self.problems.append(problem)
+
+    # ------------------------------------------------------------------ model level
+    def run(self) -> list[str]:
+        m = self.model
+        self._check_ir_version()
+        opsets = self._check_opsets(m.opset_import, "The model")
+        for f in m.functions:
+            key = (f.domain, f.name, f.overload)
+            if key in self.functions:
+                self.add(f"Model-local function '{f.domain}.{f.name}'{_overload(f)} is defined twice.")
+            self.functions[key] = f
+        if not m.HasField("graph"):
+            self.add("The model has no graph.")
+        else:
+            name = m.graph.name or "main"
+            self._check_graph(m.graph, _Context(opsets, f"graph '{name}'"), frozenset(), top=True)
+        for f in m.functions:
+            self._check_function(f)
+        self._check_function_recursion()
+        return self.problems
+
+    def _check_ir_version(self) -> None:
+        ir = self.model.ir_version
+        if not self.model.HasField("ir_version") or ir == 0:
+            self.add("The model has no ir_version; the spec requires one (3 or newer).")
+        elif ir < MIN_IR_VERSION:
+            self.add(f"The model has IR version {ir}; onnxc reads IR versions {MIN_IR_VERSION} to {onnx.IR_VERSION}.")
+        elif ir > onnx.IR_VERSION and not self.config.allow_newer_opset:
+            self.add(
+                f"The model has IR version {ir}, newer than the newest the installed onnx defines ({onnx.IR_VERSION}); "
+                "ImportConfig(allow_newer_opset=True) imports it anyway."
+            )
+
+    def _check_opsets(self, imports: Iterable[onnx.OperatorSetIdProto], owner: str) -> dict[str, int]:
+        opsets: dict[str, int] = {}
+        for entry in imports:
+            d = _norm(entry.domain)
+            if d in opsets:
+                self.add(f"{owner} imports domain '{_dname(d)}' twice (versions {opsets[d]} and {entry.version}).")
+                continue
+            opsets[d] = entry.version
+            if entry.version < 1:
+                self.add(f"{owner} imports domain '{_dname(d)}' at opset {entry.version}; opset versions start at 1.")
+                continue
+            newest = max_known_opset(d)
+            if newest is not None and entry.version > newest and not self.config.allow_newer_opset:
+                self.add(
+                    f"{owner} imports domain '{_dname(d)}' at opset {entry.version}, newer than the installed schemas "
+                    f"(newest {newest}); ImportConfig(allow_newer_opset=True) binds to the newest known schemas instead."
+                )
+        return opsets
+
+    # ------------------------------------------------------------------ graphs
+    def _check_graph(self, g: onnx.GraphProto, ctx: _Context, outer: frozenset[str], top: bool = False) -> None:
+        where = ctx.where
+        own: dict[str, str] = {}  # name -> what defines it
+
+        def define(name: str, what: str) -> None:
+            if not name:
+                return
+            if name in own:
+                self.add(f"In {where}, the name '{name}' is defined twice ({own[name]} and {what}); values must be assigned once.")
+            else:
+                own[name] = what
+
+        for i, vi in enumerate(g.input):
+            if not vi.name:
+                self.add(f"In {where}, input #{i} has no name.")
+            define(vi.name, f"graph input '{vi.name}'")
+            self._check_value_info(vi, f"input '{vi.name}' of {where}", require_type=top)
+        inputs = {vi.name for vi in g.input}
+        initializer_names: set[str] = set()
+        for t in g.initializer:
+            label = f"initializer '{t.name}' of {where}"
+            if not t.name:
+                self.add(f"In {where}, an initializer has no name.")
+            elif t.name in initializer_names:
+                self.add(f"In {where}, the initializer '{t.name}' is given twice.")
+            elif t.name not in inputs:  # an initializer named like an input is that input's default
+                define(t.name, f"initializer '{t.name}'")
+            initializer_names.add(t.name)
+            self._check_tensor(t, label)
+        for sp in g.sparse_initializer:
+            name = sp.values.name
+            if not name:
+                self.add(f"In {where}, a sparse initializer has no name.")
+            elif name in initializer_names:
+                self.add(f"In {where}, the sparse initializer '{name}' has the name of another initializer.")
+            elif name not in inputs:
+                define(name, f"sparse initializer '{name}'")
+            initializer_names.add(name)
+            self._check_sparse(sp, f"sparse initializer '{name}' of {where}")
+        for i, node in enumerate(g.node):
+            for out in node.output:
+                if out in outer and out not in own:
+                    self.add(f"{_node_label(node, i, ctx)} in {where} defines '{out}', a name already visible from an outer scope; "
+                             "a subgraph must not reuse it.")  # fmt: skip
+                define(out, f"output of {_short_label(node, i)}")
+        visible = set(own) | set(outer)
+        for i, node in enumerate(g.node):
+            self._check_node(node, i, ctx, visible)
+        for vi in g.value_info:
+            self._check_value_info(vi, f"value_info '{vi.name}' of {where}", require_type=False)
+        for i, vi in enumerate(g.output):
+            if not vi.name:
+                self.add(f"In {where}, output #{i} has no name.")
+            elif vi.name not in visible:
+                self.add(f"In {where}, the graph output '{vi.name}' is not defined by any input, initializer or node.")
+            self._check_value_info(vi, f"output '{vi.name}' of {where}", require_type=top)
+
+    def _check_value_info(self, vi: onnx.ValueInfoProto, label: str, require_type: bool) -> None:
+        if not vi.HasField("type") or vi.type.WhichOneof("value") is None:
+            if require_type:
+                self.add(f"The {label} has no type; the main graph's inputs and outputs must be typed.")
+            return
+        self._check_type(vi.type, label, require_elem=require_type)
+
+    def _check_type(self, tp: onnx.TypeProto, label: str, require_elem: bool) -> None:
+        kind = tp.WhichOneof("value")
+        if kind in ("tensor_type", "sparse_tensor_type"):
+            tt = getattr(tp, kind)
+            if tt.elem_type == 0:
+                if require_elem:
+                    self.add(f"The {label} has a tensor type without an element type.")
+            elif tt.elem_type not in BY_ONNX:
+                self.add(f"The {label} has element type {tt.elem_type}, which is not an ONNX tensor element type.")
+            if tt.HasField("shape"):
+                total = 1
+                for j, d in enumerate(tt.shape.dim):
+                    if d.HasField("dim_value"):
+                        if d.dim_value < 0:
+                            self.add(f"The {label} has a negative dimension {d.dim_value} at axis {j}.")
+                        else:
+                            total *= d.dim_value
+                if total > MAX_ELEMENTS:
+                    dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim]
+                    self.add(f"The {label} has shape {dims} with {total} elements, more than 2^40: the dims are corrupt.")
+        elif kind == "sequence_type":
+            self._check_type(tp.sequence_type.elem_type, label, require_elem)
+        elif kind == "optional_type":
+            self._check_type(tp.optional_type.elem_type, label, require_elem)
+        elif kind == "map_type":
+            if tp.map_type.key_type not in BY_ONNX or tp.map_type.key_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE):
+                self.add(f"The {label} is a map with key type {tp.map_type.key_type}; keys must be integers or strings.")
+            self._check_type(tp.map_type.value_type, label, require_elem)
+
+    def _check_tensor(self, t: onnx.TensorProto, label: str) -> None:
+        from onnxc.importers.tensors import check_tensor
+
+        try:
+            check_tensor(t)
+        except ImportError_ as e:
+            self.problems += [f"The {label} is invalid: {p[0].lower()}{p[1:]}" for p in e.problems]
+            return
+        if t.data_type == onnx.TensorProto.STRING:
+            for s in t.string_data:
+                if not _utf8(s):
+                    self.add(f"The {label} holds a string that is not UTF-8 ({bytes(s[:20])!r}); ONNX strings are UTF-8.")
+                    break
+
+    def _check_sparse(self, sp: onnx.SparseTensorProto, label: str) -> None:
+        dims = list(sp.dims)
+        if not dims or any(d < 0 for d in dims):
+            self.add(f"The {label} has invalid dims {dims}; a sparse tensor needs rank >= 1 and dims >= 0.")
+        self._check_tensor(sp.values, label + " (values)")
+        self._check_tensor(sp.indices, label + " (indices)")
+        if sp.indices.data_type != onnx.TensorProto.INT64:
+            self.add(f"The {label} has indices of element type {sp.indices.data_type}; they must be int64.")
+
+    # ------------------------------------------------------------------ nodes
+    def _check_node(self, node: onnx.NodeProto, index: int, ctx: _Context, visible: set[str]) -> None:
+        label = _node_label(node, index, ctx)
+        where = ctx.where
+        if not node.op_type:
+            self.add(f"{label} in {where} has no op_type.")
+        for name in node.input:
+            if name and name not in visible:
+                self.add(f"{label} in {where} uses input '{name}', which no input, initializer, node output or outer scope defines.")
+        seen_outputs: set[str] = set()
+        for name in node.output:
+            if name and name in seen_outputs:
+                self.add(f"{label} in {where} names the output '{name}' twice.")
+            seen_outputs.add(name)
+        d = _norm(node.domain)
+        schema: OpInfo | None = None
+        fn = self._local_function(node)
+        if d not in ctx.opsets and fn is None:
+            self.add(f"{label} in {where} uses domain '{_dname(d)}', which the {'function' if ctx.function else 'model'} does not import.")
+        elif fn is not None:
+            self._check_call(node, label, where, fn)
+        elif known_domain(d):
+            opset = ctx.opsets[d]
+            if self.config.allow_newer_opset:
+                opset = min(opset, max_known_opset(d) or opset)
+            schema = lookup(node.op_type, d, opset)
+            if schema is None:
+                versions = schema_versions(node.op_type, d)
+                if versions:
+                    self.add(f"{label} in {where}: {node.op_type} has no version at opset {opset} of domain "
+                             f"'{_dname(d)}' (its first version is {versions[0]}).")  # fmt: skip
+                else:
+                    self.add(f"{label} in {where}: '{node.op_type}' is not an operator of domain '{_dname(d)}'.")
+            else:
+                self._check_arity(node, label, where, schema)
+        self._check_attributes(node, label, where, ctx, schema, visible)
+
+    def _local_function(self, node: onnx.NodeProto) -> onnx.FunctionProto | None:
+        return self.functions.get((node.domain, node.op_type, node.overload))
+
+    def _check_call(self, node: onnx.NodeProto, label: str, where: str, fn: onnx.FunctionProto) -> None:
+        if len(node.input) > len(fn.input):
+            self.add(f"{label} in {where} has {len(node.input)} inputs; function '{fn.name}' takes at most {len(fn.input)}.")
+        if len(node.output) > len(fn.output):
+            self.add(f"{label} in {where} has {len(node.output)} outputs; function '{fn.name}' has {len(fn.output)}.")
+
+    def _check_arity(self, node: onnx.NodeProto, label: str, where: str, schema: OpInfo) -> None:
+        for kind, actual, formals in (("input", list(node.input), schema.inputs), ("output", list(node.output), schema.outputs)):
+            variadic = bool(formals) and formals[-1].option == VARIADIC
+            fixed = len(formals) - 1 if variadic else len(formals)
+            minimum = 0
+            for j, p in enumerate(formals[:fixed]):
+                if p.option == SINGLE:
+                    minimum = j + 1
+            if variadic:
+                minimum = fixed + formals[-1].min_arity
+            maximum = None if variadic else len(formals)
+            if len(actual) < minimum or (maximum is not None and len(actual) > maximum):
+                want = f"{minimum} or more" if maximum is None else (f"{minimum}" if minimum == maximum else f"{minimum} to {maximum}")
+                self.add(f"{label} in {where} has {len(actual)} {kind}s; {schema.op_type}-{_bound(schema, node)} takes {want}.")
+                continue
+            for j, p in enumerate(formals[:fixed]):
+                if p.option == SINGLE and j < len(actual) and not actual[j]:
+                    self.add(f"{label} in {where} leaves the required {kind} '{p.onnx_name}' (#{j}) empty.")
+
+    def _check_attributes(
+        self, node: onnx.NodeProto, label: str, where: str, ctx: _Context, schema: OpInfo | None, visible: set[str]
+    ) -> None:
+        seen: set[str] = set()
+        for a in node.attribute:
+            if not a.name:
+                self.add(f"{label} in {where} has an attribute without a name.")
+                continue
+            if a.name in seen:
+                self.add(f"{label} in {where} gives the attribute '{a.name}' twice.")
+            seen.add(a.name)
+            kind = _attr_kind(a)
+            if a.ref_attr_name:
+                if ctx.function is None:
+                    self.add(f"{label} in {where}: attribute '{a.name}' refers to '{a.ref_attr_name}', but references "
+                             "are only allowed inside functions.")  # fmt: skip
+                else:
+                    names = set(ctx.function.attribute) | {p.name for p in ctx.function.attribute_proto}
+                    if a.ref_attr_name not in names:
+                        self.add(f"{label} in {where}: attribute '{a.name}' refers to '{a.ref_attr_name}', which function "
+                                 f"'{ctx.function.name}' does not declare.")  # fmt: skip
+            elif kind is None:
+                self.add(f"{label} in {where}: attribute '{a.name}' has no type and no value.")
+                continue
+            if schema is not None:
+                spec = schema.attr(a.name)
+                if spec is None:
+                    self.add(f"{label} in {where} has the attribute '{a.name}', which {schema.op_type}-{_bound(schema, node)} "
+                             "does not define.")  # fmt: skip
+                elif kind is not None and _KIND_NAMES.get(kind) != spec.kind:
+                    self.add(f"{label} in {where}: attribute '{a.name}' is {_KIND_NAMES.get(kind, kind)}, but "
+                             f"{schema.op_type}-{_bound(schema, node)} wants {spec.kind}.")  # fmt: skip
+            if a.ref_attr_name:
+                continue
+            self._check_attribute_value(a, kind, label, where, ctx, visible)
+        if schema is not None:
+            for spec in schema.attributes:
+                if spec.required and spec.name not in seen:
+                    self.add(f"{label} in {where} lacks the required attribute '{spec.name}' ({spec.kind}).")
+
+    def _check_attribute_value(
+        self, a: onnx.AttributeProto, kind: int | None, label: str, where: str, ctx: _Context, visible: set[str]
+    ) -> None:
+        what = f"attribute '{a.name}' of {label} in {where}"
+        if kind == AP.STRING and not _utf8(a.s):
+            self.add(f"The {what} is not UTF-8; ONNX strings are UTF-8.")
+        if kind == AP.STRINGS and not all(_utf8(s) for s in a.strings):
+            self.add(f"The {what} holds a string that is not UTF-8; ONNX strings are UTF-8.")
+        if kind == AP.TENSOR:
+            self._check_tensor(a.t, what)
+        if kind == AP.TENSORS:
+            for t in a.tensors:
+                self._check_tensor(t, what)
+        if kind == AP.SPARSE_TENSOR:
+            self._check_sparse(a.sparse_tensor, what)
+        if kind == AP.SPARSE_TENSORS:
+            for sp in a.sparse_tensors:
+                self._check_sparse(sp, what)
+        if kind == AP.TYPE_PROTO:
+            self._check_type(a.tp, what, require_elem=False)
+        if kind in (AP.GRAPH, AP.GRAPHS):
+            graphs = [a.g] if kind == AP.GRAPH else list(a.graphs)
+            for k, g in enumerate(graphs):
+                sub = f"graph '{g.name or a.name}' (attribute '{a.name}' of {label})"
+                if kind == AP.GRAPHS:
+                    sub = f"graph #{k} '{g.name}' (attribute '{a.name}' of {label})"
+                self._check_graph(g, _Context(ctx.opsets, sub, ctx.function), frozenset(visible))
+
+    # ------------------------------------------------------------------ functions
+    def _check_function(self, f: onnx.FunctionProto) -> None:
+        where = f"function '{f.domain}.{f.name}'{_overload(f)}"
+        if not f.name:
+            self.add("A model-local function has no name.")
+        if not f.domain:
+            self.add(f"The {where} has no domain; model-local functions need one.")
+        opsets = self._check_opsets(f.opset_import, f"The {where}")
+        if not f.opset_import:
+            opsets = {_norm(e.domain): e.version for e in self.model.opset_import}
+        ctx = _Context(opsets, where, f)
+        own: dict[str, str] = {}
+        for name in f.input:
+            if name in own:
+                self.add(f"The {where} names the input '{name}' twice.")
+            own[name] = "input"
+        for i, node in enumerate(f.node):
+            for out in node.output:
+                if out and out in own:
+                    self.add(f"In {where}, the name '{out}' is defined twice ({own[out]} and {_short_label(node, i)}).")
+                elif out:
+                    own[out] = f"output of {_short_label(node, i)}"
+        visible = set(own)
+        for i, node in enumerate(f.node):
+            self._check_node(node, i, ctx, visible)
+        for name in f.output:
+            if name not in visible:
+                self.add(f"The {where} returns '{name}', which no input or node of the function defines.")
+
+    def _check_function_recursion(self) -> None:
+        calls: dict[tuple[str, str, str], set[tuple[str, str, str]]] = {}
+        for key, f in self.functions.items():
+            calls[key] = {k for k in ((n.domain, n.op_type, n.overload) for n in _all_nodes(f.node)) if k in self.functions}
+        state: dict[tuple[str, str, str], int] = {}
+
+        def visit(k: tuple[str, str, str], path: list[tuple[str, str, str]]) -> None:
+            state[k] = 1
+            for c in sorted(calls[k]):
+                if state.get(c) == 1:
+                    cycle = path[path.index(c) :] + [c] if c in path else [k, c]
+                    self.add("Model-local functions call each other recursively: " + " -> ".join(f"{d}.{n}" for d, n, _ in cycle) + ".")
+                elif c not in state:
+                    visit(c, path + [c])
+            state[k] = 2
+
+        for k in sorted(calls):
+            if k not in state:
+                visit(k, [k])
+
+
+def _all_nodes(nodes: Iterable[onnx.NodeProto]) -> Iterable[onnx.NodeProto]:
+    for n in nodes:
+        yield n
+        for a in n.attribute:
+            if a.type == AP.GRAPH or a.HasField("g"):
+                yield from _all_nodes(a.g.node)
+            for g in a.graphs:
+                yield from _all_nodes(g.node)
+
+
+def _attr_kind(a: onnx.AttributeProto) -> int | None:
+    """The attribute's kind: its `type`, or (old protos) the one field that holds a value."""
+    if a.type != AP.UNDEFINED:
+        return a.type
+    for name, kind in _KIND_FIELDS:
+        if a.HasField(name):
+            return kind
+    for name, kind in _LIST_FIELDS:
+        if len(getattr(a, name)):
+            return kind
+    return None
+
+
+def _utf8(b: bytes) -> bool:
+    try:
+        bytes(b).decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def _overload(f: onnx.FunctionProto) -> str:
+    return f" (overload '{f.overload}')" if f.overload else ""
+
+
+def _bound(schema: OpInfo, node: onnx.NodeProto) -> str:
+    """The since_version a node's schema row stands for (the oldest the row covers)."""
+    return str(schema.since_version)
+
+
+def _short_label(node: onnx.NodeProto, index: int) -> str:
+    return f"node '{node.name}'" if node.name else f"node #{index} ({node.op_type})"
+
+
+def _node_label(node: onnx.NodeProto, index: int, ctx: _Context) -> str:
+    d = _norm(node.domain)
+    opset = ctx.opsets.get(d)
+    who = f"Node '{node.name}'" if node.name else f"Node #{index}"
+    version = f", opset {opset}" if opset is not None else ""
+    return f"{who} ({node.op_type or '?'}, domain {_dname(d)}{version})"
+
+
+def validate_model(model: onnx.ModelProto, config: ImportConfig) -> list[str]:
+    """Every problem of `model`, each a complete sentence naming the model element; [] if valid."""
+    return Validator(model, config).run()
+
+
+# ---------------------------------------------------------------------------------------------- order
+
+
+def _free_names(graph: onnx.GraphProto) -> set[str]:
+    """Names a subgraph uses but does not define (captured from outer scopes)."""
+    defined = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
+    defined |= {s.values.name for s in graph.sparse_initializer}
+    used: set[str] = set()
+    for n in graph.node:
+        used.update(i for i in n.input if i)
+        used |= _node_captures(n)
+        defined.update(o for o in n.output if o)
+    used.update(vi.name for vi in graph.output)
+    return used - defined
+
+
+def _node_captures(node: onnx.NodeProto) -> set[str]:
+    names: set[str] = set()
+    for a in node.attribute:
+        if a.HasField("g"):
+            names |= _free_names(a.g)
+        for g in a.graphs:
+            names |= _free_names(g)
+    return names
+
+
+def topological_order(graph: onnx.GraphProto, outer_names: set[str]) -> list[int]:
+    """Node indices of `graph` in an order where every value is defined before it is used.
+
+    Stable: the given order is kept when it is already valid, and otherwise nodes move only as far
+    as their inputs require (among ready nodes the one given first goes first). Inputs captured by
+    subgraphs count as uses of the node that owns the subgraph. Names no node produces (graph
+    inputs, initializers, outer scopes, undefined names the validator reports) impose no order.
+    Raises `ImportError_` naming the nodes of a cycle.
+    """
+    producer: dict[str, int] = {}
+    for i, n in enumerate(graph.node):
+        for o in n.output:
+            if o and o not in producer:
+                producer[o] = i
+    available = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
+    available |= {s.values.name for s in graph.sparse_initializer}
+    deps: list[set[int]] = []
+    users: list[list[int]] = [[] for _ in graph.node]
+    for i, n in enumerate(graph.node):
+        names = {x for x in n.input if x} | _node_captures(n)
+        d = {producer[x] for x in names if x in producer and x not in available and producer[x] != i}
+        deps.append(d)
+        for p in d:
+            users[p].append(i)
+    remaining = [len(d) for d in deps]
+    ready = [i for i, r in enumerate(remaining) if r == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for u in users[i]:
+            remaining[u] -= 1
+            if remaining[u] == 0:
+                heapq.heappush(ready, u)
+    if len(order) == len(graph.node):
+        return order
+    stuck = {i for i, r in enumerate(remaining) if r > 0}
+    cycle = _find_cycle(stuck, deps)
+    names = " -> ".join(_short_label(graph.node[i], i) + f" [{graph.node[i].op_type}]" for i in cycle)
+    gname = graph.name or "main"
+    raise ImportError_(
+        f"the nodes of graph '{gname}' cannot be ordered",
+        [f"In graph '{gname}', these nodes depend on each other in a cycle: {names}."],
+    )
+
+
+def _find_cycle(stuck: set[int], deps: list[set[int]]) -> list[int]:
+    """One cycle among `stuck` nodes (each has a stuck dependency), as a closed path."""
+    start = min(stuck)
+    path: list[int] = []
+    pos: dict[int, int] = {}
+    i = start
+    while i not in pos:
+        pos[i] = len(path)
+        path.append(i)
+        i = min(d for d in deps[i] if d in stuck)
+    return path[pos[i] :] + [i]
