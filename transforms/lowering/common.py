@@ -664,3 +664,148 @@ def reshape(v: ir.Value, shape: Sequence[Dim]) -> ir.Value:
         elems = [arith.index_cast(i64, dim_value(d)) for d in shape]
         shp = tensor.from_elements(ir.RankedTensorType.get([len(shape)], i64), elems)
     return tensor.reshape(tensor_type(shape, elem), v, shp)
+
+
+def _unit_groups(out_rank: int, units: set[int]) -> list[list[int]]:
+    """Reassociation attaching each unit dim to a neighbouring kept dim (empty if all are units)."""
+    kept = [i for i in range(out_rank) if i not in units]
+    if not kept:
+        return []
+    groups: list[list[int]] = [[] for _ in kept]
+    g = 0
+    for i in range(out_rank):
+        if i in units:
+            groups[g].append(i)
+        else:
+            if groups[g] and any(j not in units for j in groups[g]):
+                g += 1
+            groups[g].append(i)
+    return groups
+
+
+def _reassoc(groups: list[list[int]]) -> ir.ArrayAttr:
+    i64 = ir.IntegerType.get_signless(64)
+    return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, j) for j in g]) for g in groups])
+
+
+def expand_unit_dims(v: ir.Value, units: Sequence[int]) -> ir.Value:
+    """Insert size-1 dims at positions `units` of the result (`tensor.expand_shape`)."""
+    if not units:
+        return v
+    src = shape_of(v)
+    out_rank = len(src) + len(units)
+    uset = set(units)
+    out: list[Dim] = []
+    it = iter(src)
+    for i in range(out_rank):
+        out.append(1 if i in uset else next(it))
+    groups = _unit_groups(out_rank, uset)
+    rtype = tensor_type(out, elem_of(v.type))
+    dyn = [d for d in out if not isinstance(d, int)]
+    static = [d if isinstance(d, int) else DYN for d in out]
+    return tensor.expand_shape(rtype, v, _reassoc(groups), dyn, static)
+
+
+def collapse_unit_dims(v: ir.Value, units: Sequence[int]) -> ir.Value:
+    """Drop the size-1 dims at positions `units` (`tensor.collapse_shape`); they must be static 1."""
+    if not units:
+        return v
+    src = static_shape(v.type)
+    uset = set(units)
+    for u in uset:
+        if src[u] != 1:
+            raise LoweringError(f"dim {u} of {v.type} is not a static 1")
+    groups = _unit_groups(len(src), uset)
+    out = [d for i, d in enumerate(src) if i not in uset]
+    rtype = tensor_type([d if d is not None else None for d in out], elem_of(v.type))
+    return tensor.collapse_shape(rtype, v, _reassoc(groups))
+
+
+def min_value(elem: ir.Type, unsigned: bool = False) -> float | int:
+    """The identity of max: -inf for floats, the least integer otherwise."""
+    if is_float(elem):
+        return float("-inf")
+    w = bitwidth(elem)
+    if w == 1 or unsigned:
+        return 0
+    return -(1 << (w - 1))
+
+
+def max_value(elem: ir.Type, unsigned: bool = False) -> float | int:
+    """The identity of min: +inf for floats, the greatest integer otherwise."""
+    if is_float(elem):
+        return float("inf")
+    w = bitwidth(elem)
+    if w == 1:
+        return 1
+    return (1 << w) - 1 if unsigned else (1 << (w - 1)) - 1
+
+
+def reduce_dims(
+    inputs: Sequence[ir.Value],
+    axes: Sequence[int],
+    inits: Sequence[ir.Value | float | int],
+    out_elems: Sequence[ir.Type],
+    body: Body,
+) -> list[ir.Value]:
+    """A reduction `linalg.generic` over `axes` of same-shaped `inputs`; results drop the reduced
+    dims (no keepdims). `inits` are the initial values (scalars filled into the outputs);
+    `body(args)` gets input scalars then accumulators and returns the new accumulators."""
+    x = inputs[0]
+    r = rank_of(x)
+    aset = set(axes)
+    shape = shape_of(x)
+    out_shape = [d for i, d in enumerate(shape) if i not in aset]
+    outs = []
+    for init, oe in zip(inits, out_elems):
+        outs.append(filled(out_shape, oe, init))
+    in_maps = [identity_map(r)] * len(inputs)
+    out_map = affine_map(r, [i for i in range(r) if i not in aset])
+    iters = ["reduction" if i in aset else "parallel" for i in range(r)]
+    return generic(list(inputs), outs, in_maps + [out_map] * len(outs), iters, body)
+
+
+def _mixed(vals: Sequence[Dim]) -> tuple[list[ir.Value], list[int]]:
+    dyn = [v for v in vals if not isinstance(v, int)]
+    static = [v if isinstance(v, int) else DYN for v in vals]
+    return dyn, static
+
+
+def extract_slice(src: ir.Value, offsets: Sequence[Dim], sizes: Sequence[Dim], strides: Sequence[Dim] | None = None) -> ir.Value:
+    """`tensor.extract_slice` with mixed static/dynamic offsets, sizes and strides."""
+    strides = list(strides) if strides is not None else [1] * len(sizes)
+    do, so = _mixed(offsets)
+    dsz, ssz = _mixed(sizes)
+    dst, sst = _mixed(strides)
+    rtype = tensor_type(list(sizes), elem_of(src.type))
+    return tensor.extract_slice(rtype, src, do, dsz, dst, so, ssz, sst)
+
+
+def insert_slice(src: ir.Value, dest: ir.Value, offsets: Sequence[Dim], strides: Sequence[Dim] | None = None) -> ir.Value:
+    """`tensor.insert_slice` of all of `src` into `dest` at `offsets`."""
+    sizes = shape_of(src)
+    strides = list(strides) if strides is not None else [1] * len(sizes)
+    do, so = _mixed(offsets)
+    dsz, ssz = _mixed(sizes)
+    dst, sst = _mixed(strides)
+    return tensor.insert_slice(src, dest, do, dsz, dst, so, ssz, sst)
+
+
+def index_of(loop: int) -> ir.Value:
+    """`linalg.index` of a loop dim inside a generic body."""
+    return linalg.IndexOp(ir.IntegerAttr.get(ir.IntegerType.get_signless(64), loop)).result
+
+
+def to_index(v: ir.Value, onnx_elem: ir.Type) -> ir.Value:
+    """An integer scalar (ONNX element type `onnx_elem`) as an index."""
+    if isinstance(v.type, ir.IndexType):
+        return v
+    return arith.index_castui(ir.IndexType.get(), v) if is_unsigned(onnx_elem) else arith.index_cast(ir.IndexType.get(), v)
+
+
+def extract_dims(shape_tensor: ir.Value, onnx_elem: ir.Type) -> list[ir.Value]:
+    """The elements of a 1-D static-length integer tensor as index values."""
+    n = static_shape(shape_tensor.type)[0]
+    if n is None:
+        raise LoweringError("a shape tensor of unknown length")
+    return [to_index(tensor.extract(shape_tensor, [const_index(i)]), onnx_elem) for i in range(n)]

@@ -1,0 +1,204 @@
+"""Conv (1-D, 2-D, 3-D; groups, strides, dilations, pads, auto_pad) and the window arithmetic
+shared with pooling.
+
+2-D convolutions with one group become `linalg.conv_2d_nchw_fchw`; everything else is one
+`linalg.generic` over (n, g, m, out spatial..., c, kernel spatial...) on views that split the
+channel dims by group (`tensor.expand_shape`), so every indexing map stays a projection plus
+the strided window sums. Padding is explicit: the input is copied into a zero-filled tensor
+(`linalg.fill` + `tensor.insert_slice`). The bias initializes the accumulator. f16/bf16
+accumulate in f32.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, linalg
+
+from onnxc.transforms.lowering.common import (
+    Dim,
+    Node,
+    affine_map,
+    bitwidth,
+    collapse_unit_dims,
+    convert_element,
+    convert_tensor,
+    dim,
+    dim_add,
+    dim_floordiv,
+    dim_sub,
+    elem_of,
+    elementwise,
+    empty,
+    expand_unit_dims,
+    filled,
+    generic,
+    insert_slice,
+    is_float,
+    lowers,
+    rank_of,
+    shape_of,
+    static_shape,
+    tensor_type,
+)
+from mlir.dialects import tensor
+
+
+def window_pads(
+    in_sizes: list[int | None], kernel: list[int], strides: list[int], dilations: list[int], pads: list[int] | None, auto_pad: str
+) -> tuple[list[int], list[int]] | str:
+    """(begin pads, end pads) per spatial dim, resolving auto_pad; a reason string if the
+    input sizes needed for SAME_* padding are dynamic."""
+    k = len(kernel)
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        lo, hi = [], []
+        for i in range(k):
+            d = in_sizes[i]
+            if d is None:
+                return "auto_pad SAME with a dynamic spatial dim"
+            out = -(-d // strides[i])
+            total = max((out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - d, 0)
+            small, big = total // 2, total - total // 2
+            lo.append(big if auto_pad == "SAME_LOWER" else small)
+            hi.append(small if auto_pad == "SAME_LOWER" else big)
+        return lo, hi
+    if auto_pad == "VALID":
+        return [0] * k, [0] * k
+    p = list(pads) if pads else [0] * (2 * k)
+    return p[:k], p[k:]
+
+
+def pad_spatial(x: ir.Value, lo: list[int], hi: list[int], value: float | int) -> ir.Value:
+    """Pad the trailing len(lo) dims of x with `value` (fill + insert_slice)."""
+    if not any(lo) and not any(hi):
+        return x
+    shape = shape_of(x)
+    k = len(lo)
+    lead = len(shape) - k
+    out = shape[:lead] + [dim_add(dim_add(shape[lead + i], lo[i]), hi[i]) for i in range(k)]
+    dest = filled(out, elem_of(x.type), value)
+    return insert_slice(x, dest, [0] * lead + lo)
+
+
+def out_size(padded: Dim, kernel: int, stride: int, dilation: int, ceil_mode: bool = False) -> Dim:
+    """floor((padded - dilation*(kernel-1) - 1) / stride) + 1 (ceil with ceil_mode)."""
+    span = dilation * (kernel - 1) + 1
+    num = dim_sub(padded, span)
+    if ceil_mode:
+        num = dim_add(num, stride - 1)
+    return dim_add(dim_floordiv(num, stride), 1)
+
+
+def _conv_attrs(node: Node, k: int) -> tuple[list[int], list[int], list[int], list[int], list[int]] | str:
+    wshape = static_shape(node.onnx_types[1])
+    kernel = node.attr("kernel_shape") or wshape[2:]
+    if any(s is None for s in kernel):
+        return "the kernel shape must be static"
+    kernel = [int(s) for s in kernel]
+    strides = [int(s) for s in (node.attr("strides") or [1] * k)]
+    dil = [int(s) for s in (node.attr("dilations") or [1] * k)]
+    xs = static_shape(node.onnx_types[0])[2:]
+    p = window_pads(xs, kernel, strides, dil, node.attr("pads"), node.attr("auto_pad", "NOTSET"))
+    if isinstance(p, str):
+        return p
+    return kernel, strides, dil, p[0], p[1]
+
+
+def _check_conv(node: Node) -> str | None:
+    xs = static_shape(node.onnx_types[0])
+    ws = static_shape(node.onnx_types[1])
+    if len(xs) < 3 or len(xs) != len(ws):
+        return "X and W must have the same rank >= 3"
+    g = int(node.attr("group", 1))
+    if ws[0] is not None and ws[0] % g:
+        return f"{ws[0]} output channels do not split into {g} groups"
+    if ws[1] is None:
+        return "the input channels per group of W must be static"
+    a = _conv_attrs(node, len(xs) - 2)
+    return a if isinstance(a, str) else None
+
+
+@lowers("Conv", check=_check_conv)
+def lower_conv(node: Node) -> list[ir.Value]:
+    """Conv: named `linalg.conv_2d_nchw_fchw` for 2-D single-group, a generic otherwise."""
+    x, w = node.input(0), node.input(1)
+    onnx_elem = node.in_elem(0)
+    elem = convert_element(onnx_elem)
+    acc = ir.F32Type.get() if is_float(elem) and bitwidth(elem) < 32 else elem
+    r = rank_of(x)
+    k = r - 2
+    kernel, strides, dil, lo, hi = _conv_attrs(node, k)  # type: ignore[misc]
+    g = int(node.attr("group", 1))
+    xp = pad_spatial(x, lo, hi, 0.0 if is_float(elem) else 0)
+    n = dim(x, 0)
+    m = dim(w, 0)
+    outs = [out_size(dim(xp, 2 + i), kernel[i], strides[i], dil[i]) for i in range(k)]
+    out_shape = [n, m] + outs
+    # Accumulator initialized with the bias (broadcast along channels) or zero.
+    if node.has(2):
+        b = node.input(2)
+        if str(acc) != str(elem):
+            b = convert_tensor(b, elem, acc)
+        b_exp = expand_unit_dims(b, [0] + [2 + i for i in range(k)])
+        init = elementwise([b_exp], acc, lambda v: v, out_shape=out_shape)
+    else:
+        init = filled(out_shape, acc, 0.0 if is_float(acc) else 0)
+    if k == 2 and g == 1 and str(acc) == str(elem):
+        res = linalg.conv_2d_nchw_fchw(xp, w, outs=[init], strides=strides, dilations=dil)
+        return [res]
+    # Generic: split channels by group.  x: [n, g, cg, s...], w: [g, mg, cg, k...], out: [n, g, mg, o...]
+    cg = static_shape(w.type)[1]
+    xs = shape_of(xp)
+    xg = _split_dim(xp, 1, g, cg)
+    mg = dim_floordiv(m, g)
+    wg = _split_dim(w, 0, g, mg)
+    og = _split_dim(init, 1, g, mg)
+    # loops: n, g, mg, o_0..o_{k-1}, cg, k_0..k_{k-1}
+    L = 3 + k + 1 + k
+    N_, G_, M_ = 0, 1, 2
+    O = [3 + i for i in range(k)]
+    C_ = 3 + k
+    K = [4 + k + i for i in range(k)]
+    d = ir.AffineDimExpr.get
+    x_exprs = [d(N_), d(G_), d(C_)] + [d(O[i]) * strides[i] + d(K[i]) * dil[i] for i in range(k)]
+    w_exprs = [d(G_), d(M_), d(C_)] + [d(K[i]) for i in range(k)]
+    o_exprs = [d(N_), d(G_), d(M_)] + [d(O[i]) for i in range(k)]
+    # A shape-only operand gives the kernel loops their extent (as linalg's pooling ops do).
+    iters = ["parallel"] * (3 + k) + ["reduction"] * (1 + k)
+
+    def body(a: list[ir.Value]) -> list[ir.Value]:
+        xv, wv, ov = a
+        if str(acc) != str(elem):
+            xv, wv = arith.extf(acc, xv), arith.extf(acc, wv)
+        if is_float(acc):
+            return [arith.addf(ov, arith.mulf(xv, wv))]
+        return [arith.addi(ov, arith.muli(xv, wv))]
+
+    res = generic([xg, wg], [og], [affine_map(L, x_exprs), affine_map(L, w_exprs), affine_map(L, o_exprs)], iters, body)[0]
+    res = _merge_dims(res, 1)
+    return [res if str(acc) == str(elem) else convert_tensor(res, acc, elem)]
+
+
+def _split_dim(v: ir.Value, axis: int, a: Dim, b: Dim) -> ir.Value:
+    """Reshape dim `axis` of size a*b into (a, b) (`tensor.expand_shape`)."""
+    shape = shape_of(v)
+    out = shape[:axis] + [a, b] + shape[axis + 1 :]
+    groups = [[i] for i in range(axis)] + [[axis, axis + 1]] + [[i + 1] for i in range(axis + 1, len(shape))]
+    i64 = ir.IntegerType.get_signless(64)
+    reassoc = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, j) for j in gr]) for gr in groups])
+    dyn = [s for s in out if not isinstance(s, int)]
+    static = [s if isinstance(s, int) else ir.ShapedType.get_dynamic_size() for s in out]
+    return tensor.expand_shape(tensor_type(out, elem_of(v.type)), v, reassoc, dyn, static)
+
+
+def _merge_dims(v: ir.Value, axis: int) -> ir.Value:
+    """Merge dims axis and axis+1 (`tensor.collapse_shape`)."""
+    s = static_shape(v.type)
+    r = len(s)
+    groups = [[i] for i in range(axis)] + [[axis, axis + 1]] + [[i] for i in range(axis + 2, r)]
+    merged = None if s[axis] is None or s[axis + 1] is None else s[axis] * s[axis + 1]
+    out = s[:axis] + [merged] + s[axis + 2 :]
+    i64 = ir.IntegerType.get_signless(64)
+    reassoc = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, j) for j in gr]) for gr in groups])
+    return tensor.collapse_shape(tensor_type(out, elem_of(v.type)), v, reassoc)
+
+

@@ -1,0 +1,164 @@
+"""MatMul and Gemm -> `linalg.matmul` / `linalg.batch_matmul`, or a contraction `linalg.generic`
+where numpy's rules need more (1-D operands, broadcast batch dims).
+
+Accumulation: the result type's own arithmetic for f32/f64/ints; f16 and bf16 accumulate in f32
+and round once at the end (what onnxruntime's kernels do, and closer to the reference's
+float math than a f16 running sum).
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, linalg
+
+from onnxc.transforms.lowering.common import (
+    Dim,
+    Node,
+    affine_map,
+    bitwidth,
+    broadcast_shapes,
+    convert_element,
+    convert_tensor,
+    dim,
+    elem_of,
+    elementwise,
+    empty,
+    filled,
+    generic,
+    is_float,
+    lowers,
+    rank_of,
+    static_shape,
+    const_scalar,
+)
+
+
+def _acc_type(elem: ir.Type) -> ir.Type:
+    return ir.F32Type.get() if is_float(elem) and bitwidth(elem) < 32 else elem
+
+
+def _mul_add(a: ir.Value, b: ir.Value, acc: ir.Value, onnx_elem: ir.Type, acc_elem: ir.Type) -> ir.Value:
+    if is_float(acc_elem):
+        if str(a.type) != str(acc_elem):
+            a = arith.extf(acc_elem, a)
+            b = arith.extf(acc_elem, b)
+        return arith.addf(acc, arith.mulf(a, b))
+    return arith.addi(acc, arith.muli(a, b))
+
+
+def matmul_values(a: ir.Value, b: ir.Value, onnx_elem: ir.Type) -> ir.Value:
+    """numpy.matmul of two lowered tensors (any ranks >= 1, broadcast batch dims)."""
+    elem = convert_element(onnx_elem)
+    acc = _acc_type(elem)
+    ra, rb = rank_of(a), rank_of(b)
+    sa, sb = static_shape(a.type), static_shape(b.type)
+    if ra == 2 and rb == 2 or (ra == 3 and rb == 3 and sa[0] == sb[0] and sa[0] is not None):
+        # Named ops for the plain cases.
+        m, n = dim(a, ra - 2), dim(b, rb - 1)
+        shape = ([dim(a, 0)] if ra == 3 else []) + [m, n]
+        init = filled(shape, acc, 0)
+        if ra == 2:
+            out = linalg.matmul(a, b, outs=[init])
+        else:
+            out = linalg.batch_matmul(a, b, outs=[init])
+        return out if str(acc) == str(elem) else convert_tensor(out, acc, elem)
+    batch_a = sa[:-2] if ra >= 2 else []
+    batch_b = sb[:-2] if rb >= 2 else []
+    batch = broadcast_shapes([batch_a, batch_b])
+    assert not isinstance(batch, str)
+    nb = len(batch)
+    # Loops: batch..., [m], [n], k.
+    has_m, has_n = ra >= 2, rb >= 2
+    loops = nb + int(has_m) + int(has_n) + 1
+    m_d = nb if has_m else None
+    n_d = nb + int(has_m) if has_n else None
+    k_d = loops - 1
+    out_shape: list[Dim] = []
+    for j, d in enumerate(batch):
+        if d is not None:
+            out_shape.append(d)
+            continue
+        # Dynamic batch dim: from whichever operand has it dynamic.
+        ja = j - (nb - len(batch_a))
+        if ja >= 0 and sa[ja] is None:
+            out_shape.append(dim(a, ja))
+        else:
+            out_shape.append(dim(b, j - (nb - len(batch_b))))
+    if has_m:
+        out_shape.append(dim(a, ra - 2))
+    if has_n:
+        out_shape.append(dim(b, rb - 1))
+
+    def batch_exprs(bshape: list[int | None]) -> list[int | str]:
+        off = nb - len(bshape)
+        return ["0" if d == 1 and batch[j + off] != 1 else j + off for j, d in enumerate(bshape)]
+
+    a_map = affine_map(loops, batch_exprs(batch_a) + ([m_d] if has_m else []) + [k_d])
+    b_map = affine_map(loops, batch_exprs(batch_b) + [k_d] + ([n_d] if has_n else []))
+    o_map = affine_map(loops, list(range(nb)) + ([m_d] if has_m else []) + ([n_d] if has_n else []))
+    init = filled(out_shape, acc, 0)
+    iters = ["parallel"] * (loops - 1) + ["reduction"]
+    out = generic([a, b], [init], [a_map, b_map, o_map], iters, lambda x: [_mul_add(x[0], x[1], x[2], onnx_elem, acc)])[0]
+    return out if str(acc) == str(elem) else convert_tensor(out, acc, elem)
+
+
+def _check_matmul(node: Node) -> str | None:
+    sa, sb = static_shape(node.onnx_types[0]), static_shape(node.onnx_types[1])
+    if not sa or not sb:
+        return "MatMul of a rank-0 tensor"
+    ka = sa[-1]
+    kb = sb[-2] if len(sb) >= 2 else sb[0]
+    if ka is not None and kb is not None and ka != kb:
+        return f"contraction sizes differ ({ka} vs {kb})"
+    res = broadcast_shapes([sa[:-2], sb[:-2]])
+    return res if isinstance(res, str) else None
+
+
+@lowers("MatMul", check=_check_matmul)
+def lower_matmul(node: Node) -> list[ir.Value]:
+    """MatMul with numpy semantics (1-D promotion, batch broadcasting)."""
+    return [matmul_values(node.input(0), node.input(1), node.in_elem(0))]
+
+
+def _check_gemm(node: Node) -> str | None:
+    for i in (0, 1):
+        if len(static_shape(node.onnx_types[i])) != 2:
+            return f"input {i} must be 2-D"
+    if node.has(2) and len(static_shape(node.onnx_types[2])) > 2:
+        return "C must have rank <= 2"
+    return None
+
+
+def _transpose2d(v: ir.Value) -> ir.Value:
+    init = empty([dim(v, 1), dim(v, 0)], elem_of(v.type))
+    return linalg.transpose(v, outs=[init], permutation=[1, 0]).results[0]
+
+
+@lowers("Gemm", check=_check_gemm)
+def lower_gemm(node: Node) -> list[ir.Value]:
+    """Gemm: alpha * A' B' + beta * C (transposes as `linalg.transpose`, product as
+    `linalg.matmul`, the epilogue as one broadcasting generic)."""
+    onnx_elem = node.in_elem(0)
+    elem = convert_element(onnx_elem)
+    a, b = node.input(0), node.input(1)
+    if int(node.attr("transA", 0)):
+        a = _transpose2d(a)
+    if int(node.attr("transB", 0)):
+        b = _transpose2d(b)
+    y = matmul_values(a, b, onnx_elem)
+    alpha = float(node.attr("alpha", 1.0))
+    beta = float(node.attr("beta", 1.0))
+    fl = is_float(elem)
+
+    def scale(v: ir.Value, k: float) -> ir.Value:
+        if k == 1.0:
+            return v
+        return arith.mulf(v, const_scalar(k, elem)) if fl else arith.muli(v, const_scalar(int(k), elem))
+
+    add = arith.addf if fl else arith.addi
+    if node.has(2) and beta != 0.0:
+        c = node.input(2)
+        y = elementwise([y, c], elem, lambda p, q: add(scale(p, alpha), scale(q, beta)), out_shape=[dim(y, 0), dim(y, 1)])
+    elif alpha != 1.0:
+        y = elementwise([y], elem, lambda p: scale(p, alpha))
+    return [y]

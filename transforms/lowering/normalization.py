@@ -1,0 +1,257 @@
+"""Normalizations: BatchNormalization (inference), InstanceNormalization, LayerNormalization,
+GroupNormalization, LpNormalization, MeanVarianceNormalization.
+
+Statistics are reductions (`reduce_dims`) in f32 for half types; the normalization itself is
+one broadcasting elementwise generic. Channel parameters (scale, bias, mean, var of shape [C])
+are viewed as [C, 1, ..., 1] with `tensor.expand_shape` so numpy broadcasting lines them up
+with dim 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mlir import ir
+from mlir.dialects import arith, math
+
+from onnxc.transforms.lowering.common import (
+    Dim,
+    Node,
+    bitwidth,
+    const_scalar,
+    convert_element,
+    convert_tensor,
+    dim,
+    dim_mul,
+    dim_value,
+    elementwise,
+    expand_unit_dims,
+    is_float,
+    lowers,
+    normalize_axis,
+    rank_of,
+    reduce_dims,
+    shape_of,
+    static_shape,
+)
+
+
+def _acc(elem: ir.Type) -> ir.Type:
+    return ir.F32Type.get() if bitwidth(elem) < 32 else elem
+
+
+def _widen(v: ir.Value, src: ir.Type, acc: ir.Type) -> ir.Value:
+    return arith.extf(acc, v) if str(src) != str(acc) else v
+
+
+def _narrow(v: ir.Value, acc: ir.Type, dst: ir.Type) -> ir.Value:
+    return arith.truncf(dst, v) if str(acc) != str(dst) else v
+
+
+def _channel_view(v: ir.Value, rank: int) -> ir.Value:
+    """A [C] tensor as [C, 1, ..., 1] for broadcasting against [N, C, ...]."""
+    return expand_unit_dims(v, list(range(1, rank - 1)))
+
+
+def _count(x: ir.Value, axes: Sequence[int], acc: ir.Type) -> ir.Value:
+    n: Dim = 1
+    for a in axes:
+        n = dim_mul(n, dim(x, a))
+    if isinstance(n, int):
+        return const_scalar(float(n), acc)
+    return arith.sitofp(acc, arith.index_cast(ir.IntegerType.get_signless(64), dim_value(n)))
+
+
+def mean_and_rstd(x: ir.Value, axes: list[int], elem: ir.Type, eps: float) -> tuple[ir.Value, ir.Value]:
+    """Mean and 1/sqrt(var + eps) over `axes` (kept as size-1 dims), in the accumulator type."""
+    acc = _acc(elem)
+    cnt = _count(x, axes, acc)
+    s = reduce_dims([x], axes, [0.0], [acc], lambda a: [arith.addf(a[1], _widen(a[0], elem, acc))])[0]
+    mean = expand_unit_dims(elementwise([s], acc, lambda v: arith.divf(v, cnt)), axes)
+    shape = shape_of(x)
+
+    def sq(v: ir.Value, m: ir.Value) -> ir.Value:
+        dlt = arith.subf(_widen(v, elem, acc), m)
+        return arith.mulf(dlt, dlt)
+
+    dev = elementwise([x, mean], acc, sq, out_shape=shape)
+    vs = reduce_dims([dev], axes, [0.0], [acc], lambda a: [arith.addf(a[1], a[0])])[0]
+    e = const_scalar(eps, acc)
+    rstd = expand_unit_dims(elementwise([vs], acc, lambda v: math.rsqrt(arith.addf(arith.divf(v, cnt), e))), axes)
+    return mean, rstd
+
+
+def _check_bn(node: Node) -> str | None:
+    if int(node.attr("training_mode", 0)):
+        return "training_mode=1 is not lowered"
+    if any(not isinstance(r.type, ir.NoneType) for r in list(node.op.results)[1:]):
+        return "the running mean/var outputs (training) are not lowered"
+    if len(static_shape(node.onnx_types[0])) < 2:
+        return "input rank must be >= 2"
+    if node.version < 9 and node.has_attr("spatial") and not int(node.attr("spatial")):
+        return "spatial=0 is not lowered"
+    return None
+
+
+@lowers("BatchNormalization", check=_check_bn)
+def lower_batch_norm(node: Node) -> list[ir.Value | None]:
+    """BatchNormalization at inference: (x - mean) / sqrt(var + eps) * scale + bias."""
+    x = node.input(0)
+    elem = convert_element(node.in_elem(0))
+    acc = _acc(elem)
+    r = rank_of(x)
+    eps = float(node.attr("epsilon", 1e-5))
+    params = [_channel_view(node.input(i), r) for i in (1, 2, 3, 4)]
+    pe = [convert_element(node.in_elem(i)) for i in (1, 2, 3, 4)]
+    e = const_scalar(eps, acc)
+
+    def body(v: ir.Value, sc: ir.Value, b: ir.Value, m: ir.Value, var: ir.Value) -> ir.Value:
+        vv, scw, bw, mw, varw = _widen(v, elem, acc), _widen(sc, pe[0], acc), _widen(b, pe[1], acc), _widen(m, pe[2], acc), _widen(var, pe[3], acc)
+        y = arith.mulf(arith.mulf(arith.subf(vv, mw), math.rsqrt(arith.addf(varw, e))), scw)
+        return _narrow(arith.addf(y, bw), acc, elem)
+
+    out = elementwise([x, *params], elem, body, out_shape=shape_of(x))
+    return [out] + [None] * (len(node.op.results) - 1)
+
+
+def _check_in(node: Node) -> str | None:
+    if len(static_shape(node.onnx_types[0])) < 3:
+        return "input rank must be >= 3"
+    return None
+
+
+@lowers("InstanceNormalization", check=_check_in)
+def lower_instance_norm(node: Node) -> list[ir.Value]:
+    """InstanceNormalization: statistics per (n, c) over the spatial dims."""
+    x = node.input(0)
+    elem = convert_element(node.in_elem(0))
+    acc = _acc(elem)
+    r = rank_of(x)
+    axes = list(range(2, r))
+    mean, rstd = mean_and_rstd(x, axes, elem, float(node.attr("epsilon", 1e-5)))
+    scale = _channel_view(node.input(1), r)
+    bias = _channel_view(node.input(2), r)
+
+    def body(v: ir.Value, m: ir.Value, s: ir.Value, sc: ir.Value, b: ir.Value) -> ir.Value:
+        y = arith.mulf(arith.mulf(arith.subf(_widen(v, elem, acc), m), s), _widen(sc, elem, acc))
+        return _narrow(arith.addf(y, _widen(b, elem, acc)), acc, elem)
+
+    return [elementwise([x, mean, rstd, scale, bias], elem, body, out_shape=shape_of(x))]
+
+
+def _check_ln(node: Node) -> str | None:
+    r = len(static_shape(node.onnx_types[0]))
+    a = int(node.attr("axis", -1))
+    if not -r <= a < r:
+        return f"axis {a} out of range for rank {r}"
+    return None
+
+
+@lowers("LayerNormalization", check=_check_ln)
+def lower_layer_norm(node: Node) -> list[ir.Value | None]:
+    """LayerNormalization over dims axis..r-1; optional Mean and InvStdDev outputs."""
+    x = node.input(0)
+    elem = convert_element(node.in_elem(0))
+    acc = _acc(elem)
+    r = rank_of(x)
+    axis = normalize_axis(int(node.attr("axis", -1)), r)
+    axes = list(range(axis, r))
+    mean, rstd = mean_and_rstd(x, axes, elem, float(node.attr("epsilon", 1e-5)))
+    ins = [x, mean, rstd, node.input(1)]
+    has_b = node.has(2)
+    if has_b:
+        ins.append(node.input(2))
+
+    def body(*a: ir.Value) -> ir.Value:
+        y = arith.mulf(arith.mulf(arith.subf(_widen(a[0], elem, acc), a[1]), a[2]), _widen(a[3], elem, acc))
+        if has_b:
+            y = arith.addf(y, _widen(a[4], elem, acc))
+        return _narrow(y, acc, elem)
+
+    y = elementwise(ins, elem, body, out_shape=shape_of(x))
+    results: list[ir.Value | None] = [y]
+    # Mean / InvStdDev outputs have the stash type (float unless told otherwise).
+    for i, v in ((1, mean), (2, rstd)):
+        if len(node.op.results) > i and not isinstance(node.op.results[i].type, ir.NoneType):
+            want = convert_element(node.out_elem(i))
+            results.append(convert_tensor(v, acc, want) if str(want) != str(acc) else v)
+        else:
+            results.append(None)
+    return results
+
+
+def _check_gn(node: Node) -> str | None:
+    s = static_shape(node.onnx_types[0])
+    g = int(node.attr("num_groups"))
+    if len(s) < 3 or s[1] is None or s[1] % g:
+        return f"the channel dim must be static and divisible by num_groups={g}"
+    if node.version < 21:
+        return "GroupNormalization-18 (per-group scale) is not lowered; run onnx-upgrade-ops"
+    return None
+
+
+@lowers("GroupNormalization", check=_check_gn)
+def lower_group_norm(node: Node) -> list[ir.Value]:
+    """GroupNormalization (opset 21: per-channel scale and bias): statistics per (n, group)."""
+    from onnxc.transforms.lowering.conv import _merge_dims, _split_dim
+
+    x = node.input(0)
+    elem = convert_element(node.in_elem(0))
+    acc = _acc(elem)
+    r = rank_of(x)
+    g = int(node.attr("num_groups"))
+    c = static_shape(x.type)[1]
+    xg = _split_dim(x, 1, g, c // g)
+    axes = list(range(2, r + 1))
+    mean, rstd = mean_and_rstd(xg, axes, elem, float(node.attr("epsilon", 1e-5)))
+    norm = elementwise([xg, mean, rstd], acc, lambda v, m, s: arith.mulf(arith.subf(_widen(v, elem, acc), m), s), out_shape=shape_of(xg))
+    norm = _merge_dims(norm, 1)
+    scale = _channel_view(node.input(1), r)
+    bias = _channel_view(node.input(2), r)
+    return [elementwise([norm, scale, bias], elem, lambda v, sc, b: _narrow(arith.addf(arith.mulf(v, _widen(sc, elem, acc)), _widen(b, elem, acc)), acc, elem), out_shape=shape_of(x))]
+
+
+@lowers("MeanVarianceNormalization")
+def lower_mvn(node: Node) -> list[ir.Value]:
+    """MeanVarianceNormalization: (x - mean) / sqrt(var) over `axes` (default [0, 2, 3]); the
+    reference adds epsilon 1e-9 to the std deviation."""
+    x = node.input(0)
+    elem = convert_element(node.in_elem(0))
+    acc = _acc(elem)
+    r = rank_of(x)
+    axes = sorted({normalize_axis(int(a), r) for a in (node.attr("axes") or [0, 2, 3])})
+    cnt = _count(x, axes, acc)
+    s = reduce_dims([x], axes, [0.0], [acc], lambda a: [arith.addf(a[1], _widen(a[0], elem, acc))])[0]
+    mean = expand_unit_dims(elementwise([s], acc, lambda v: arith.divf(v, cnt)), axes)
+    shape = shape_of(x)
+
+    def sq(v: ir.Value, m: ir.Value) -> ir.Value:
+        d = arith.subf(_widen(v, elem, acc), m)
+        return arith.mulf(d, d)
+
+    dev = elementwise([x, mean], acc, sq, out_shape=shape)
+    vs = reduce_dims([dev], axes, [0.0], [acc], lambda a: [arith.addf(a[1], a[0])])[0]
+    std = expand_unit_dims(elementwise([vs], acc, lambda v: arith.addf(math.sqrt(arith.divf(v, cnt)), const_scalar(1e-9, acc))), axes)
+    return [elementwise([x, mean, std], elem, lambda v, m, sd: _narrow(arith.divf(arith.subf(_widen(v, elem, acc), m), sd), acc, elem), out_shape=shape)]
+
+
+@lowers("LpNormalization")
+def lower_lp_norm(node: Node) -> list[ir.Value]:
+    """LpNormalization: x / ||x||_p along `axis` (p = 1 or 2)."""
+    x = node.input(0)
+    elem = convert_element(node.in_elem(0))
+    acc = _acc(elem)
+    r = rank_of(x)
+    axis = normalize_axis(int(node.attr("axis", -1)), r)
+    p = int(node.attr("p", 2))
+
+    def body(a: list[ir.Value]) -> list[ir.Value]:
+        v = _widen(a[0], elem, acc)
+        t = math.absf(v) if p == 1 else arith.mulf(v, v)
+        return [arith.addf(a[1], t)]
+
+    s = reduce_dims([x], [axis], [0.0], [acc], body)[0]
+    norm = expand_unit_dims(elementwise([s], acc, (lambda v: v) if p == 1 else math.sqrt), [axis])
+    return [elementwise([x, norm], elem, lambda v, n: _narrow(arith.divf(_widen(v, elem, acc), n), acc, elem), out_shape=shape_of(x))]
+
+

@@ -1,0 +1,231 @@
+"""MaxPool, AveragePool, LpPool (1-D/2-D/3-D) and GlobalAveragePool/GlobalMaxPool/GlobalLpPool.
+
+Windowed pools are one `linalg.generic` over (n, c, out spatial..., kernel spatial...) with a
+shape-only kernel operand (as linalg's named pooling ops do), on an input padded with the
+reduction's identity (-inf for max, 0 for sums). `ceil_mode` extends the end padding so the
+last partial window exists (and drops a window that would start in the padding only, as
+onnxruntime and PyTorch do). AveragePool divides by the window size, or, without
+`count_include_pad`, by the number of real elements per window, computed by pooling a tensor of
+ones padded with zeros (the same generic). Global pools are reductions over the spatial dims.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, math
+
+from onnxc.transforms.lowering.common import (
+    Node,
+    affine_map,
+    bitwidth,
+    const_scalar,
+    convert_element,
+    dim,
+    dim_add,
+    dim_mul,
+    dim_sub,
+    dim_value,
+    elem_of,
+    elementwise,
+    empty,
+    expand_unit_dims,
+    filled,
+    generic,
+    is_float,
+    is_unsigned,
+    lowers,
+    min_value,
+    rank_of,
+    reduce_dims,
+    shape_of,
+    static_shape,
+)
+from onnxc.transforms.lowering.conv import out_size, pad_spatial, window_pads
+
+
+def _pool_attrs(node: Node) -> tuple[list[int], list[int], list[int], list[int], list[int], bool] | str:
+    xs = static_shape(node.onnx_types[0])
+    k = len(xs) - 2
+    kernel = [int(s) for s in node.attr("kernel_shape")]
+    if len(kernel) != k:
+        return f"kernel_shape has {len(kernel)} dims for a rank-{len(xs)} input"
+    strides = [int(s) for s in (node.attr("strides") or [1] * k)]
+    dil = [int(s) for s in (node.attr("dilations") or [1] * k)]
+    p = window_pads(xs[2:], kernel, strides, dil, node.attr("pads"), node.attr("auto_pad", "NOTSET"))
+    if isinstance(p, str):
+        return p
+    ceil_mode = bool(int(node.attr("ceil_mode", 0)))
+    if ceil_mode and any(d is None for d in xs[2:]):
+        return "ceil_mode with dynamic spatial dims"
+    return kernel, strides, dil, p[0], p[1], ceil_mode
+
+
+def _check_pool(node: Node) -> str | None:
+    xs = static_shape(node.onnx_types[0])
+    if len(xs) < 3:
+        return "input rank must be >= 3"
+    if node.op_type == "MaxPool" and len(node.op.results) > 1 and not isinstance(node.op.results[1].type, ir.NoneType):
+        return "the Indices output of MaxPool is not lowered"
+    if node.op_type == "MaxPool" and int(node.attr("storage_order", 0)):
+        return "storage_order=1"
+    a = _pool_attrs(node)
+    return a if isinstance(a, str) else None
+
+
+def _window_generic(x: ir.Value, kernel: list[int], strides: list[int], dil: list[int], outs: list, init: ir.Value, combine) -> ir.Value:
+    r = rank_of(x)
+    k = r - 2
+    L = 2 + 2 * k
+    d = ir.AffineDimExpr.get
+    x_exprs = [d(0), d(1)] + [d(2 + i) * strides[i] + d(2 + k + i) * dil[i] for i in range(k)]
+    w_exprs = [d(2 + k + i) for i in range(k)]
+    o_exprs = [d(i) for i in range(2 + k)]
+    window = empty(kernel, elem_of(x.type))
+    iters = ["parallel"] * (2 + k) + ["reduction"] * k
+    return generic([x, window], [init], [affine_map(L, x_exprs), affine_map(L, w_exprs), affine_map(L, o_exprs)], iters, lambda a: [combine(a[2], a[0])])[0]
+
+
+def _ceil_extra(x: ir.Value, kernel: list[int], strides: list[int], dil: list[int], lo: list[int], hi: list[int], ceil_mode: bool) -> tuple[list, list[int]]:
+    """Output sizes and extra end padding per spatial dim."""
+    k = len(kernel)
+    outs = []
+    extra = []
+    for i in range(k):
+        padded = dim_add(dim_add(dim(x, 2 + i), lo[i]), hi[i])
+        o = out_size(padded, kernel[i], strides[i], dil[i], ceil_mode)
+        if ceil_mode:
+            assert isinstance(o, int) and isinstance(padded, int)
+            d_in = padded - lo[i] - hi[i]
+            if (o - 1) * strides[i] >= d_in + lo[i]:
+                o -= 1
+            need = (o - 1) * strides[i] + dil[i] * (kernel[i] - 1) + 1
+            extra.append(max(need - padded, 0))
+        else:
+            extra.append(0)
+        outs.append(o)
+    return outs, extra
+
+
+@lowers("MaxPool", check=_check_pool)
+def lower_max_pool(node: Node) -> list[ir.Value | None]:
+    """MaxPool: -inf padding (the least integer for int8/uint8), max over each window."""
+    x = node.input(0)
+    onnx_elem = node.in_elem(0)
+    elem = convert_element(onnx_elem)
+    kernel, strides, dil, lo, hi, ceil_mode = _pool_attrs(node)  # type: ignore[misc]
+    outs, extra = _ceil_extra(x, kernel, strides, dil, lo, hi, ceil_mode)
+    unsigned = is_unsigned(onnx_elem)
+    ident = min_value(elem, unsigned)
+    xp = pad_spatial(x, lo, [h + e for h, e in zip(hi, extra)], ident)
+    init = filled([dim(x, 0), dim(x, 1)] + outs, elem, ident)
+    if is_float(elem):
+        comb = arith.maximumf
+    else:
+        comb = arith.maxui if unsigned else arith.maxsi
+    return [_window_generic(xp, kernel, strides, dil, outs, init, comb), None]
+
+
+def _check_avg(node: Node) -> str | None:
+    if not is_float(node.in_elem(0)):
+        return "integer average pooling"
+    return _check_pool(node)
+
+
+@lowers("AveragePool", "LpPool", check=_check_avg)
+def lower_avg_pool(node: Node) -> list[ir.Value]:
+    """AveragePool (sum / count) and LpPool ((sum |x|^p)^(1/p))."""
+    x = node.input(0)
+    elem = convert_element(node.in_elem(0))
+    acc = ir.F32Type.get() if bitwidth(elem) < 32 else elem
+    kernel, strides, dil, lo, hi, ceil_mode = _pool_attrs(node)  # type: ignore[misc]
+    outs, extra = _ceil_extra(x, kernel, strides, dil, lo, hi, ceil_mode)
+    hi2 = [h + e for h, e in zip(hi, extra)]
+    n, c = dim(x, 0), dim(x, 1)
+    lp = node.op_type == "LpPool"
+    p = float(node.attr("p", 2)) if lp else 1.0
+
+    def pre(v: ir.Value) -> ir.Value:
+        v = arith.extf(acc, v) if str(acc) != str(elem) else v
+        if lp:
+            a = math.absf(v)
+            return arith.mulf(a, a) if p == 2.0 else math.powf(a, const_scalar(p, acc))
+        return v
+
+    xw = elementwise([x], acc, pre) if (lp or str(acc) != str(elem)) else x
+    xp = pad_spatial(xw, lo, hi2, 0.0)
+    init = filled([n, c] + outs, acc, 0.0)
+    s = _window_generic(xp, kernel, strides, dil, outs, init, arith.addf)
+    if lp:
+        inv = 1.0 / p
+        return [elementwise([s], elem, lambda v: _narrow(math.sqrt(v) if p == 2.0 else math.powf(v, const_scalar(inv, acc)), acc, elem))]
+    include_pad = bool(int(node.attr("count_include_pad", 0)))
+    if include_pad and not ceil_mode:
+        cnt = 1
+        for kk in kernel:
+            cnt *= kk
+        cv = float(cnt)
+        return [elementwise([s], elem, lambda v: _narrow(arith.divf(v, const_scalar(cv, acc)), acc, elem))]
+    # Count the real (or explicitly padded, with count_include_pad) elements of each window.
+    k = len(kernel)
+    ones_shape = [1, 1] + [dim(x, 2 + i) for i in range(k)]
+    ones = filled(ones_shape, acc, 1.0)
+    if include_pad:
+        ones = pad_spatial(ones, lo, hi, 1.0)
+        ones = pad_spatial(ones, [0] * k, extra, 0.0)
+    else:
+        ones = pad_spatial(ones, lo, hi2, 0.0)
+    cinit = filled([1, 1] + outs, acc, 0.0)
+    counts = _window_generic(ones, kernel, strides, dil, outs, cinit, arith.addf)
+    return [elementwise([s, counts], elem, lambda v, q: _narrow(arith.divf(v, q), acc, elem), out_shape=[n, c] + outs)]
+
+
+def _narrow(v: ir.Value, acc: ir.Type, elem: ir.Type) -> ir.Value:
+    return arith.truncf(elem, v) if str(acc) != str(elem) else v
+
+
+def _check_global(node: Node) -> str | None:
+    if len(static_shape(node.onnx_types[0])) < 3:
+        return "input rank must be >= 3"
+    if node.op_type != "GlobalMaxPool" and not is_float(node.in_elem(0)):
+        return "integer average pooling"
+    return None
+
+
+@lowers("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", check=_check_global)
+def lower_global_pool(node: Node) -> list[ir.Value]:
+    """Global pools: a reduction over every spatial dim, kept as size-1 dims."""
+    x = node.input(0)
+    elem = convert_element(node.in_elem(0))
+    r = rank_of(x)
+    axes = list(range(2, r))
+    if node.op_type == "GlobalMaxPool":
+        unsigned = is_unsigned(node.in_elem(0))
+        comb = arith.maximumf if is_float(elem) else (arith.maxui if unsigned else arith.maxsi)
+        res = reduce_dims([x], axes, [min_value(elem, unsigned)], [elem], lambda a: [comb(a[1], a[0])])[0]
+        return [expand_unit_dims(res, axes)]
+    acc = ir.F32Type.get() if bitwidth(elem) < 32 else elem
+    lp = node.op_type == "GlobalLpPool"
+    p = float(node.attr("p", 2)) if lp else 1.0
+
+    def body(a: list[ir.Value]) -> list[ir.Value]:
+        v = arith.extf(acc, a[0]) if str(acc) != str(elem) else a[0]
+        if lp:
+            v = math.absf(v)
+            v = arith.mulf(v, v) if p == 2.0 else math.powf(v, const_scalar(p, acc))
+        return [arith.addf(a[1], v)]
+
+    s = reduce_dims([x], axes, [0.0], [acc], body)[0]
+    if lp:
+        res = elementwise([s], elem, lambda v: _narrow(math.sqrt(v) if p == 2.0 else math.powf(v, const_scalar(1.0 / p, acc)), acc, elem))
+        return [expand_unit_dims(res, axes)]
+    cnt = 1
+    for i in axes:
+        cnt = dim_mul(cnt, dim(x, i))
+    if isinstance(cnt, int):
+        cval = const_scalar(float(cnt), acc)
+    else:
+        cval = arith.sitofp(acc, arith.index_cast(ir.IntegerType.get_signless(64), dim_value(cnt)))
+    res = elementwise([s], elem, lambda v: _narrow(arith.divf(v, cval), acc, elem))
+    return [expand_unit_dims(res, axes)]
+
+

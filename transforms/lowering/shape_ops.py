@@ -1,0 +1,671 @@
+"""Data movement and shape ops: Constant, ConstantOfShape, Shape, Size, Range, Reshape, Flatten,
+Transpose, Squeeze, Unsqueeze, Concat, Split, Slice, Gather, GatherElements, Expand, Tile, Pad.
+
+Shape-computing inputs (Reshape's shape, Slice's starts/ends, axes, Expand's shape, pads...) are
+read from constants when they are constants; Reshape, ConstantOfShape and Range also work on
+runtime values (the output rank must still be known: the shape input has a static length).
+Views become `tensor.expand_shape`/`collapse_shape`/`extract_slice`/`insert_slice` where they
+fit, so later passes see plain tensor ops; index-computing ops (Gather, Tile, reflect Pad, Slice
+with negative steps) are `linalg.generic`s whose body reads the source with `tensor.extract`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import arith, linalg, tensor
+
+from onnxc.transforms.lowering.common import (
+    Dim,
+    Node,
+    affine_map,
+    broadcast_to,
+    cast_to_type,
+    collapse_unit_dims,
+    const_index,
+    const_scalar,
+    const_tensor,
+    constant_value,
+    convert_element,
+    dim,
+    dim_add,
+    dim_floordiv,
+    dim_mul,
+    dim_sub,
+    dim_value,
+    elem_of,
+    empty,
+    expand_unit_dims,
+    extract_dims,
+    extract_slice,
+    filled,
+    generic,
+    identity_map,
+    index_of,
+    insert_slice,
+    is_unsigned,
+    lowers,
+    normalize_axis,
+    rank_of,
+    reshape,
+    shape_of,
+    static_shape,
+    tensor_type,
+    to_index,
+)
+
+I64 = lambda: ir.IntegerType.get_signless(64)  # noqa: E731
+IDX = ir.IndexType.get
+
+
+def _rank(node: Node, i: int) -> int:
+    return len(static_shape(node.onnx_types[i]))
+
+
+# --- constants ------------------------------------------------------------------------------------
+
+
+def _check_constant(node: Node) -> str | None:
+    attrs = node.op.attributes
+    if "value" in attrs:
+        a = attrs["value"]
+        if isinstance(a, ir.DenseElementsAttr):
+            return None
+        if is_unsigned(elem_of(a.type)):
+            return "an unsigned dense_resource constant is not lowered"
+        return None
+    if any(k in attrs for k in ("value_int", "value_ints", "value_float", "value_floats")):
+        return None
+    return "only tensor, int(s) and float(s) constants are lowered (no strings, no sparse tensors)"
+
+
+@lowers("Constant", check=_check_constant)
+def lower_constant(node: Node) -> list[ir.Value]:
+    """Constant -> `arith.constant` (unsigned element types rebuilt as signless)."""
+    attrs = node.op.attributes
+    out = node.result_type(0)
+    if "value" in attrs:
+        a = attrs["value"]
+        et = elem_of(a.type)
+        if is_unsigned(et):
+            arr = np.array(ir.DenseElementsAttr(a))
+            return [const_tensor(arr.view(arr.dtype.str.replace("u", "i")), convert_element(et))]
+        return [arith.constant(a.type, a)]
+    arr = constant_value(node.op.results[0])
+    assert arr is not None
+    return [const_tensor(np.asarray(arr), elem_of(out))]
+
+
+def _check_shape_input(node: Node, i: int) -> str | None:
+    s = static_shape(node.onnx_types[i])
+    if len(s) != 1 or s[0] is None:
+        return f"input {i} must be a 1-D tensor of static length (the output rank)"
+    return None
+
+
+def _dims_from_input(node: Node, i: int) -> list[Dim]:
+    """Target dims from an integer shape input: ints if constant, else index values."""
+    c = node.const_ints(i)
+    if c is not None:
+        return list(c)
+    return list(extract_dims(node.input(i), node.in_elem(i)))
+
+
+@lowers("ConstantOfShape", check=lambda n: _check_shape_input(n, 0))
+def lower_constant_of_shape(node: Node) -> list[ir.Value]:
+    """ConstantOfShape: `linalg.fill` of the `value` attribute (default float 0)."""
+    elem = elem_of(node.result_type(0))
+    val: float | int = 0
+    if node.has_attr("value"):
+        arr = np.array(ir.DenseElementsAttr(node.op.attributes["value"]))
+        val = arr.reshape(-1)[0].item()
+    return [filled(_dims_from_input(node, 0), elem, val)]
+
+
+@lowers("Shape")
+def lower_shape(node: Node) -> list[ir.Value]:
+    """Shape (with start/end): a constant when the dims are static, else `tensor.from_elements`."""
+    x = node.input(0)
+    r = rank_of(x)
+    start = int(node.attr("start", 0))
+    end = node.attr("end")
+    start = min(max(start + r if start < 0 else start, 0), r)
+    end = r if end is None else int(end)
+    end = min(max(end + r if end < 0 else end, 0), r)
+    dims = shape_of(x)[start:end] if end > start else []
+    if all(isinstance(d, int) for d in dims):
+        return [const_tensor(np.array(dims, dtype=np.int64).reshape(len(dims)), I64())]
+    vals = [arith.index_cast(I64(), dim_value(d)) for d in dims]
+    return [tensor.from_elements(ir.RankedTensorType.get([len(dims)], I64()), vals)]
+
+
+@lowers("Size")
+def lower_size(node: Node) -> list[ir.Value]:
+    """Size: the product of the dims, as a rank-0 i64 tensor."""
+    n: Dim = 1
+    for d in shape_of(node.input(0)):
+        n = dim_mul(n, d)
+    if isinstance(n, int):
+        return [const_tensor(np.array(n, dtype=np.int64), I64())]
+    return [tensor.from_elements(ir.RankedTensorType.get([], I64()), [arith.index_cast(I64(), n)])]
+
+
+@lowers("Range")
+def lower_range(node: Node) -> list[ir.Value]:
+    """Range: start + i * delta for i < max(ceil((limit - start) / delta), 0)."""
+    onnx_elem = node.in_elem(0)
+    elem = convert_element(onnx_elem)
+    cs, cl, cd = node.const(0), node.const(1), node.const(2)
+    fl = isinstance(elem, ir.FloatType)
+    if cs is not None and cl is not None and cd is not None:
+        n: Dim = max(int(np.ceil((float(cl) - float(cs)) / float(cd))), 0)
+    else:
+        s, lim, d = (tensor.extract(node.input(i), []) for i in range(3))
+        if fl:
+            f64 = ir.F64Type.get()
+            w = (lambda v: arith.extf(f64, v) if str(elem) != "f64" else v)  # noqa: E731
+            q = arith.divf(arith.subf(w(lim), w(s)), w(d))
+            from mlir.dialects import math
+
+            cnt = arith.fptosi(I64(), math.ceil(q))
+        else:
+            diff = arith.subi(lim, s)
+            cnt = arith.ceildivsi(diff, d)
+            cnt = arith.extsi(I64(), cnt) if str(elem) != "i64" else cnt
+        cnt = arith.maxsi(cnt, const_scalar(0, I64()))
+        n = arith.index_cast(IDX(), cnt)
+    init = empty([n], elem)
+    start, delta = node.input(0), node.input(2)
+
+    def body(a: list[ir.Value]) -> list[ir.Value]:
+        i = index_of(0)
+        s = tensor.extract(start, [])
+        d = tensor.extract(delta, [])
+        if fl:
+            iv = arith.sitofp(elem, arith.index_cast(I64(), i))
+            return [arith.addf(s, arith.mulf(iv, d))]
+        iv = arith.index_cast(elem, i)
+        return [arith.addi(s, arith.muli(iv, d))]
+
+    return generic([], [init], [identity_map(1)], ["parallel"], body)
+
+
+# --- reshapes -------------------------------------------------------------------------------------
+
+
+def _check_reshape(node: Node) -> str | None:
+    if node.version < 5:
+        return "Reshape before opset 5 (shape attribute) is not lowered; run onnx-upgrade-ops"
+    return _check_shape_input(node, 1)
+
+
+@lowers("Reshape", check=_check_reshape)
+def lower_reshape(node: Node) -> list[ir.Value]:
+    """Reshape: 0 copies the input dim (unless allowzero), -1 is inferred; constant or runtime shape."""
+    x = node.input(0)
+    allowzero = int(node.attr("allowzero", 0))
+    src = shape_of(x)
+    c = node.const_ints(1)
+    total: Dim = 1
+    for d in src:
+        total = dim_mul(total, d)
+    if c is not None:
+        out: list[Dim] = []
+        for i, s in enumerate(c):
+            if s == 0 and not allowzero:
+                if i >= len(src):
+                    raise node.fail("shape copies a dim the input does not have")
+                out.append(src[i])
+            else:
+                out.append(s)
+        if -1 in [o for o in out if isinstance(o, int)]:
+            known: Dim = 1
+            for o in out:
+                if not (isinstance(o, int) and o == -1):
+                    known = dim_mul(known, o)
+            inferred = dim_floordiv(total, known) if not (isinstance(known, int) and known == 0) else 0
+            out = [inferred if isinstance(o, int) and o == -1 else o for o in out]
+        return [reshape(x, out)]
+    # Runtime shape: compute each target dim with index arithmetic.
+    vals = extract_dims(node.input(1), node.in_elem(1))
+    zero, neg1, one = const_index(0), const_index(-1), const_index(1)
+    dims: list[ir.Value] = []
+    for i, v in enumerate(vals):
+        if not allowzero and i < len(src):
+            v = arith.select(arith.cmpi(arith.CmpIPredicate.eq, v, zero), dim_value(src[i]), v)
+        dims.append(v)
+    known = one
+    for v in dims:
+        known = arith.muli(known, arith.select(arith.cmpi(arith.CmpIPredicate.eq, v, neg1), one, v))
+    inferred = arith.divsi(dim_value(total), arith.maxsi(known, one))
+    dims = [arith.select(arith.cmpi(arith.CmpIPredicate.eq, v, neg1), inferred, v) for v in dims]
+    return [reshape(x, dims)]
+
+
+@lowers("Flatten")
+def lower_flatten(node: Node) -> list[ir.Value]:
+    """Flatten at `axis` to 2-D."""
+    x = node.input(0)
+    r = rank_of(x)
+    axis = normalize_axis(int(node.attr("axis", 1)), r)
+    shape = shape_of(x)
+    a: Dim = 1
+    b: Dim = 1
+    for d in shape[:axis]:
+        a = dim_mul(a, d)
+    for d in shape[axis:]:
+        b = dim_mul(b, d)
+    return [reshape(x, [a, b])]
+
+
+@lowers("Transpose")
+def lower_transpose(node: Node) -> list[ir.Value]:
+    """Transpose -> `linalg.transpose` (default permutation: reversed dims)."""
+    x = node.input(0)
+    r = rank_of(x)
+    perm = node.attr("perm") or list(reversed(range(r)))
+    perm = [int(p) for p in perm]
+    if perm == list(range(r)):
+        return [x]
+    shape = shape_of(x)
+    init = empty([shape[p] for p in perm], elem_of(x.type))
+    return [linalg.transpose(x, outs=[init], permutation=perm).results[0]]
+
+
+def _axes_of(node: Node, input_index: int, since_input: int) -> list[int] | None:
+    """Axes from the attribute (old versions) or a constant input; None if not constant; []
+    when absent."""
+    if node.version >= since_input:
+        if not node.has(input_index):
+            return []
+        return node.const_ints(input_index)
+    return [int(a) for a in (node.attr("axes") or [])]
+
+
+def _check_squeeze(node: Node) -> str | None:
+    axes = _axes_of(node, 1, 13)
+    if axes is None:
+        return "axes must be a constant"
+    shape = static_shape(node.onnx_types[0])
+    if not axes and any(d is None for d in shape):
+        return "Squeeze without axes of a tensor with dynamic dims"
+    for a in axes:
+        a2 = normalize_axis(a, len(shape))
+        if not 0 <= a2 < len(shape) or shape[a2] not in (1, None):
+            return f"cannot squeeze dim {a} of {node.onnx_types[0]}"
+    return None
+
+
+@lowers("Squeeze", check=_check_squeeze)
+def lower_squeeze(node: Node) -> list[ir.Value]:
+    """Squeeze -> `tensor.collapse_shape` (a dynamic squeezed dim is cast to 1 first)."""
+    x = node.input(0)
+    shape = static_shape(x.type)
+    axes = _axes_of(node, 1, 13) or []
+    units = sorted({normalize_axis(a, len(shape)) for a in axes}) if axes else [i for i, d in enumerate(shape) if d == 1]
+    if any(shape[u] is None for u in units):
+        x = cast_to_type(x, tensor_type([1 if i in units else (d if d is not None else None) for i, d in enumerate(shape)], elem_of(x.type)))
+    return [collapse_unit_dims(x, units)]
+
+
+def _check_unsqueeze(node: Node) -> str | None:
+    axes = _axes_of(node, 1, 13)
+    if axes is None:
+        return "axes must be a constant"
+    return None
+
+
+@lowers("Unsqueeze", check=_check_unsqueeze)
+def lower_unsqueeze(node: Node) -> list[ir.Value]:
+    """Unsqueeze -> `tensor.expand_shape`."""
+    x = node.input(0)
+    axes = _axes_of(node, 1, 13) or []
+    out_rank = rank_of(x) + len(axes)
+    return [expand_unit_dims(x, sorted({normalize_axis(a, out_rank) for a in axes}))]
+
+
+@lowers("Concat")
+def lower_concat(node: Node) -> list[ir.Value]:
+    """Concat: `tensor.empty` of the joined shape and one `tensor.insert_slice` per input."""
+    ins = [v for v in node.inputs if v is not None]
+    r = rank_of(ins[0])
+    axis = normalize_axis(int(node.attr("axis")), r)
+    shape = shape_of(ins[0])
+    total: Dim = 0
+    for v in ins:
+        total = dim_add(total, dim(v, axis))
+    shape[axis] = total
+    out = empty(shape, elem_of(ins[0].type))
+    off: Dim = 0
+    for v in ins:
+        offsets: list[Dim] = [0] * r
+        offsets[axis] = off
+        out = insert_slice(v, out, offsets)
+        off = dim_add(off, dim(v, axis))
+    return [out]
+
+
+def _check_split(node: Node) -> str | None:
+    if node.version >= 13 and node.has(1) and node.const(1) is None:
+        return "split sizes must be a constant"
+    r = _rank(node, 0)
+    axis = normalize_axis(int(node.attr("axis", 0)), r)
+    if not 0 <= axis < r:
+        return f"axis out of range for rank {r}"
+    return None
+
+
+@lowers("Split", check=_check_split)
+def lower_split(node: Node) -> list[ir.Value]:
+    """Split into `extract_slice`s (sizes from the input/attribute, else equal parts)."""
+    x = node.input(0)
+    r = rank_of(x)
+    axis = normalize_axis(int(node.attr("axis", 0)), r)
+    n_out = len(node.op.results)
+    sizes: list[Dim]
+    if node.version >= 13:
+        given = node.const_ints(1) if node.has(1) else None
+    else:
+        given = node.attr("split")
+    d = dim(x, axis)
+    if given:
+        sizes = [int(s) for s in given]
+    elif isinstance(d, int):
+        per = -(-d // n_out)
+        sizes = [min(per, max(d - per * i, 0)) for i in range(n_out)]
+    else:
+        per_v = arith.ceildivsi(d, const_index(n_out))
+        sizes = []
+        for i in range(n_out):
+            rest = arith.subi(d, arith.muli(per_v, const_index(i)))
+            sizes.append(arith.minsi(per_v, arith.maxsi(rest, const_index(0))))
+    outs = []
+    off: Dim = 0
+    shape = shape_of(x)
+    for s in sizes:
+        offsets: list[Dim] = [0] * r
+        offsets[axis] = off
+        sz = list(shape)
+        sz[axis] = s
+        outs.append(extract_slice(x, offsets, sz))
+        off = dim_add(off, s)
+    return outs
+
+
+# --- slicing --------------------------------------------------------------------------------------
+
+
+def _slice_params(node: Node) -> tuple[list[int], list[int], list[int], list[int]] | None:
+    if node.version < 10:
+        starts = [int(s) for s in node.attr("starts")]
+        ends = [int(e) for e in node.attr("ends")]
+        axes = [int(a) for a in (node.attr("axes") or range(len(starts)))]
+        return starts, ends, axes, [1] * len(starts)
+    starts, ends = node.const_ints(1), node.const_ints(2)
+    if starts is None or ends is None:
+        return None
+    axes = node.const_ints(3) if node.has(3) else list(range(len(starts)))
+    steps = node.const_ints(4) if node.has(4) else [1] * len(starts)
+    if axes is None or steps is None:
+        return None
+    return starts, ends, axes, steps
+
+
+def _check_slice(node: Node) -> str | None:
+    p = _slice_params(node)
+    if p is None:
+        return "starts, ends, axes and steps must be constants"
+    if any(s == 0 for s in p[3]):
+        return "a step of 0"
+    return None
+
+
+def _clamp(v: Dim, lo: Dim, hi: Dim) -> Dim:
+    if isinstance(v, int) and isinstance(lo, int) and isinstance(hi, int):
+        return min(max(v, lo), hi)
+    return arith.minsi(arith.maxsi(dim_value(v), dim_value(lo)), dim_value(hi))
+
+
+def _norm_index(v: int, size: Dim) -> Dim:
+    """v + size when negative (ONNX indices count from the end)."""
+    if v >= 0:
+        return v
+    return dim_add(size, v)
+
+
+@lowers("Slice", check=_check_slice)
+def lower_slice(node: Node) -> list[ir.Value]:
+    """Slice with constant parameters: `extract_slice` for positive steps, a generic otherwise."""
+    x = node.input(0)
+    r = rank_of(x)
+    starts, ends, axes, steps = _slice_params(node)  # type: ignore[misc]
+    shape = shape_of(x)
+    offsets: list[Dim] = [0] * r
+    sizes: list[Dim] = list(shape)
+    strides: list[Dim] = [1] * r
+    big = 2**62
+    for s, e, a, k in zip(starts, ends, axes, steps):
+        a = normalize_axis(a, r)
+        d = shape[a]
+        s = max(min(s, big), -big)
+        e = max(min(e, big), -big)
+        sv = _norm_index(s, d)
+        ev = _norm_index(e, d)
+        if k > 0:
+            sv = _clamp(sv, 0, d)
+            ev = _clamp(ev, 0, d)
+            n = dim_floordiv(dim_add(dim_sub(ev, sv), k - 1), k)
+        else:
+            sv = _clamp(sv, 0, dim_sub(d, 1))
+            ev = _clamp(ev, -1, dim_sub(d, 1))
+            n = dim_floordiv(dim_add(dim_sub(sv, ev), -k - 1), -k)
+        n = max(n, 0) if isinstance(n, int) else arith.maxsi(n, const_index(0))
+        offsets[a], sizes[a], strides[a] = sv, n, k
+    if all(isinstance(k, int) and k > 0 for k in strides):
+        return [extract_slice(x, offsets, sizes, strides)]
+    # Negative steps: out[i] = x[offset + i * stride] per dim, read with tensor.extract.
+    init = empty(sizes, elem_of(x.type))
+
+    def body(a: list[ir.Value]) -> list[ir.Value]:
+        idx = []
+        for i in range(r):
+            li = index_of(i)
+            idx.append(arith.addi(dim_value(offsets[i]), arith.muli(li, dim_value(strides[i]))))
+        return [tensor.extract(x, idx)]
+
+    return generic([], [init], [identity_map(r)], ["parallel"] * r, body)
+
+
+# --- gathers --------------------------------------------------------------------------------------
+
+
+def _wrap_index(v: ir.Value, onnx_elem: ir.Type, size: Dim) -> ir.Value:
+    """An index scalar, made non-negative by adding `size` when negative."""
+    i = to_index(v, onnx_elem)
+    if is_unsigned(onnx_elem):
+        return i
+    neg = arith.cmpi(arith.CmpIPredicate.slt, i, const_index(0))
+    return arith.select(neg, arith.addi(i, dim_value(size)), i)
+
+
+@lowers("Gather")
+def lower_gather(node: Node) -> list[ir.Value]:
+    """Gather along `axis`: a generic over the output, reading data with `tensor.extract`."""
+    data, indices = node.input(0), node.input(1)
+    r = rank_of(data)
+    q = rank_of(indices)
+    axis = normalize_axis(int(node.attr("axis", 0)), r)
+    dshape = shape_of(data)
+    out_shape = dshape[:axis] + shape_of(indices) + dshape[axis + 1 :]
+    n = len(out_shape)
+    init = empty(out_shape, elem_of(data.type))
+    imap = affine_map(n, list(range(axis, axis + q)))
+    ielem = node.in_elem(1)
+
+    def body(a: list[ir.Value]) -> list[ir.Value]:
+        idx = _wrap_index(a[0], ielem, dshape[axis])
+        coords = [index_of(i) for i in range(axis)] + [idx] + [index_of(axis + q + j) for j in range(r - axis - 1)]
+        return [tensor.extract(data, coords)]
+
+    return generic([indices], [init], [imap, identity_map(n)], ["parallel"] * n, body)
+
+
+@lowers("GatherElements")
+def lower_gather_elements(node: Node) -> list[ir.Value]:
+    """GatherElements: out[i...] = data[i... with indices[i...] at axis]."""
+    data, indices = node.input(0), node.input(1)
+    r = rank_of(data)
+    axis = normalize_axis(int(node.attr("axis", 0)), r)
+    init = empty(shape_of(indices), elem_of(data.type))
+    ielem = node.in_elem(1)
+    size = dim(data, axis)
+
+    def body(a: list[ir.Value]) -> list[ir.Value]:
+        idx = _wrap_index(a[0], ielem, size)
+        coords = [idx if i == axis else index_of(i) for i in range(r)]
+        return [tensor.extract(data, coords)]
+
+    return generic([indices], [init], [identity_map(r), identity_map(r)], ["parallel"] * r, body)
+
+
+# --- broadcasting copies --------------------------------------------------------------------------
+
+
+def _check_expand(node: Node) -> str | None:
+    return _check_shape_input(node, 1)
+
+
+@lowers("Expand", check=_check_expand)
+def lower_expand(node: Node) -> list[ir.Value]:
+    """Expand: numpy broadcast of the input with the target shape."""
+    x = node.input(0)
+    target = _dims_from_input(node, 1)
+    xs = shape_of(x)
+    r = max(len(xs), len(target))
+    xs_p = [1] * (r - len(xs)) + xs
+    t_p: list[Dim] = [1] * (r - len(target)) + target
+    out: list[Dim] = []
+    for a, b in zip(xs_p, t_p):
+        if isinstance(b, int) and b == 1:
+            out.append(a)
+        elif isinstance(a, int) and a == 1:
+            out.append(b)
+        elif isinstance(a, int) and isinstance(b, int):
+            if a != b:
+                raise node.fail(f"cannot expand {static_shape(x.type)} to {target}")
+            out.append(a)
+        elif isinstance(b, int):
+            out.append(b)
+        else:
+            # Runtime target dim: max(a, b) covers b == 1 and b == a.
+            out.append(arith.maxsi(dim_value(a), b))
+    return [broadcast_to(x, out)]
+
+
+def _check_tile(node: Node) -> str | None:
+    if node.const(1) is None:
+        return "repeats must be a constant"
+    return None
+
+
+@lowers("Tile", check=_check_tile)
+def lower_tile(node: Node) -> list[ir.Value]:
+    """Tile: out[i] = x[i mod d] with out dims d * repeats."""
+    x = node.input(0)
+    reps = node.const_ints(1)
+    assert reps is not None
+    shape = shape_of(x)
+    r = len(shape)
+    out = [dim_mul(d, k) for d, k in zip(shape, reps)]
+    init = empty(out, elem_of(x.type))
+
+    def body(a: list[ir.Value]) -> list[ir.Value]:
+        coords = [arith.remui(index_of(i), dim_value(shape[i])) if reps[i] != 1 else index_of(i) for i in range(r)]
+        return [tensor.extract(x, coords)]
+
+    return generic([], [init], [identity_map(r)], ["parallel"] * r, body)
+
+
+def _pad_params(node: Node) -> tuple[list[int], list[int]] | None:
+    r = _rank(node, 0)
+    if node.version < 11:
+        pads = [int(p) for p in node.attr("pads")]
+    else:
+        c = node.const_ints(1)
+        if c is None:
+            return None
+        pads = c
+    axes = list(range(r))
+    if node.version >= 18 and node.has(3):
+        ax = node.const_ints(3)
+        if ax is None:
+            return None
+        axes = [normalize_axis(a, r) for a in ax]
+    lo, hi = [0] * r, [0] * r
+    n = len(axes)
+    for j, a in enumerate(axes):
+        lo[a] = pads[j]
+        hi[a] = pads[j + n]
+    return lo, hi
+
+
+def _check_pad(node: Node) -> str | None:
+    if _pad_params(node) is None:
+        return "pads and axes must be constants"
+    if node.version >= 11 and node.has(2) and node.const(2) is None:
+        return "constant_value must be a constant"
+    mode = node.attr("mode", "constant")
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        return f"mode {mode!r}"
+    return None
+
+
+@lowers("Pad", check=_check_pad)
+def lower_pad(node: Node) -> list[ir.Value]:
+    """Pad: constant mode as fill + insert_slice; reflect/edge/wrap as an index-mapping generic.
+    Negative pads crop first (extract_slice)."""
+    x = node.input(0)
+    lo, hi = _pad_params(node)  # type: ignore[misc]
+    elem = elem_of(x.type)
+    r = rank_of(x)
+    # Crop negative pads.
+    if any(p < 0 for p in lo + hi):
+        shape = shape_of(x)
+        offs = [max(-p, 0) for p in lo]
+        sizes = [dim_sub(dim_sub(shape[i], max(-lo[i], 0)), max(-hi[i], 0)) for i in range(r)]
+        x = extract_slice(x, offs, sizes)
+        lo = [max(p, 0) for p in lo]
+        hi = [max(p, 0) for p in hi]
+    shape = shape_of(x)
+    out = [dim_add(dim_add(shape[i], lo[i]), hi[i]) for i in range(r)]
+    mode = node.attr("mode", "constant")
+    if mode == "constant":
+        val: float | int = 0
+        if node.version < 11:
+            val = float(node.attr("value", 0.0))
+        elif node.has(2):
+            val = np.asarray(node.const(2)).reshape(-1)[0].item()
+        if isinstance(elem, ir.IntegerType):
+            val = int(val)
+        dest = filled(out, elem, val)
+        return [insert_slice(x, dest, lo)]
+
+    def body(a: list[ir.Value]) -> list[ir.Value]:
+        coords = []
+        for i in range(r):
+            j = arith.subi(index_of(i), const_index(lo[i]))
+            d = dim_value(shape[i])
+            last = arith.subi(d, const_index(1))
+            if mode == "edge":
+                j = arith.minsi(arith.maxsi(j, const_index(0)), last)
+            elif mode == "reflect":
+                j = arith.select(arith.cmpi(arith.CmpIPredicate.slt, j, const_index(0)), arith.subi(const_index(0), j), j)
+                j = arith.select(arith.cmpi(arith.CmpIPredicate.sgt, j, last), arith.subi(arith.addi(last, last), j), j)
+            else:  # wrap
+                j = arith.remsi(arith.addi(arith.remsi(j, d), d), d)
+            coords.append(j)
+        return [tensor.extract(x, coords)]
+
+    init = empty(out, elem)
+    return generic([], [init], [identity_map(r)], ["parallel"] * r, body)
+
