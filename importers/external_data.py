@@ -186,12 +186,26 @@ def read_external(tensor: onnx.TensorProto, base_dir: Path | None) -> np.ndarray
     Checks the location (see `resolve_external_path`), offset and length against the file size,
     and the SHA1 checksum when the tensor gives one.
     """
+    path, offset, length = external_extent(tensor, base_dir)
+    info = parse_external_info(tensor)
+    whole = _file_view(path)
+    if offset + length > whole.size:  # the file shrank between the checks and the map
+        raise _bad(tensor, info.location, f"asks for bytes past the end of the file ({whole.size} bytes)")
+    if info.checksum is not None:
+        digest = _sha1(path)
+        if digest.lower() != info.checksum.strip().lower():
+            raise _bad(tensor, info.location, f"has SHA1 {digest}, not the checksum {info.checksum[:64]} the model gives")
+    return whole[offset : offset + length]
+
+
+def external_extent(tensor: onnx.TensorProto, base_dir: Path | None) -> tuple[Path, int, int]:
+    """(file, offset, length) of an EXTERNAL tensor's bytes, every check of `read_external` done
+    except the checksum, and nothing mapped or read (the validator uses it to report all problems)."""
     info = parse_external_info(tensor)
     if base_dir is None:
         raise _bad(tensor, info.location, "cannot be resolved: the model was not loaded from a file, so it has no folder")
     path = resolve_external_path(Path(base_dir), info.location, tensor)
-    whole = _file_view(path)
-    size = whole.size
+    size = path.stat().st_size
     if info.offset > size:
         raise _bad(tensor, info.location, f"has offset {info.offset} past the end of the file ({size} bytes)")
     length = size - info.offset if info.length is None else info.length
@@ -200,11 +214,7 @@ def read_external(tensor: onnx.TensorProto, base_dir: Path | None) -> np.ndarray
             tensor, info.location,
             f"asks for {length} bytes at offset {info.offset}, past the end of the file ({size} bytes)",
         )  # fmt: skip
-    if info.checksum is not None:
-        digest = _sha1(path)
-        if digest.lower() != info.checksum.strip().lower():
-            raise _bad(tensor, info.location, f"has SHA1 {digest}, not the checksum {info.checksum[:64]} the model gives")
-    return whole[info.offset : info.offset + length]
+    return path, info.offset, length
 
 
 def load_model_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:

@@ -34,6 +34,7 @@ nodes of a cycle when there is one.
 from __future__ import annotations
 
 import heapq
+from pathlib import Path
 from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Iterable
@@ -117,9 +118,10 @@ class _Context:
 class Validator:
     """Collects problems of one model; `validate_model` is the entry point."""
 
-    def __init__(self, model: onnx.ModelProto, config: ImportConfig) -> None:
+    def __init__(self, model: onnx.ModelProto, config: ImportConfig, base_dir: Path | None = None) -> None:
         self.model = model
         self.config = config
+        self.base_dir = base_dir
         self.problems: list[str] = []
         self.functions: dict[tuple[str, str, str], onnx.FunctionProto] = {}
 
@@ -272,10 +274,16 @@ class Validator:
             self._check_type(tp.map_type.value_type, label, require_elem)
 
     def _check_tensor(self, t: onnx.TensorProto, label: str) -> None:
-        from onnxc.importers.tensors import check_tensor
+        from onnxc.importers.external_data import external_extent, uses_external_data
+        from onnxc.importers.tensors import check_tensor, packed_size
 
         try:
-            check_tensor(t)
+            _, _, count = check_tensor(t)
+            if uses_external_data(t) and self.base_dir is not None:
+                _, _, length = external_extent(t, self.base_dir)
+                need = packed_size(t.data_type, count)
+                if length != need:
+                    self.add(f"The {label} has {length} bytes of external data, but its dims {list(t.dims)} need {need}.")
         except ImportError_ as e:
             self.problems += [f"The {label} is invalid: {p[0].lower()}{p[1:]}" for p in e.problems]
             return
@@ -529,9 +537,13 @@ def _node_label(node: onnx.NodeProto, index: int, ctx: _Context) -> str:
     return f"{who} ({node.op_type or '?'}, domain {_dname(d)}{version})"
 
 
-def validate_model(model: onnx.ModelProto, config: ImportConfig) -> list[str]:
-    """Every problem of `model`, each a complete sentence naming the model element; [] if valid."""
-    return Validator(model, config).run()
+def validate_model(model: onnx.ModelProto, config: ImportConfig, base_dir: Path | None = None) -> list[str]:
+    """Every problem of `model`, each a complete sentence naming the model element; [] if valid.
+
+    With `base_dir` (the model file's folder) external data is checked too: locations that leave
+    the folder, missing files, offsets and lengths past the end, sizes that do not fit the dims.
+    """
+    return Validator(model, config, base_dir).run()
 
 
 # ---------------------------------------------------------------------------------------------- order

@@ -277,3 +277,29 @@ def test_cycle_named() -> None:
         topological_order(g, set())
     text = str(info.value)
     assert "cycle" in text and "node 'b' [Add]" in text and "node 'c' [Relu]" in text and "node 'a'" not in text
+
+
+def test_external_data_checked_with_base_dir(tmp_path) -> None:
+    """Given the model's folder, every external data problem is reported, none read."""
+    import os
+
+    model_dir = tmp_path / "m"
+    model_dir.mkdir()
+    (tmp_path / "secret.bin").write_bytes(b"\x00" * 24)
+    (model_dir / "w.bin").write_bytes(b"\x00" * 24)
+    os.symlink(tmp_path / "secret.bin", model_dir / "link.bin")
+
+    def ext(name: str, location: str, **keys: str) -> onnx.TensorProto:
+        t = onnx.TensorProto(name=name, data_type=T.FLOAT, dims=[2, 3], data_location=T.EXTERNAL)
+        for k, v in {"location": location, **keys}.items():
+            t.external_data.add(key=k, value=v)
+        return t
+
+    inits = [ext("up", "../secret.bin"), ext("abs", "/etc/passwd"), ext("link", "link.bin"), ext("eof", "w.bin", offset="8"),
+             ext("good", "w.bin")]  # fmt: skip
+    m = model([relu()], inits=inits)
+    assert problems(m) == []  # without a folder, external data is checked at import
+    ps = validate_model(m, CFG, base_dir=model_dir)
+    assert len(ps) == 4, ps
+    for name, why in (("up", "'..'"), ("abs", "absolute path"), ("link", "outside the model's folder"), ("eof", "16 bytes of external data")):
+        assert any(f"initializer '{name}'" in p and why in p for p in ps), (name, ps)
