@@ -13,6 +13,7 @@ from onnxc.transforms.pass_base import ModulePass
 
 PASSES: dict[str, str] = {
     "onnx-verify": "onnxc.transforms.onnx_verify:OnnxVerifyPass",
+    "onnx-upgrade-ops": "onnxc.transforms.onnx_upgrade_ops:OnnxUpgradeOpsPass",
     "onnx-shape-inference": "onnxc.transforms.onnx_shape_inference:OnnxShapeInferencePass",
     "onnx-constant-fold": "onnxc.transforms.onnx_constant_fold:OnnxConstantFoldPass",
     "onnx-canonicalize": "onnxc.transforms.onnx_canonicalize:OnnxCanonicalizePass",
