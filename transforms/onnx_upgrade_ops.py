@@ -557,8 +557,9 @@ def _pad_11(s: Step) -> None:
     dtype = U.numpy_dtype_of(elem)
     if dtype is None:
         raise Unsupported("element type has no numpy dtype")
+    pads_value = s.int_const(list(pads))
     cv = None if value in (None, 0.0) else s.const(np.array(value, dtype=dtype), elem)
-    s.operands = [s.operands[0], s.int_const(list(pads)), cv]
+    s.operands = [s.operands[0], pads_value, cv]
 
 
 def _reshape_5(s: Step) -> None:
