@@ -190,7 +190,7 @@ def constant_value(v: ir.Value | None) -> np.ndarray | None:
     attrs = op.attributes
     if name == "arith.constant":
         return _dense_to_numpy(attrs["value"])
-    if name != "onnx.constant":
+    if not name.startswith("onnx.constant") or name.startswith("onnx.constant_of"):
         return None
     if "value" in attrs:
         return _dense_to_numpy(attrs["value"])
