@@ -131,7 +131,7 @@ def _normalize_constant(op: ir.Operation, sparse_limit: int) -> int:
     if attr is None:
         return 0
     with ir.InsertionPoint(op), op.location:
-        new = onnx_op("Constant", [], [attr.type], {"value": attr})
+        new = onnx_op(op.name, [], [attr.type], {"value": attr})  # the same version of Constant
     if U.replace_op(op, [new.result]):
         return 1
     new.erase()  # a user that cannot take the new type: keep the original spelling

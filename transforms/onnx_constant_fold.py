@@ -280,10 +280,15 @@ class Folder:
 
     def erase_dead_constants(self) -> None:
         """Erase the constants (and `onnx.none`s) that fed folded ops and are now unused."""
+        # Deduplicate first, while every handle is valid: a handle of an erased op must not be
+        # touched again (not even hashed).
+        unique: list[ir.Operation] = []
         seen: set[ir.Operation] = set()
         for owner in self._touched:
-            if owner in seen:
-                continue
-            seen.add(owner)
+            if owner not in seen:
+                seen.add(owner)
+                unique.append(owner)
+        self._touched.clear()
+        for owner in unique:
             if owner.name in (U.CONSTANT_OP, U.NONE_OP) and not U.has_uses(owner):
                 owner.erase()

@@ -170,10 +170,16 @@ def infer_shapes(module: ir.Operation, *, strict: bool = False) -> list[tuple[ir
 INT_MAX = 2**62  # Slice ends at or beyond this mean "to the end"
 
 
-@lru_cache(maxsize=None)
 def _schema(info: OpInfo) -> onnx.defs.OpSchema | None:
+    """onnx's schema for the newest ONNX version an op stands for (cached by name and version:
+    OpInfo is not hashable, some attribute defaults being lists)."""
+    return _schema_of(info.op_type, info.since_versions[-1], info.domain)
+
+
+@lru_cache(maxsize=None)
+def _schema_of(op_type: str, version: int, domain: str) -> onnx.defs.OpSchema | None:
     try:
-        return onnx.defs.get_schema(info.op_type, info.since_versions[-1], info.domain)
+        return onnx.defs.get_schema(op_type, version, domain)
     except Exception:  # noqa: BLE001 - onnx raises SchemaError for unknown ops
         return None
 
@@ -257,15 +263,71 @@ class _Inferer:
     def run_block(self, block: ir.Block) -> None:
         for op in list(block.operations):
             op = op.operation
-            for region in op.regions:
-                for inner in region.blocks:
-                    self.run_block(inner)
+            info = U.info_of(op)
+            if info is not None and info.op_type == "Loop" and op.regions and op.regions[0].blocks:
+                self.run_loop_body(op)
+            else:
+                for region in op.regions:
+                    for inner in region.blocks:
+                        self.run_block(inner)
             if U.is_onnx_op(op):
                 try:
                     self.infer_op(op)
                 except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as exc:
                     # A rule met IR it did not expect; the op keeps its declared types.
                     self.conflicts.append((op.location, f"{U.location_text(op)}: shape inference skipped: {exc}"))
+
+    def run_loop_body(self, op: ir.Operation) -> None:
+        """Infer a Loop body with its loop-carried arguments typed like the initial values.
+
+        A carried value may change shape from one iteration to the next, so the body is inferred
+        again with every dim (or rank) where the yielded value disagrees made unknown, until the
+        yielded types fit the arguments (at most three rounds); otherwise the body keeps the
+        types it came with."""
+        block = op.regions[0].blocks[0]
+        args = list(block.arguments)
+        n_carried = len(op.operands) - 2
+        if n_carried < 0 or len(args) < 2 + n_carried:
+            return
+        body_values = [r for inner in U.collect_ops(op) for r in inner.results] + args
+        originals = {v: v.type for v in body_values}
+        candidates: dict[int, ir.Type] = {}
+        for k in range(n_carried):
+            arg, init = args[2 + k], op.operands[2 + k]
+            refined = U.refine_type(arg.type, init.type) if U.is_tensor_type(arg.type) and U.is_tensor_type(init.type) else None
+            if refined is not None and refined != arg.type:
+                candidates[k] = refined
+        for _ in range(3):
+            if not candidates:
+                break
+            for k, t in candidates.items():
+                args[2 + k].set_type(t)
+            self.run_block(block)
+            term = list(block.operations)[-1].operation
+            changed = False
+            for k, t in list(candidates.items()):
+                if 1 + k >= len(term.operands):
+                    continue
+                got = term.operands[1 + k].type
+                general = _generalize(t, got)
+                if general != t:
+                    changed = True
+                    if general == originals[args[2 + k]] or not U.is_tensor_type(general):
+                        del candidates[k]
+                    else:
+                        candidates[k] = general
+            if not changed:
+                return
+            self._restore(originals)
+        self._restore(originals)
+        self.run_block(block)
+
+    def _restore(self, originals: dict[ir.Value, ir.Type]) -> None:
+        for v, t in originals.items():
+            if v.type != t:
+                v.set_type(t)
+            self.shapes.pop(v, None)
+            self.values.pop(v, None)
 
     # -- one op --
 
@@ -575,7 +637,63 @@ def _rule_if(inf: _Inferer, op: ir.Operation, info: OpInfo) -> list[Any] | None:
     return out
 
 
+def _generalize(a: ir.Type, b: ir.Type) -> ir.Type:
+    """The most precise type covering both `a` and `b` (same element type assumed)."""
+    if a == b:
+        return a
+    sa, sb = U.shape_of(a), U.shape_of(b)
+    elem = U.element_type_of(a)
+    if elem is None or elem != U.element_type_of(b):
+        return b
+    if sa is None or sb is None or len(sa) != len(sb):
+        return ir.UnrankedTensorType.get(elem)
+    return U.ranked_type([x if x == y else -1 for x, y in zip(sa, sb)], elem)
+
+
+def _merge_dims(a: list[Dim] | None, b: list[Dim] | None) -> list[Dim] | None:
+    if a is None or b is None or len(a) != len(b):
+        return None
+    return [x if x == y else None for x, y in zip(a, b)]
+
+
+def _rule_loop(inf: _Inferer, op: ir.Operation, info: OpInfo) -> list[Any] | None:
+    """Loop results: carried values keep the dims their initial and yielded values agree on; scan
+    outputs stack the yielded values along a new leading dim of unknown size."""
+    if not op.regions or not op.regions[0].blocks:
+        return None
+    term = list(op.regions[0].blocks[0].operations)[-1].operation
+    yielded = list(term.operands)
+    n_carried = len(op.operands) - 2
+    out: list[Any] = []
+    for k, res in enumerate(op.results):
+        if k < n_carried:
+            init, body = op.operands[2 + k], yielded[1 + k] if 1 + k < len(yielded) else None
+            if body is None or not (U.is_tensor_type(init.type) and U.is_tensor_type(body.type)):
+                out.append(False)
+                continue
+            out.append(_merge_dims(inf.shape(init), inf.shape(body)))
+        else:
+            j = 1 + k
+            if j >= len(yielded) or not U.is_tensor_type(yielded[j].type):
+                out.append(False)
+                continue
+            dims = inf.shape(yielded[j])
+            out.append(None if dims is None else [None] + list(dims))
+    return out
+
+
+def _rule_same_as_input(inf: _Inferer, op: ir.Operation, info: OpInfo) -> list[Any] | None:
+    """Ops onnx has no inference function for whose output has the input's shape."""
+    return [inf.shape(op.operands[0])] + [False] * (len(op.results) - 1)
+
+
 _SHAPE_RULES: dict[str, Callable[[_Inferer, ir.Operation, OpInfo], list[Any] | None]] = {
+    "Loop": _rule_loop,
+    "GroupNormalization": _rule_same_as_input,
+    "MeanVarianceNormalization": _rule_same_as_input,
+    "Scaler": _rule_same_as_input,
+    "Normalizer": _rule_same_as_input,
+    "Imputer": _rule_same_as_input,
     "Reshape": _rule_reshape,
     "Expand": _rule_expand,
     "ConstantOfShape": _rule_constant_of_shape,
