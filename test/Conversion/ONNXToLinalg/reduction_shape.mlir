@@ -2,8 +2,10 @@
 // Reductions are reduction generics followed by tensor.expand_shape for keepdims; shape ops
 // become tensor view ops; constants are arith.constant (unsigned ones rebuilt as signless).
 
+// CHECK-DAG: #[[ID3:.+]] = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+// CHECK-DAG: #[[RED:.+]] = affine_map<(d0, d1, d2) -> (d0, d2)>
 // CHECK-LABEL: func.func @reduce_sum_keepdims
-// CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d2)>], iterator_types = ["parallel", "reduction", "parallel"]}
+// CHECK: linalg.generic {indexing_maps = [#[[ID3]], #[[RED]]], iterator_types = ["parallel", "reduction", "parallel"]}
 // CHECK: arith.addf
 // CHECK: tensor.expand_shape %{{.+}} {{\[\[}}0, 1], [2]] output_shape [%{{.+}}, 1, 4] : tensor<?x4xf32> into tensor<?x1x4xf32>
 func.func @reduce_sum_keepdims(%x: tensor<?x3x4xf32>) -> tensor<?x1x4xf32> {
