@@ -121,15 +121,10 @@ def load_model(model: onnx.ModelProto | str | pathlib.Path | bytes) -> tuple[onn
             raise ImportError_("cannot parse the model", [f"the bytes are not a valid ONNX ModelProto ({exc})"]) from None
         return proto, None
     if isinstance(model, (str, pathlib.Path)):
+        from onnxc.importers.external_data import load_model_proto
+
         path = pathlib.Path(model)
-        if not path.is_file():
-            raise ImportError_(f"cannot read model '{path}'", ["no such file"])
-        proto = onnx.ModelProto()
-        try:
-            proto.ParseFromString(path.read_bytes())
-        except Exception as exc:
-            raise ImportError_(f"cannot parse model '{path}'", [f"the file is not a valid ONNX ModelProto ({exc})"]) from None
-        return proto, path.resolve().parent
+        return load_model_proto(path), path.resolve().parent
     raise ImportError_("cannot import", [f"expected a ModelProto, a path or bytes, got {type(model).__name__}"])
 
 
