@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 import onnx
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
 from onnx import AttributeProto as AP
 
 from onnxc.dialect.opinfo import OPTIONAL, SINGLE, VARIADIC, OpInfo
@@ -131,6 +133,15 @@ class Validator:
     # ------------------------------------------------------------------ model level
     def run(self) -> list[str]:
         m = self.model
+        bad_strings = _non_utf8_fields(m, "model")
+        for path, value in bad_strings[:20]:
+            self.add(f"The field {path} is not valid UTF-8 ({value[:24]!r}); ONNX strings are UTF-8.")
+        if bad_strings:
+            # Names that are bytes instead of str would make every later message (and the
+            # importer) trip over them; the model must be fixed first.
+            if len(bad_strings) > 20:
+                self.add(f"{len(bad_strings) - 20} more fields are not valid UTF-8.")
+            return self.problems
         self._check_ir_version()
         opsets = self._check_opsets(m.opset_import, "The model")
         for f in m.functions:
@@ -483,6 +494,44 @@ class Validator:
         for k in sorted(calls):
             if k not in state:
                 visit(k, [k])
+
+
+def _non_utf8_fields(msg: Message, path: str) -> list[tuple[str, bytes]]:
+    """(path, value) of every protobuf `string` field holding invalid UTF-8.
+
+    protobuf's Python runtime hands such proto2 fields back as `bytes` instead of `str`; bytes
+    fields (raw_data, string_data, attribute strings) are data and checked where they are used.
+    """
+    out: list[tuple[str, bytes]] = []
+    if isinstance(msg, onnx.TensorProto):
+        # ListFields would hand back raw_data too (a copy of possibly gigabytes): look only at
+        # the tensor's string fields.
+        for name in ("name", "doc_string"):
+            if isinstance(getattr(msg, name), bytes):
+                out.append((f"{path}.{name}", getattr(msg, name)))
+        for field_name in ("external_data", "metadata_props"):
+            for k, entry in enumerate(getattr(msg, field_name)):
+                out += _non_utf8_fields(entry, f"{path}.{field_name}[{k}]")
+        return out
+    for fd, value in msg.ListFields():
+        if fd.type == FieldDescriptor.TYPE_STRING:
+            values = value if _is_repeated(fd) else [value]
+            for k, v in enumerate(values):
+                if isinstance(v, bytes):
+                    out.append((f"{path}.{fd.name}" + (f"[{k}]" if _is_repeated(fd) else ""), v))
+        elif fd.type == FieldDescriptor.TYPE_MESSAGE:
+            if _is_repeated(fd):
+                for k, v in enumerate(value):
+                    out += _non_utf8_fields(v, f"{path}.{fd.name}[{k}]")
+            else:
+                out += _non_utf8_fields(value, f"{path}.{fd.name}")
+    return out
+
+
+def _is_repeated(fd: FieldDescriptor) -> bool:
+    if hasattr(fd, "is_repeated"):  # protobuf >= 5.28 (upb descriptors have no `label`)
+        return bool(fd.is_repeated)
+    return fd.label == FieldDescriptor.LABEL_REPEATED  # pragma: no cover - older protobuf
 
 
 def _all_nodes(nodes: Iterable[onnx.NodeProto]) -> Iterable[onnx.NodeProto]:

@@ -303,3 +303,12 @@ def test_external_data_checked_with_base_dir(tmp_path) -> None:
     assert len(ps) == 4, ps
     for name, why in (("up", "'..'"), ("abs", "absolute path"), ("link", "outside the model's folder"), ("eof", "16 bytes of external data")):
         assert any(f"initializer '{name}'" in p and why in p for p in ps), (name, ps)
+
+
+def test_non_utf8_names() -> None:
+    """protobuf hands invalid UTF-8 in string fields back as bytes; the validator names the field."""
+    data = model([relu("r")]).SerializeToString().replace(b"\x1a\x01r", b"\x1a\x01\xff")
+    m = onnx.ModelProto()
+    m.ParseFromString(data)
+    assert isinstance(m.graph.node[0].name, bytes)
+    one(m, "model.graph.node[0].name", "not valid UTF-8")
