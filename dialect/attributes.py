@@ -100,10 +100,20 @@ def kind_of(attr: ir.Attribute) -> str | None:
         if kinds == {"TYPE_PROTO"}:
             return "TYPE_PROTOS"
         return None
-    # Sparse elements attributes have no Python class in LLVM 22; their text says what they are.
-    if isinstance(attr, (ir.DenseElementsAttr, ir.DenseResourceElementsAttr)) or str(attr).startswith("sparse<"):
+    if isinstance(attr, (ir.DenseElementsAttr, ir.DenseResourceElementsAttr)):
+        return "TENSOR"
+    # Sparse and resource elements attributes are not downcast to a Python class in LLVM 22's
+    # bindings; their type is a tensor type and their spelling says what they are.
+    if isinstance(attr, ir.Attribute) and _is_elements_attr(attr):
         return "TENSOR"
     return None
+
+
+def _is_elements_attr(attr: ir.Attribute) -> bool:
+    if not (ir.DenseResourceElementsAttr.isinstance(attr) if hasattr(ir.DenseResourceElementsAttr, "isinstance") else False):
+        head = str(attr)[:16]
+        return head.startswith("dense_resource<") or head.startswith("sparse<")
+    return True
 
 
 def from_mlir(attr: ir.Attribute) -> Any:
