@@ -201,10 +201,7 @@ class _ModelExporter:
                 c.device.extend(ir.StringAttr(x).value for x in ir.ArrayAttr(d["device"]))
         main = self._main()
         self._export_main(main, m.graph)
-        # functions: in module order, which is the order the importer specialized them in
-        for name, f in self.funcs.items():
-            if f is main or "onnx.function" not in f.attributes:
-                continue
+        for f in self._functions_callees_first(main):
             m.functions.append(self._export_function(f))
         if "onnx.unused_functions" in a:
             for s in ir.ArrayAttr(a["onnx.unused_functions"]):
@@ -212,6 +209,39 @@ class _ModelExporter:
                 fp.ParseFromString(unb64(ir.StringAttr(s).value))
                 m.functions.append(fp)
         return m
+
+    def _functions_callees_first(self, main: ir.Operation) -> list[ir.Operation]:
+        """The ONNX functions, each after the functions it calls (consumers such as onnx.reference
+        resolve calls against the functions defined before), otherwise in module order."""
+        order: list[ir.Operation] = []
+        state: dict[str, int] = {}
+
+        def callees(f: ir.Operation) -> list[str]:
+            found: list[str] = []
+
+            def visit(op: ir.Operation) -> ir.WalkResult:
+                if op.name == "func.call":
+                    found.append(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
+                return ir.WalkResult.ADVANCE
+
+            f.walk(visit, ir.WalkOrder.PRE_ORDER)
+            return found
+
+        def visit_function(name: str) -> None:
+            f = self.funcs.get(name)
+            if f is None or f is main or "onnx.function" not in f.attributes or state.get(name) == 2:
+                return
+            if state.get(name) == 1:
+                raise self.fail(f"function @{name} calls itself (ONNX functions cannot recurse)")
+            state[name] = 1
+            for callee in callees(f):
+                visit_function(callee)
+            state[name] = 2
+            order.append(f)
+
+        for name in self.funcs:
+            visit_function(name)
+        return order
 
     def _main(self) -> ir.Operation:
         a = self.module_op.attributes

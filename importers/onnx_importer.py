@@ -35,9 +35,10 @@ What the IR looks like (the contract with `exporter.py` and with later passes):
   `func.func` per distinct (input types, attribute binding) seen at call sites, with every
   `ref_attr_name` replaced by the bound value (or the attribute_proto default; an unbound attribute
   without default is absent, per the spec). The function's attributes: `onnx.function` (name),
-  `onnx.domain`, `onnx.overload` (IR 10; a function specialized more than once gets
-  `<overload>#<i>` so each specialization exports as its own overload), `onnx.opset_import` (its own),
-  `onnx.attributes` (the binding). The `inline-functions` pass inlines the calls.
+  `onnx.domain`, `onnx.overload` (IR 10), `onnx.opset_import` (its own), `onnx.attributes` (the
+  binding, written back as the attribute defaults on export). A function specialized more than once
+  is renamed per specialization (`Name__s0`, `Name__s1`, ...; symbol likewise) so each exports as a
+  function of its own. The `inline-functions` pass inlines the calls.
 
 Types come from the model's value_info plus onnx shape inference (with data propagation) where it
 works; where neither gives a type the schema's type constraints give an unranked one. Everything is
@@ -304,6 +305,7 @@ def fallback_result_type(info: OpInfo, index: int, operand_types: Sequence[ir.Ty
 class _Specialization:
     func_op: func.FuncOp
     group: tuple[str, str, str]  # (domain, name, overload)
+    calls: list[ir.Operation] = dataclasses.field(default_factory=list)
 
 
 class _Scope:
@@ -841,6 +843,7 @@ class ModelImporter:
         f = spec.func_op
         values = [v if v is not None else none_value() for v in operands]
         call = func.CallOp(list(f.type.results), ir.FlatSymbolRefAttr.get(f.sym_name.value), values)
+        spec.calls.append(call.operation)
         # Outputs the node does not name are still results of the call (the callee returns them all).
         return call.operation
 
@@ -929,10 +932,25 @@ class ModelImporter:
         groups: dict[tuple[str, str, str], list[_Specialization]] = {}
         for spec in self.specializations.values():
             groups.setdefault(spec.group, []).append(spec)
+        taken = {f.name for f in self.functions.values()}
         for (domain, name, overload), specs in groups.items():
-            if len(specs) > 1:
-                for i, spec in enumerate(specs):
-                    spec.func_op.attributes["onnx.overload"] = ir.StringAttr.get(f"{overload}#{i}")
+            if len(specs) <= 1:
+                continue
+            # One function, several specializations: each is exported as its own function, under a
+            # name of its own (`Name__s0`, ...) rather than an IR 10 overload, so that models of any
+            # IR version and consumers keyed on (domain, name) (onnx.reference) can run the export.
+            # The symbol follows the name, so a re-import of the export gives the same module.
+            for i, spec in enumerate(specs):
+                new = f"{name}__s{i}"
+                while new in taken:
+                    new += "_"
+                taken.add(new)
+                self.symbols.discard(spec.func_op.sym_name.value)
+                sym = self._unique_symbol(sanitize_symbol(new, "function"))
+                spec.func_op.attributes["sym_name"] = ir.StringAttr.get(sym)
+                spec.func_op.attributes["onnx.function"] = ir.StringAttr.get(new)
+                for call in spec.calls:
+                    call.attributes["callee"] = ir.FlatSymbolRefAttr.get(sym)
         unused = [f for key, f in self.functions.items() if key not in self.called]
         if unused:
             module.operation.attributes["onnx.unused_functions"] = ir.ArrayAttr.get([ir.StringAttr.get(b64(f.SerializeToString())) for f in unused])

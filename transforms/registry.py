@@ -24,6 +24,8 @@ PASSES: dict[str, str] = {
     "cpu-to-vector": "onnxc.transforms.named_pipelines:CpuToVector",
     "cpu-bufferize": "onnxc.transforms.named_pipelines:CpuBufferize",
     "cpu-to-llvm": "onnxc.transforms.named_pipelines:CpuToLLVM",
+    "inline-functions": "onnxc.transforms.inline_functions:InlineFunctionsPass",
+    "expand-schema-functions": "onnxc.transforms.expand_schema_functions:ExpandSchemaFunctionsPass",
 }
 
 

@@ -1,0 +1,232 @@
+"""The `expand-schema-functions` pass: replace ONNX ops whose schema defines a function body by the
+ops of that body.
+
+Many ONNX operators (Celu, HardSwish, LayerNormalization, Softmax-13, MeanVarianceNormalization,
+Gelu, ...) are defined by the spec as a function of simpler operators; a backend that lowers the
+simple operators then supports these for free. The bodies come from onnx itself: the schema's
+`get_function_with_opset_version` (a fixed body, whose `ref_attr_name` references are bound to the
+node's attributes or the schema's defaults) or `get_context_dependent_function_with_opset_version`
+(a body that onnx builds for the node's attributes and input types). The body is imported with the
+importer's own machinery (types from onnx shape inference where it works, the schema otherwise) in
+front of the op, and its outputs replace the op's results; where a body's output type is less (or
+differently) refined than the op's result type, an `onnx.identity` carries the op's type.
+
+Version safety: a body is written for an opset (its `opset_import`); the expanded ops are written
+back under the model's opset. When some body node would bind to a different schema version under the
+model's opset than under the body's, the op is left alone rather than risking a changed meaning.
+Ops with subgraphs, ops inside functions with their own opsets, and ops whose schemas have no
+body are left alone too. Location of an expanded op: `loc("<op name>/<body node>"("<OpType>"))`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import onnx
+from mlir import ir
+
+from onnxc.dialect.opinfo import OpInfo
+from onnxc.dialect.table import bound_version, op_info
+from onnxc.importers.config import ImportConfig
+from onnxc.importers.errors import ImportError_
+from onnxc.importers.exporter import _ModelExporter, _opset_entries, location_label, type_proto
+from onnxc.importers.onnx_importer import ModelImporter, _opsets, _Scope, _substitute, node_label, node_location
+from onnxc.transforms.pass_base import ModulePass, PassFailure
+
+_ONNX_DIALECTS = ("onnx", "onnx_ml", "onnx_training", "onnx_preview")
+
+
+def _module_opsets(module: ir.Operation) -> dict[str, int]:
+    if "onnx.opset_import" not in module.attributes:
+        return {"": onnx.defs.onnx_opset_version()}
+    return _opsets(_opset_entries(module.attributes["onnx.opset_import"]))
+
+
+def _schema(info: OpInfo, opset: int) -> Any:
+    try:
+        return onnx.defs.get_schema(info.op_type, opset, info.domain)
+    except Exception:
+        return None
+
+
+def function_body(info: OpInfo, opset: int, node: onnx.NodeProto, input_types: list[onnx.TypeProto]) -> onnx.FunctionProto | None:
+    """The schema function body of `node` (an op of `info`) at `opset`, or None if it has none."""
+    schema = _schema(info, opset)
+    if schema is None:
+        return None
+    data = b""
+    try:
+        if schema.has_function:
+            versions = [v for v in schema.function_opset_versions if v <= opset]
+            if versions:
+                data = schema.get_function_with_opset_version(max(versions))
+        elif schema.has_context_dependent_function:
+            versions = [v for v in schema.context_dependent_function_opset_versions if v <= opset]
+            if versions:
+                data = schema.get_context_dependent_function_with_opset_version(
+                    max(versions), node.SerializeToString(), [t.SerializeToString() for t in input_types]
+                )
+    except Exception:  # onnx refuses (e.g. a context-dependent body needing unknown input types)
+        return None
+    if not data:
+        return None
+    fp = onnx.FunctionProto()
+    fp.ParseFromString(data)
+    return fp if len(fp.node) else None
+
+
+def _defaults(info: OpInfo, opset: int) -> dict[str, onnx.AttributeProto]:
+    schema = _schema(info, opset)
+    out: dict[str, onnx.AttributeProto] = {}
+    if schema is None:
+        return out
+    for name, a in schema.attributes.items():
+        d = a.default_value
+        if d is not None and d.type != onnx.AttributeProto.UNDEFINED:
+            bound = onnx.AttributeProto()
+            bound.CopyFrom(d)
+            bound.name = name
+            out[name] = bound
+    return out
+
+
+def _versions_agree(fp: onnx.FunctionProto, model_opsets: dict[str, int]) -> bool:
+    body_opsets = _opsets(fp.opset_import)
+    for n in fp.node:
+        d = "" if n.domain == "ai.onnx" else n.domain
+        if d not in model_opsets or d not in body_opsets:
+            return False
+        if bound_version(n.op_type, d, body_opsets[d]) != bound_version(n.op_type, d, model_opsets[d]):
+            return False
+        for a in n.attribute:
+            if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+                return False  # bodies with subgraphs: not checked node by node, left alone
+    return True
+
+
+class _Expander:
+    def __init__(self, module: ir.Operation, only: tuple[str, ...], config: ImportConfig) -> None:
+        self.module = module
+        self.only = set(only)
+        self.opsets = _module_opsets(module)
+        self.exporter = _ModelExporter(module)
+        model = onnx.ModelProto(ir_version=onnx.IR_VERSION)
+        model.opset_import.extend(_opset_entries(module.attributes["onnx.opset_import"]) if "onnx.opset_import" in module.attributes else [])
+        self.importer = ModelImporter(model, None, config, module.context)
+        self.importer.opsets = dict(self.opsets)
+        self.importer.module = ir.Module.create(ir.Location.unknown())  # never used: bodies of schema functions call no model function
+        self.config = config
+
+    def candidates(self) -> list[ir.Operation]:
+        found: list[ir.Operation] = []
+
+        def visit(op: ir.Operation) -> ir.WalkResult:
+            name = op.name
+            if name == "func.func" and "onnx.opset_import" in op.attributes and "onnx.function" in op.attributes:
+                if _opsets(_opset_entries(op.attributes["onnx.opset_import"])) != self.opsets:
+                    return ir.WalkResult.SKIP  # a function with its own opsets: its ops bind differently
+            if name.split(".")[0] in _ONNX_DIALECTS and name not in ("onnx.none", "onnx.custom") and not op.regions:
+                info = op_info(name)
+                if info is not None and (not self.only or info.op_type in self.only):
+                    found.append(op)
+            return ir.WalkResult.ADVANCE
+
+        self.module.walk(visit, ir.WalkOrder.PRE_ORDER)
+        return found
+
+    def expand(self, op: ir.Operation) -> bool:
+        info = op_info(op.name)
+        assert info is not None
+        opset = self.opsets.get(info.domain)
+        if opset is None:
+            return False
+        operands = list(op.operands)
+        node = onnx.NodeProto(op_type=info.op_type, domain=info.domain)
+        input_types: list[onnx.TypeProto] = []
+        for i, v in enumerate(operands):
+            if isinstance(v.type, ir.NoneType):
+                node.input.append("")
+                input_types.append(onnx.TypeProto())
+            else:
+                node.input.append(f"in{i}")
+                input_types.append(type_proto(v.type))
+        while node.input and node.input[-1] == "":
+            node.input.pop()
+            input_types.pop()
+        node.output.extend(f"out{i}" if not isinstance(r.type, ir.NoneType) else "" for i, r in enumerate(op.results))
+        try:
+            for key, value in op.attributes.items():
+                if "." not in key:
+                    node.attribute.append(self.exporter._attribute(info, key, value, op))
+        except ImportError_:
+            return False
+        fp = function_body(info, opset, node, input_types)
+        if fp is None or not _versions_agree(fp, self.opsets):
+            return False
+        binding = _defaults(info, opset)
+        binding.update({a.name: a for a in node.attribute})
+        present = {fp.input[i] for i, name in enumerate(node.input) if i < len(fp.input) and name}
+        omitted = {n for n in fp.input if n not in present}
+        label, _ = location_label(op.location)
+        graph = onnx.GraphProto(name=f"{info.op_type}_body")
+        for i, name in enumerate(fp.input):
+            if name in present:
+                vi = graph.input.add()
+                vi.name = name
+                vi.type.CopyFrom(input_types[i])
+        # Only the outputs the op uses: context-dependent bodies leave out the ones the node omits.
+        wanted = [i for i, r in enumerate(op.results) if not isinstance(r.type, ir.NoneType) and i < len(fp.output)]
+        graph.output.extend(onnx.ValueInfoProto(name=fp.output[i]) for i in wanted)
+        for n in fp.node:
+            body_node = _substitute(n, binding, omitted)
+            body_node.name = f"{label or info.op_type}/{node_label(n)}"
+            graph.node.append(body_node)
+        typed = self.importer._infer_function(graph, self.opsets)
+        scope = _Scope()
+        for i, name in enumerate(fp.input):
+            if name in present:
+                scope.values[name] = operands[i]
+        with ir.InsertionPoint(op), op.location:
+            try:
+                results = self.importer._import_body(typed, scope, self.opsets)
+            except ImportError_ as exc:
+                raise PassFailure("expand-schema-functions", [(op.location, f"cannot expand {info.op_type}: {exc}")]) from None
+            for i, new in zip(wanted, results):
+                r = op.results[i]
+                if new.type != r.type:
+                    ident = self.importer_identity(new, r.type, label or info.op_type)
+                    new = ident
+                r.replace_all_uses_with(new)
+        op.erase()
+        return True
+
+    def importer_identity(self, value: ir.Value, t: ir.Type, label: str) -> ir.Value:
+        from onnxc.dialect.builder import onnx_op
+
+        return onnx_op("Identity", [value], [t], version=self.opsets.get(""), loc=node_location(f"{label}/type", "Identity")).results[0]
+
+
+def expand_schema_functions(module: ir.Operation, only: tuple[str, ...] = (), config: ImportConfig | None = None) -> int:
+    """Expand every ONNX op with a schema function body (or those whose op types are in `only`);
+    returns how many were expanded."""
+    module = module.operation
+    with module.context:
+        expander = _Expander(module, only, config or ImportConfig(validate=False, warn_custom_ops=False))
+        count = 0
+        for op in expander.candidates():
+            if expander.expand(op):
+                count += 1
+        return count
+
+
+@dataclass(frozen=True)
+class ExpandSchemaFunctionsPass(ModulePass):
+    """Replace ONNX ops whose schemas define function bodies by the body's ops."""
+
+    name = "expand-schema-functions"
+    # Only ops of these ONNX op types (comma-separated); empty: every op with a body.
+    ops: tuple[str, ...] = ()
+
+    def run(self, module: ir.Operation) -> None:
+        expand_schema_functions(module, self.ops)
