@@ -357,3 +357,21 @@ def test_model_saved_by_onnx(ctx, tmp_path: Path) -> None:
         assert same(tz.tensor_to_numpy(init, tmp_path), arrays[init.name])
         attr = tz.tensor_to_attribute(init, tmp_path, resource_threshold=16)
         assert same(numpy_helper.to_array(tz.attribute_to_tensor(attr, init.name)), arrays[init.name])
+
+
+def test_load_model_proto(tmp_path: Path) -> None:
+    from onnxc.importers.external_data import load_model_proto
+
+    good = helper.make_model(helper.make_graph([], "g", [], []))
+    onnx.save(good, tmp_path / "ok.onnx")
+    assert load_model_proto(tmp_path / "ok.onnx").graph.name == "g"
+    (tmp_path / "bad.onnx").write_bytes(b"\x0a\xff\xff\xff\xff\x0fgarbage")
+    with pytest.raises(ImportError_, match="not a valid ONNX protobuf"):
+        load_model_proto(tmp_path / "bad.onnx")
+    with pytest.raises(ImportError_, match="cannot be opened"):
+        load_model_proto(tmp_path / "missing.onnx")
+    huge = tmp_path / "huge.onnx"
+    with open(huge, "wb") as f:  # a sparse file: nothing is written or read
+        f.truncate(2**31)
+    with pytest.raises(ImportError_, match="2 GB"):
+        load_model_proto(huge)
