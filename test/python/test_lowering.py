@@ -493,3 +493,64 @@ def test_precheck_reports_every_unsupported_op() -> None:
     assert "dyn_reshape" in msg and "static length" in msg
     # Nothing was lowered: the module still holds the ONNX ops.
     assert "onnx.relu" in str(mod)
+
+
+# --- index-computing ops, quantization ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("eq,shapes", [("ij,jk->ik", [(2, 3), (3, 4)]), ("bij,bjk->bik", [(2, 2, 3), (2, 3, 4)]), ("ii->i", [(3, 3)]), ("ij->", [(2, 3)]), ("i,i", [(4,), (4,)]), ("...ij,...jk", [(2, 2, 3), (3, 4)]), ("ij", [(2, 3)])], ids=str)
+def test_einsum(eq: str, shapes: list[tuple[int, ...]]) -> None:
+    ins = [(f"x{i}", rnd(*s)) for i, s in enumerate(shapes)]
+    check(_model("Einsum", ins, equation=eq), [v for _, v in ins])
+
+
+def test_trilu_eyelike_onehot_cumsum() -> None:
+    x = rnd(2, 4, 5)
+    check(_model("Trilu", [("x", x)]), [x])
+    check(_model("Trilu", [("x", x)], inits={"k": np.array(-1, np.int64)}, upper=0), [x])
+    check(_model("EyeLike", [("x", rnd(3, 4))], k=1, dtype=TP.INT32, out_types=[I32]), [rnd(3, 4)])
+    idx = np.array([[1, 9], [-1, 0]], np.int64)
+    check(_model("OneHot", [("i", idx)], inits={"d": np.array(4, np.int64), "v": np.array([0.5, 2.0], np.float32)}, axis=1), [idx])
+    for excl in (0, 1):
+        for rev in (0, 1):
+            check(_model("CumSum", [("x", x)], inits={"a": np.array(2, np.int64)}, exclusive=excl, reverse=rev), [x])
+
+
+def test_depth_space_gathernd_reverse_sequence() -> None:
+    x = rnd(1, 8, 2, 3)
+    check(_model("DepthToSpace", [("x", x)], blocksize=2), [x])
+    check(_model("DepthToSpace", [("x", x)], blocksize=2, mode="CRD"), [x])
+    y = rnd(1, 2, 4, 6)
+    check(_model("SpaceToDepth", [("x", y)], blocksize=2), [y])
+    d = rnd(2, 3, 4)
+    i = np.array([[[0, 1]], [[1, -1]]], np.int64)
+    check(_model("GatherND", [("d", d), ("i", i)]), [d, i])
+    j = np.array([[1], [0]], np.int64)
+    check(_model("GatherND", [("d", d), ("j", j)], batch_dims=1), [d, j])
+    s = rnd(4, 3)
+    lens = np.array([4, 1, 2], np.int64)
+    check(_model("ReverseSequence", [("s", s), ("l", lens)], time_axis=0, batch_axis=1), [s, lens])
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max"])
+def test_scatter(reduction: str) -> None:
+    d = rnd(3, 4)
+    i = np.array([[1, 0, -1], [2, 2, 0]], np.int64)
+    u = rnd(2, 3)
+    check(_model("ScatterElements", [("d", d), ("i", i), ("u", u)], axis=1, reduction=reduction), [d, i, u])
+    e = rnd(4, 2, 3)
+    k = np.array([[1], [3], [1]], np.int64)
+    v = rnd(3, 2, 3)
+    check(_model("ScatterND", [("e", e), ("k", k), ("v", v)], reduction=reduction), [e, k, v])
+
+
+def test_quantize_dequantize() -> None:
+    x = rnd(2, 3, 4, lo=-3, hi=3)
+    s, z = np.array(0.02, np.float32), np.array(3, np.uint8)
+    check(_model("QuantizeLinear", [("x", x)], inits={"s": s, "z": z}), [x])
+    sa, za = np.array([0.01, 0.05, 0.1], np.float32), np.array([-2, 0, 5], np.int8)
+    check(_model("QuantizeLinear", [("x", x)], inits={"s": sa, "z": za}, axis=1), [x])
+    q = rnd(2, 3, 4, dtype=np.uint8, lo=0, hi=255)
+    check(_model("DequantizeLinear", [("q", q)], inits={"s": s, "z": z}), [q])
+    qi = rnd(2, 3, 4, dtype=np.int8, lo=-128, hi=127)
+    check(_model("DequantizeLinear", [("q", qi)], inits={"s": sa, "z": za}, axis=1), [qi])

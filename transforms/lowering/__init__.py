@@ -17,6 +17,8 @@ FAMILIES = (
     "pooling",
     "normalization",
     "control_flow",
+    "indexing",
+    "quantization",
 )
 
 

@@ -166,16 +166,11 @@ def tensor_type(shape: Sequence[Dim | None], elem: ir.Type) -> ir.RankedTensorTy
 def _dense_to_numpy(attr: ir.Attribute) -> np.ndarray | None:
     if not isinstance(attr, ir.DenseElementsAttr):
         return None
-    et = elem_of(attr.type)
     shape = static_shape(attr.type)
     try:
-        if attr.is_splat:
-            # np.array of a splat works for ints/floats; build it from the splat value for safety.
-            return np.array(attr)
-        return np.array(attr)
-    except Exception:  # noqa: BLE001 - element types numpy cannot represent (bf16, i1 packing)
-        if str(et) in ("bf16", "f16") or shape is None:
-            return None
+        # np.array of a rank-0 attribute comes back 1-D: give it the attribute's shape.
+        return np.array(attr).reshape(shape)
+    except Exception:  # noqa: BLE001 - element types numpy cannot read (bf16) or odd packing
         return None
 
 
@@ -369,7 +364,7 @@ def const_index(i: int) -> ir.Value:
 
 def const_tensor(array: np.ndarray, elem: ir.Type) -> ir.Value:
     """`arith.constant dense<...>` of a numpy array, with the signless element type `elem`."""
-    array = np.ascontiguousarray(array)
+    array = np.array(array, order="C")  # np.ascontiguousarray would make a 0-d array 1-d
     if is_bool(elem):
         attr = ir.DenseElementsAttr.get(array.astype(np.bool_))
     elif isinstance(elem, ir.IntegerType):

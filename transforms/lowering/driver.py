@@ -153,6 +153,7 @@ class Lowering:
         self.lowered: dict[str, ir.Operation] = {}  # function name -> new func.func
         self._in_progress: set[str] = set()
         self._old: dict[str, ir.Operation] = {}
+        self._created: list[ir.Operation] = []
 
     # value map
     def lookup(self, v: ir.Value) -> ir.Value | None:
@@ -171,9 +172,16 @@ class Lowering:
     def run(self) -> None:
         funcs = _funcs(self.module)
         self._old = {ir.StringAttr(f.attributes["sym_name"]).value: f for f in funcs}
-        for name, f in self._old.items():
-            if len(f.regions[0].blocks):
-                self.lower_func(name)
+        try:
+            for name, f in self._old.items():
+                if len(f.regions[0].blocks):
+                    self.lower_func(name)
+        except Exception:
+            # Leave the module as it was: drop the functions built so far.
+            self.values.clear()
+            for new in self._created:
+                new.erase()
+            raise
         self.values.clear()
         for name, f in self._old.items():
             if name in self.lowered:
@@ -192,6 +200,7 @@ class Lowering:
         attrs["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(arg_types, [convert_type(t) for t in ftype.results]))
         with old.location:
             new = ir.Operation.create("func.func", attributes=attrs, regions=1, ip=ir.InsertionPoint(old))
+        self._created.append(new)
         old_block = old.regions[0].blocks[0]
         block = new.regions[0].blocks.append(*arg_types)
         for a, b in zip(old_block.arguments, block.arguments):

@@ -88,7 +88,9 @@ def lower_constant(node: Node) -> list[ir.Value]:
         a = attrs["value"]
         et = elem_of(a.type)
         if is_unsigned(et):
-            arr = np.array(ir.DenseElementsAttr(a))
+            arr = constant_value(node.op.results[0])
+            if arr is None:
+                raise node.fail("cannot read the constant's elements")
             return [const_tensor(arr.view(arr.dtype.str.replace("u", "i")), convert_element(et))]
         return [arith.constant(a.type, a)]
     arr = constant_value(node.op.results[0])

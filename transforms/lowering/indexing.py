@@ -1,0 +1,447 @@
+"""Index-computing ops: Einsum, Trilu, EyeLike, OneHot, CumSum, DepthToSpace, SpaceToDepth,
+GatherND, ReverseSequence, ScatterElements, ScatterND.
+
+The ones that compute every output element independently are `linalg.generic`s whose body
+uses `linalg.index` and reads sources with `tensor.extract` (Einsum is a plain contraction
+generic, one loop per subscript letter). Scatters update a copy of the data element by element
+in nested `scf.for` loops carrying the tensor (`tensor.insert`), which bufferizes in place;
+duplicate indices then apply in order, as the reference does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mlir import ir
+from mlir.dialects import arith, scf, tensor
+
+from onnxc.transforms.lowering.common import (
+    Dim,
+    Node,
+    affine_map,
+    const_index,
+    const_scalar,
+    convert_element,
+    dim,
+    dim_floordiv,
+    dim_mul,
+    dim_value,
+    elem_of,
+    empty,
+    filled,
+    generic,
+    identity_map,
+    index_of,
+    is_float,
+    is_unsigned,
+    lowers,
+    normalize_axis,
+    rank_of,
+    shape_of,
+    static_shape,
+    to_index,
+)
+
+P = arith.CmpIPredicate
+
+
+def _wrap(i: ir.Value, size: Dim) -> ir.Value:
+    """A possibly negative index made non-negative."""
+    neg = arith.cmpi(P.slt, i, const_index(0))
+    return arith.select(neg, arith.addi(i, dim_value(size)), i)
+
+
+# --- Einsum ---------------------------------------------------------------------------------------
+
+
+def _parse_einsum(eq: str, ranks: list[int]) -> tuple[list[str], str] | str:
+    eq = eq.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ranks):
+        return f"equation has {len(terms)} inputs, the op {len(ranks)}"
+    n_ell = 0
+    for t, r in zip(terms, ranks):
+        if "..." in t:
+            n_ell = max(n_ell, r - (len(t) - 3))
+        elif len(t) != r:
+            return f"term '{t}' does not match rank {r}"
+    ell = [chr(0x3B1 + i) for i in range(n_ell)]  # Greek letters cannot clash with [a-zA-Z]
+    out_terms = []
+    for t, r in zip(terms, ranks):
+        if "..." in t:
+            k = r - (len(t) - 3)
+            t = t.replace("...", "".join(ell[n_ell - k :]))
+        out_terms.append(t)
+    if arrow:
+        out = rhs.replace("...", "".join(ell))
+    else:
+        counts: dict[str, int] = {}
+        for t in out_terms:
+            for ch in t:
+                counts[ch] = counts.get(ch, 0) + 1
+        out = "".join(ell) + "".join(sorted(ch for ch, n in counts.items() if n == 1 and ch not in ell))
+    return out_terms, out
+
+
+def _check_einsum(node: Node) -> str | None:
+    ranks = [len(static_shape(t)) for t in node.onnx_types if t is not None]
+    p = _parse_einsum(str(node.attr("equation")), ranks)
+    return p if isinstance(p, str) else None
+
+
+@lowers("Einsum", check=_check_einsum)
+def lower_einsum(node: Node) -> list[ir.Value]:
+    """Einsum: one generic, a loop per letter, output letters parallel, the rest reduced."""
+    ins = [v for v in node.inputs if v is not None]
+    terms, out = _parse_einsum(str(node.attr("equation")), [rank_of(v) for v in ins])  # type: ignore[misc]
+    letters = list(out) + sorted({ch for t in terms for ch in t} - set(out))
+    loop = {ch: i for i, ch in enumerate(letters)}
+    size: dict[str, Dim] = {}
+    for v, t in zip(ins, terms):
+        for j, ch in enumerate(t):
+            s = static_shape(v.type)[j]
+            if ch not in size or (isinstance(size[ch], int) and size[ch] == 1 and s != 1):
+                size[ch] = s if s is not None else dim(v, j)
+    n = len(letters)
+    maps = []
+    for v, t in zip(ins, terms):
+        st = static_shape(v.type)
+        exprs: list[int | str] = []
+        for j, ch in enumerate(t):
+            broadcast = st[j] == 1 and not (isinstance(size[ch], int) and size[ch] == 1)
+            exprs.append("0" if broadcast else loop[ch])
+        maps.append(affine_map(n, exprs))
+    elem = convert_element(node.in_elem(0))
+    zero = 0.0 if is_float(elem) else 0
+    init = filled([size[ch] for ch in out], elem, zero)
+    maps.append(affine_map(n, [loop[ch] for ch in out]))
+    iters = ["parallel"] * len(out) + ["reduction"] * (n - len(out))
+    mul = arith.mulf if is_float(elem) else arith.muli
+    add = arith.addf if is_float(elem) else arith.addi
+
+    def body(a: list[ir.Value]) -> list[ir.Value]:
+        p = a[0]
+        for x in a[1:-1]:
+            p = mul(p, x)
+        return [add(a[-1], p)]
+
+    return generic(ins, [init], maps, iters, body)
+
+
+# --- triangular, eye, one-hot ---------------------------------------------------------------------
+
+
+def _scalar_k(node: Node, i: int) -> ir.Value:
+    """Optional int64 scalar input `i` as an index (0 when omitted)."""
+    if not node.has(i):
+        return const_index(0)
+    c = node.const_ints(i)
+    if c is not None:
+        return const_index(c[0])
+    v = node.input(i)
+    return to_index(tensor.extract(v, [const_index(0)] * rank_of(v)), node.in_elem(i))
+
+
+@lowers("Trilu")
+def lower_trilu(node: Node) -> list[ir.Value]:
+    """Trilu: keep x[..., i, j] where j - i >= k (upper) or <= k (lower), else 0."""
+    x = node.input(0)
+    r = rank_of(x)
+    k = _scalar_k(node, 1)
+    upper = int(node.attr("upper", 1))
+    elem = elem_of(x.type)
+    zero = const_scalar(0.0 if is_float(elem) else 0, elem)
+
+    def body(a: list[ir.Value]) -> list[ir.Value]:
+        d = arith.subi(index_of(r - 1), index_of(r - 2))
+        keep = arith.cmpi(P.sge if upper else P.sle, d, k)
+        return [arith.select(keep, a[0], zero)]
+
+    return generic([x], [empty(shape_of(x), elem)], [identity_map(r)] * 2, ["parallel"] * r, body)
+
+
+@lowers("EyeLike")
+def lower_eye_like(node: Node) -> list[ir.Value]:
+    """EyeLike: ones on the k-th diagonal of a 2-D tensor shaped like the input."""
+    x = node.input(0)
+    elem = elem_of(node.result_type(0))
+    k = int(node.attr("k", 0))
+    one = const_scalar(1.0 if is_float(elem) else 1, elem)
+    zero = const_scalar(0.0 if is_float(elem) else 0, elem)
+
+    def body(a: list[ir.Value]) -> list[ir.Value]:
+        d = arith.subi(index_of(1), index_of(0))
+        return [arith.select(arith.cmpi(P.eq, d, const_index(k)), one, zero)]
+
+    return generic([], [empty(shape_of(x), elem)], [identity_map(2)], ["parallel"] * 2, body)
+
+
+def _check_onehot(node: Node) -> str | None:
+    if static_shape(node.onnx_types[2]) != [2]:
+        return "values must be a 2-element tensor"
+    return None
+
+
+@lowers("OneHot", check=_check_onehot)
+def lower_one_hot(node: Node) -> list[ir.Value]:
+    """OneHot: out[..., d, ...] = values[1] if indices[...] (wrapped by depth) == d else values[0]."""
+    ind, vals = node.input(0), node.input(2)
+    q = rank_of(ind)
+    axis = normalize_axis(int(node.attr("axis", -1)), q + 1)
+    dc = node.const(1)
+    if dc is not None:
+        depth: Dim = int(float(dc.reshape(-1)[0]))
+    else:
+        dv = tensor.extract(node.input(1), [const_index(0)] * rank_of(node.input(1)))
+        delem = node.in_elem(1)
+        if is_float(delem):
+            dv = arith.fptosi(ir.IntegerType.get_signless(64), dv)
+            delem = ir.IntegerType.get_signless(64)
+        depth = to_index(dv, delem)
+    ishape = shape_of(ind)
+    out_shape = ishape[:axis] + [depth] + ishape[axis:]
+    elem = elem_of(vals.type)
+    off = tensor.extract(vals, [const_index(0)])
+    on = tensor.extract(vals, [const_index(1)])
+    ielem = node.in_elem(0)
+    n = q + 1
+    imap = affine_map(n, [i for i in range(n) if i != axis])
+
+    def body(a: list[ir.Value]) -> list[ir.Value]:
+        v = a[0]
+        if is_float(ielem):
+            v = arith.fptosi(ir.IntegerType.get_signless(64), v)
+            iv = arith.index_cast(ir.IndexType.get(), v)
+        else:
+            iv = to_index(v, ielem)
+        iv = _wrap(iv, depth)
+        return [arith.select(arith.cmpi(P.eq, iv, index_of(axis)), on, off)]
+
+    return generic([ind], [empty(out_shape, elem)], [imap, identity_map(n)], ["parallel"] * n, body)
+
+
+def _check_cumsum(node: Node) -> str | None:
+    if node.const(1) is None:
+        return "axis must be a constant"
+    return None
+
+
+@lowers("CumSum", check=_check_cumsum)
+def lower_cumsum(node: Node) -> list[ir.Value]:
+    """CumSum as a masked reduction: out[i] = sum over j of x[j] where j precedes i (or follows,
+    with reverse; strictly, with exclusive). Quadratic in the axis length, but one generic."""
+    x = node.input(0)
+    r = rank_of(x)
+    axis = normalize_axis(node.const_ints(1)[0], r)  # type: ignore[index]
+    excl = int(node.attr("exclusive", 0))
+    rev = int(node.attr("reverse", 0))
+    elem = elem_of(x.type)
+    fl = is_float(elem)
+    init = filled(shape_of(x), elem, 0.0 if fl else 0)
+    j = r  # the extra reduction loop
+    in_map = affine_map(r + 1, [j if i == axis else i for i in range(r)])
+    out_map = affine_map(r + 1, list(range(r)))
+    pred = {(0, 0): P.ule, (1, 0): P.ult, (0, 1): P.uge, (1, 1): P.ugt}[(excl, rev)]
+    zero = const_scalar(0.0 if fl else 0, elem)
+
+    def body(a: list[ir.Value]) -> list[ir.Value]:
+        take = arith.cmpi(pred, index_of(j), index_of(axis))
+        v = arith.select(take, a[0], zero)
+        return [arith.addf(a[1], v) if fl else arith.addi(a[1], v)]
+
+    return generic([x], [init], [in_map, out_map], ["parallel"] * r + ["reduction"], body)
+
+
+# --- depth/space ----------------------------------------------------------------------------------
+
+
+@lowers("DepthToSpace")
+def lower_depth_to_space(node: Node) -> list[ir.Value]:
+    """DepthToSpace (DCR or CRD): out[n, c, h, w] = x[n, channel(c, h % b, w % b), h / b, w / b]."""
+    x = node.input(0)
+    b = int(node.attr("blocksize"))
+    crd = node.attr("mode", "DCR") == "CRD"
+    n, c, h, w = shape_of(x)
+    oc = dim_floordiv(c, b * b)
+    out = [n, oc, dim_mul(h, b), dim_mul(w, b)]
+
+    def body(a: list[ir.Value]) -> list[ir.Value]:
+        bi, bj = const_index(b), const_index(b * b)
+        oh, ow = index_of(2), index_of(3)
+        hb, wb = arith.remui(oh, bi), arith.remui(ow, bi)
+        blk = arith.addi(arith.muli(hb, bi), wb)
+        if crd:
+            ch = arith.addi(arith.muli(index_of(1), bj), blk)
+        else:
+            ch = arith.addi(arith.muli(blk, dim_value(oc)), index_of(1))
+        return [tensor.extract(x, [index_of(0), ch, arith.divui(oh, bi), arith.divui(ow, bi)])]
+
+    return generic([], [empty(out, elem_of(x.type))], [identity_map(4)], ["parallel"] * 4, body)
+
+
+@lowers("SpaceToDepth")
+def lower_space_to_depth(node: Node) -> list[ir.Value]:
+    """SpaceToDepth: out[n, (bh*b + bw)*C + c, h, w] = x[n, c, h*b + bh, w*b + bw]."""
+    x = node.input(0)
+    b = int(node.attr("blocksize"))
+    n, c, h, w = shape_of(x)
+    out = [n, dim_mul(c, b * b), dim_floordiv(h, b), dim_floordiv(w, b)]
+
+    def body(a: list[ir.Value]) -> list[ir.Value]:
+        bi = const_index(b)
+        oc = index_of(1)
+        cc = arith.remui(oc, dim_value(c))
+        t = arith.divui(oc, dim_value(c))
+        bh, bw = arith.divui(t, bi), arith.remui(t, bi)
+        hh = arith.addi(arith.muli(index_of(2), bi), bh)
+        ww = arith.addi(arith.muli(index_of(3), bi), bw)
+        return [tensor.extract(x, [index_of(0), cc, hh, ww])]
+
+    return generic([], [empty(out, elem_of(x.type))], [identity_map(4)], ["parallel"] * 4, body)
+
+
+# --- GatherND, ReverseSequence ----------------------------------------------------------------------
+
+
+def _check_gather_nd(node: Node) -> str | None:
+    s = static_shape(node.onnx_types[1])
+    if not s or s[-1] is None:
+        return "the last dim of indices must be static"
+    return None
+
+
+@lowers("GatherND", check=_check_gather_nd)
+def lower_gather_nd(node: Node) -> list[ir.Value]:
+    """GatherND (with batch_dims): one generic over the output reading indices and data."""
+    data, ind = node.input(0), node.input(1)
+    b = int(node.attr("batch_dims", 0))
+    q = rank_of(ind)
+    k = static_shape(ind.type)[-1]
+    dshape = shape_of(data)
+    ishape = shape_of(ind)
+    out_shape = ishape[:-1] + dshape[b + k :]
+    n = len(out_shape)
+    ielem = node.in_elem(1)
+
+    def body(a: list[ir.Value]) -> list[ir.Value]:
+        lead = [index_of(i) for i in range(q - 1)]
+        coords = lead[:b]
+        for j in range(k):
+            v = tensor.extract(ind, lead + [const_index(j)])
+            coords.append(_wrap(to_index(v, ielem), dshape[b + j]))
+        coords += [index_of(q - 1 + i) for i in range(len(dshape) - b - k)]
+        return [tensor.extract(data, coords)]
+
+    return generic([], [empty(out_shape, elem_of(data.type))], [identity_map(n)], ["parallel"] * n, body)
+
+
+@lowers("ReverseSequence")
+def lower_reverse_sequence(node: Node) -> list[ir.Value]:
+    """ReverseSequence: within each batch entry, the first seq_len elements along time reversed."""
+    x, lens = node.input(0), node.input(1)
+    r = rank_of(x)
+    t_ax = int(node.attr("time_axis", 0))
+    b_ax = int(node.attr("batch_axis", 1))
+    lelem = node.in_elem(1)
+
+    def body(a: list[ir.Value]) -> list[ir.Value]:
+        t = index_of(t_ax)
+        ln = to_index(tensor.extract(lens, [index_of(b_ax)]), lelem)
+        inside = arith.cmpi(P.slt, t, ln)
+        src_t = arith.select(inside, arith.subi(arith.subi(ln, const_index(1)), t), t)
+        coords = [src_t if i == t_ax else index_of(i) for i in range(r)]
+        return [tensor.extract(x, coords)]
+
+    return generic([], [empty(shape_of(x), elem_of(x.type))], [identity_map(r)], ["parallel"] * r, body)
+
+
+# --- scatters -------------------------------------------------------------------------------------
+
+
+def _loop_nest(shape: list[Dim], init: ir.Value, body: Callable[[list[ir.Value], ir.Value], ir.Value]) -> ir.Value:
+    """Nested `scf.for` over `shape` carrying one tensor; `body(ivs, t) -> new t`."""
+
+    def level(d: int, ivs: list[ir.Value], t: ir.Value) -> ir.Value:
+        if d == len(shape):
+            return body(ivs, t)
+        loop = scf.ForOp(const_index(0), dim_value(shape[d]), const_index(1), [t])
+        with ir.InsertionPoint(loop.body):
+            res = level(d + 1, ivs + [loop.induction_variable], loop.inner_iter_args[0])
+            scf.YieldOp([res])
+        return loop.results[0]
+
+    return level(0, [], init)
+
+
+def _combine(reduction: str, old: ir.Value, new: ir.Value, elem: ir.Type, unsigned: bool) -> ir.Value:
+    fl = is_float(elem)
+    if reduction == "add":
+        return arith.addf(old, new) if fl else arith.addi(old, new)
+    if reduction == "mul":
+        return arith.mulf(old, new) if fl else arith.muli(old, new)
+    if reduction == "max":
+        return arith.maximumf(old, new) if fl else (arith.maxui(old, new) if unsigned else arith.maxsi(old, new))
+    if reduction == "min":
+        return arith.minimumf(old, new) if fl else (arith.minui(old, new) if unsigned else arith.minsi(old, new))
+    return new
+
+
+def _copy(x: ir.Value) -> ir.Value:
+    """A fresh tensor holding x (so the scatter's in-place updates never touch the input)."""
+    r = rank_of(x)
+    return generic([x], [empty(shape_of(x), elem_of(x.type))], [identity_map(r)] * 2, ["parallel"] * r, lambda a: [a[0]])[0]
+
+
+@lowers("ScatterElements", "Scatter")
+def lower_scatter_elements(node: Node) -> list[ir.Value]:
+    """ScatterElements: out = copy of data; out[idx at axis] (op)= updates, in order."""
+    data, ind, upd = node.input(0), node.input(1), node.input(2)
+    r = rank_of(data)
+    axis = normalize_axis(int(node.attr("axis", 0)), r)
+    reduction = str(node.attr("reduction", "none"))
+    ielem = node.in_elem(1)
+    elem = elem_of(data.type)
+    unsigned = is_unsigned(node.in_elem(0))
+    size = dim(data, axis)
+
+    def body(ivs: list[ir.Value], t: ir.Value) -> ir.Value:
+        i = _wrap(to_index(tensor.extract(ind, ivs), ielem), size)
+        u = tensor.extract(upd, ivs)
+        coords = [i if j == axis else ivs[j] for j in range(r)]
+        if reduction != "none":
+            u = _combine(reduction, tensor.extract(t, coords), u, elem, unsigned)
+        return tensor.insert(u, t, coords)
+
+    return [_loop_nest(shape_of(ind), _copy(data), body)]
+
+
+def _check_scatter_nd(node: Node) -> str | None:
+    s = static_shape(node.onnx_types[1])
+    if not s or s[-1] is None:
+        return "the last dim of indices must be static"
+    return None
+
+
+@lowers("ScatterND", check=_check_scatter_nd)
+def lower_scatter_nd(node: Node) -> list[ir.Value]:
+    """ScatterND: out = copy of data; out[indices[i...], rest...] (op)= updates[i..., rest...]."""
+    data, ind, upd = node.input(0), node.input(1), node.input(2)
+    q = rank_of(ind)
+    k = static_shape(ind.type)[-1]
+    reduction = str(node.attr("reduction", "none"))
+    ielem = node.in_elem(1)
+    elem = elem_of(data.type)
+    unsigned = is_unsigned(node.in_elem(0))
+    dshape = shape_of(data)
+
+    def body(ivs: list[ir.Value], t: ir.Value) -> ir.Value:
+        lead = ivs[: q - 1]
+        coords = [_wrap(to_index(tensor.extract(ind, lead + [const_index(j)]), ielem), dshape[j]) for j in range(k)]
+        coords += ivs[q - 1 :]
+        u = tensor.extract(upd, ivs)
+        if reduction != "none":
+            u = _combine(reduction, tensor.extract(t, coords), u, elem, unsigned)
+        return tensor.insert(u, t, coords)
+
+    return [_loop_nest(shape_of(upd), _copy(data), body)]
