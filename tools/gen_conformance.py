@@ -1,0 +1,930 @@
+"""Run the ONNX backend test suite on onnxc and write what passes: the conformance report, the op
+support table and the expected-failure list, from one run so that they always agree.
+
+    python -m onnxc.tools.gen_conformance                # full run on both cores, rewrite everything
+    python -m onnxc.tools.gen_conformance --only 'conv'  # re-run matching cases, keep the rest
+    python -m onnxc.tools.gen_conformance --docs-only    # rewrite the docs from the existing list
+    python -m onnxc.tools.gen_conformance --check        # cheap: are the three files up to date?
+
+What it writes (all with a DO-NOT-EDIT header):
+
+- `test/python/backend_xfails.py`: `XFAILS` (test name pattern -> reason, applied as strict
+  expected failures by `test/python/test_backend.py`), `EXCLUDES` (cases that crash the process or
+  run past the time limit; not run at all, each with its reason) and `RUN_INFO` (when, how long).
+- `docs/conformance.md`: passes per group and per op, the overall count and percentage, and every
+  failing case with the first line of its reason.
+- `docs/ops.md`: per op and version of the dialect's op table: imported (the dialect has the op),
+  verified (node tests of that version get through import and verification), lowered (the
+  lowering registry `onnxc.transforms.lowering.common.PATTERNS` has a pattern for it), tested
+  (node tests of that version passing).
+
+How the run works: the parent builds the suite once with `onnx.backend.test.BackendTest` (no
+expected failures applied) and forks one worker per job; workers run the cases the parent hands
+them one at a time and report status, failure stage and reason as JSON lines. The parent forks a
+new worker when one dies (an MLIR assertion aborts the process) or runs past `--timeout`, and
+records that case as a crash or timeout with the native error line from the worker's stderr; those
+become `EXCLUDES`, because under pytest they would take the whole process down.
+
+`--check` never runs the suite: it rebuilds both documents from `backend_xfails.py`, the op table
+and the lowering registry and compares them with the files; it also checks that every XFAILS and
+EXCLUDES entry names a case of the suite. The expensive truth check is the test suite itself:
+expected failures are strict there (an unexpected pass fails), so the list cannot rot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import importlib.util
+import json
+import os
+import re
+import select
+import sys
+import tempfile
+import time
+import traceback
+import unittest
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+# --------------------------------------------------------------------------------------- layout
+
+REPO = Path(__file__).resolve().parents[1]
+XFAILS_PATH = REPO / "test" / "python" / "backend_xfails.py"
+CONFORMANCE_PATH = REPO / "docs" / "conformance.md"
+OPS_PATH = REPO / "docs" / "ops.md"
+COMMAND = "python -m onnxc.tools.gen_conformance"
+
+#: Report groups, in report order: what a case is, from the onnx loader's kind and its name.
+GROUPS: tuple[str, ...] = ("node", "node-expanded", "simple", "pytorch-converted", "pytorch-operator", "light")
+_KIND_GROUP = {"simple": "simple", "pytorch-converted": "pytorch-converted", "pytorch-operator": "pytorch-operator", "real": "light"}
+
+#: Failure stages, in pipeline order. A case's stage is where it stopped.
+STAGES: tuple[str, ...] = ("import", "onnx-passes", "lower", "codegen", "run", "result", "error", "crash", "timeout", "skip")
+
+DEFAULT_TIMEOUT_S = 300.0
+
+
+def _check_checkout() -> None:
+    if not (REPO / "test" / "python").is_dir():
+        raise SystemExit(f"gen_conformance works in an onnxc checkout; {REPO} has no test/python")
+
+
+# ------------------------------------------------------------------------------------- the suite
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One case of the suite on the CPU: its unittest name, class, group and the ops it tests."""
+
+    name: str  # test_abs_cpu
+    test_class: str  # OnnxBackendNodeModelTest
+    group: str
+    ops: tuple[tuple[str, str, int], ...] = ()  # (domain, op_type, opset) of the op(s) under test
+
+
+def _load_expectations(path: Path = XFAILS_PATH) -> tuple[dict[str, str], dict[str, str], dict[str, Any]]:
+    """XFAILS, EXCLUDES and RUN_INFO of a backend_xfails.py (empty when the file does not exist)."""
+    if not path.exists():
+        return {}, {}, {}
+    spec = importlib.util.spec_from_file_location("_onnxc_backend_xfails", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return dict(getattr(mod, "XFAILS", {})), dict(getattr(mod, "EXCLUDES", {})), dict(getattr(mod, "RUN_INFO", {}))
+
+
+def _with_time_limit(fn: Any, seconds: float) -> Any:
+    """Wrap a test method so that a case running past `seconds` ends the process (faulthandler
+    prints where it hung): a hung native call cannot be interrupted any other way, and under
+    pytest-xdist the dead worker is reported as a failure of that case and replaced."""
+    import faulthandler
+    import functools
+
+    @functools.wraps(fn)  # keeps unittest's skip / expected-failure markers
+    def limited(*args: Any, **kwargs: Any) -> Any:
+        faulthandler.dump_traceback_later(seconds, exit=True)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+
+    return limited
+
+
+def build_backend_test(
+    parent_module: str,
+    xfails: Mapping[str, str] | None = None,
+    excludes: Mapping[str, str] | None = None,
+    time_limit_s: float | None = None,
+) -> Any:
+    """`onnx.backend.test.BackendTest(onnxc.backend, parent_module)` restricted to the CPU.
+
+    `xfails`/`excludes` map test name patterns (regular expressions, `re.search`) to reasons and
+    are applied with `BackendTest.xfail` / `.exclude`. The CUDA copies of every case are dropped
+    rather than skipped (onnxc's backend supports only the CPU), so counts are of real cases.
+    Light models write their generated test data under ONNX_HOME, which defaults to a folder in
+    the temporary directory here so that runs never touch ~/.onnx.
+    """
+    import onnx.backend.test
+
+    import onnxc.backend
+
+    os.environ.setdefault("ONNX_HOME", os.path.join(tempfile.gettempdir(), "onnxc-onnx-home"))
+    import warnings
+
+    with warnings.catch_warnings():
+        # The node-test generators compute their expected outputs with numpy and warn about
+        # overflowing casts and log(0): noise, not about onnxc.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        bt = onnx.backend.test.BackendTest(onnxc.backend, parent_module)
+    items = getattr(bt, "_test_items", None)  # private; if it changes, CUDA cases stay as skips
+    if isinstance(items, dict):
+        for category in items.values():
+            for name in [n for n in category if not n.endswith("_cpu")]:
+                del category[name]
+    for pattern in (excludes or {}):
+        bt.exclude(pattern)
+    for pattern in (xfails or {}):
+        bt.xfail(pattern)
+    if time_limit_s:
+        cases = bt.test_cases
+        for cls in cases.values():
+            for attr in [a for a in vars(cls) if a.startswith("test_")]:
+                setattr(cls, attr, _with_time_limit(getattr(cls, attr), time_limit_s))
+        bt._onnxc_cases = cases  # noqa: SLF001 - test_cases builds new classes on every access
+    return bt
+
+
+def test_cases_of(bt: Any) -> dict[str, type[unittest.TestCase]]:
+    """The TestCase classes of a suite from `build_backend_test` (the wrapped ones if wrapped)."""
+    return getattr(bt, "_onnxc_cases", None) or bt.test_cases
+
+
+def _node_ops(model: Any) -> tuple[tuple[str, str, int], ...]:
+    opsets = {(o.domain if o.domain != "ai.onnx" else ""): o.version for o in model.opset_import}
+    seen: list[tuple[str, str, int]] = []
+    for node in model.graph.node:
+        dom = node.domain if node.domain != "ai.onnx" else ""
+        key = (dom, node.op_type, opsets.get(dom, 0))
+        if key not in seen:
+            seen.append(key)
+    return tuple(seen)
+
+
+_EXPANDED = re.compile(r"_expanded(_ver\d+)?$")
+
+
+def catalog() -> list[Case]:
+    """Every CPU case of the suite with its group and, for node tests, the op(s) it tests.
+
+    A node test's ops are the top-level nodes of its model; an `_expanded` test (the op's function
+    body) is counted for the op of the test it expands.
+    """
+    import onnx
+    from onnx.backend.test.loader import load_model_tests
+
+    cases: list[Case] = []
+    node_ops: dict[str, tuple[tuple[str, str, int], ...]] = {}
+    nodes = load_model_tests(kind="node")
+    for t in nodes:
+        if not _EXPANDED.search(t.name) and t.model is not None:
+            node_ops[t.name] = _node_ops(t.model)
+    for t in nodes:
+        expanded = bool(_EXPANDED.search(t.name))
+        base = _EXPANDED.sub("", t.name)
+        ops = node_ops.get(base, ()) if expanded else node_ops.get(t.name, ())
+        cases.append(Case(t.name + "_cpu", "OnnxBackendNodeModelTest", "node-expanded" if expanded else "node", ops))
+    onnx_root = Path(onnx.__file__).resolve().parent.parent
+    for kind, cls in (("simple", "Simple"), ("pytorch-converted", "PyTorchConverted"), ("pytorch-operator", "PyTorchOperator"), ("real", "Real")):
+        for t in load_model_tests(kind=kind):
+            cases.append(Case(t.name + "_cpu", f"OnnxBackend{cls}ModelTest", _KIND_GROUP[kind]))
+    return cases
+
+
+# ------------------------------------------------------------------------------------ classifying
+
+
+def _strip_location(line: str) -> str:
+    """Drop a leading `loc(...)` (with nested parentheses) and the `: ` after it."""
+    line = line.strip()
+    if not line.startswith("loc("):
+        return line
+    depth = 0
+    for i, ch in enumerate(line):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return line[i + 1 :].lstrip(": ").strip()
+    return line
+
+
+def _one_line(text: str, limit: int = 240) -> str:
+    text = re.sub(r"\s+", " ", text).strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _assertion_reason(msg: str) -> str:
+    """The useful lines of a numpy assertion: what differs and by how much, not the arrays."""
+    keep: list[str] = []
+    for line in msg.splitlines():
+        s = line.strip()
+        if not s:
+            continue
+        if re.match(r"^(x|y|ACTUAL|DESIRED):", s) or s.startswith("Max relative"):
+            if s.startswith(("ACTUAL: dtype", "DESIRED: dtype")):
+                keep.append(s)
+                continue
+            break
+        keep.append(s)
+    return "; ".join(keep) or "assertion failed"
+
+
+def classify(exc: BaseException) -> tuple[str, str]:
+    """(stage, reason) of a case that raised `exc`."""
+    name = type(exc).__name__
+    module = type(exc).__module__ or ""
+    msg = str(exc)
+    lines = [ln for ln in msg.splitlines() if ln.strip()]
+    if isinstance(exc, AssertionError):
+        return "result", "wrong result: " + _assertion_reason(msg)
+    problems = getattr(exc, "problems", None)
+    headline = getattr(exc, "headline", lines[0] if lines else "")
+    detail = ""
+    if problems:
+        detail = _strip_location(problems[0]) + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else "")
+    elif len(lines) > 1:
+        detail = _strip_location(lines[1])
+    # "convert-onnx-to-linalg: 3 problem(s), nothing lowered:" -> "convert-onnx-to-linalg"; the
+    # count is in the "(+N more)" suffix already.
+    tool, sep, rest = headline.partition(": ")
+    if sep and re.match(r"^\d+ [\w ]+\(s\)", rest):
+        headline = tool
+    text = f"{headline.rstrip(':')}: {detail}" if detail else headline
+    if name == "ImportError_":
+        stage = "import"
+    elif "convert-onnx-to-linalg" in msg or name == "LoweringError":
+        stage = "lower"
+    elif name in ("PassFailure", "PipelineError", "PipelineFailure"):
+        stage = "onnx-passes" if any(p in msg for p in ("onnx-upgrade", "onnx-shape", "onnx-constant", "onnx-canonical")) else "codegen"
+    elif name in ("CpuTargetError", "CpuPipelineError") or module.startswith("mlir"):
+        stage = "codegen"
+    elif name in ("InputError", "ArgumentError"):
+        stage = "run"
+    elif module.startswith("onnxc") or name == "OnnxcError":
+        stage = "lower" if "lower" in msg else "error"
+    else:
+        # Anything that is not an onnxc error escaping is a bug in onnxc (or the backend).
+        return "error", _one_line(f"{name}: {lines[0] if lines else ''}")
+    return stage, _one_line(text)
+
+
+_NATIVE_ERROR = re.compile(r"(Assertion .* failed|LLVM ERROR:.*|terminate called.*|what\(\): .*|Fatal Python error: \w+.*|error: .*)")
+
+
+def _native_reason(stderr_tail: str) -> str:
+    """The native error line of a dead worker's stderr, with the innermost Python frame when
+    faulthandler printed one (it names the onnxc function that was running)."""
+    lines = stderr_tail.splitlines()
+    for i, line in enumerate(lines):
+        m = _NATIVE_ERROR.search(line)
+        if m:
+            text = m.group(1)
+            for later in lines[i + 1 :]:
+                f = re.search(r'File "([^"]+)", line (\d+) in (\S+)', later)
+                if f:
+                    text += f" in {f.group(3)} ({Path(f.group(1)).name}:{f.group(2)})"
+                    break
+            return _one_line(text, 200)
+    return "no message on stderr"
+
+
+# -------------------------------------------------------------------------------------- the worker
+
+
+class _Recorder(unittest.TestResult):
+    """Keeps the exception itself (the text form loses the type and the DiagnosticsError lines)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.exc: BaseException | None = None
+        self.skip_reason: str | None = None
+
+    def addError(self, test: Any, err: Any) -> None:  # noqa: N802 - unittest API
+        super().addError(test, err)
+        self.exc = err[1]
+
+    def addFailure(self, test: Any, err: Any) -> None:  # noqa: N802 - unittest API
+        super().addFailure(test, err)
+        self.exc = err[1]
+
+    def addSkip(self, test: Any, reason: str) -> None:  # noqa: N802 - unittest API
+        super().addSkip(test, reason)
+        self.skip_reason = reason
+
+
+def run_case(cls: type[unittest.TestCase], name: str) -> dict[str, Any]:
+    """Run one case; return {status: pass|fail|skip, stage, reason, seconds}."""
+    rec = _Recorder()
+    t0 = time.perf_counter()
+    cls(name).run(rec)
+    out: dict[str, Any] = {"seconds": round(time.perf_counter() - t0, 3)}
+    if rec.exc is not None:
+        try:
+            stage, reason = classify(rec.exc)
+        except Exception:  # noqa: BLE001 - a classifier bug must not lose the case
+            stage, reason = "error", _one_line(traceback.format_exception_only(type(rec.exc), rec.exc)[-1])
+        out.update(status="fail", stage=stage, reason=reason)
+    elif rec.skip_reason is not None:
+        out.update(status="skip", reason=rec.skip_reason)
+    else:
+        out.update(status="pass")
+    return out
+
+
+def _suite_classes() -> dict[str, type[unittest.TestCase]]:
+    """case name -> its TestCase class, for the suite with no expectations applied."""
+    classes: dict[str, type[unittest.TestCase]] = {}
+    for cls in test_cases_of(build_backend_test("onnxc_conformance")).values():
+        for attr in vars(cls):
+            if attr.startswith("test_"):
+                classes[attr] = cls
+    return classes
+
+
+def _worker_loop(classes: Mapping[str, type[unittest.TestCase]], cmd_fd: int, res_fd: int, err_path: str) -> None:
+    """A forked worker: run the case names read from `cmd_fd`, write one JSON line each to `res_fd`.
+    What the cases print goes to `err_path` (with markers, so a crash can be attributed)."""
+    err = os.open(err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(err, 1)
+    os.dup2(err, 2)
+    sys.stdout = sys.stderr = open(err, "w", buffering=1, closefd=False)  # noqa: SIM115
+    import faulthandler
+
+    faulthandler.enable(file=sys.stderr)  # a segfault then says where it happened
+    cmds = os.fdopen(cmd_fd, "r", buffering=1)
+    res = os.fdopen(res_fd, "w", buffering=1)
+    for line in cmds:
+        name = line.strip()
+        if not name:
+            continue
+        print(f"=== START {name}", flush=True)
+        if name not in classes:
+            out: dict[str, Any] = {"status": "fail", "stage": "error", "reason": "no such case in the suite", "seconds": 0.0}
+        else:
+            out = run_case(classes[name], name)
+        out["name"] = name
+        res.write(json.dumps(out) + "\n")
+
+
+# -------------------------------------------------------------------------------------- the parent
+
+
+@dataclasses.dataclass
+class _Worker:
+    pid: int
+    cmd: Any  # text file writing case names
+    res_fd: int
+    err_path: str
+    buf: str = ""
+    case: str | None = None
+    started: float = 0.0
+    err_offset: int = 0
+
+
+def _spawn(classes: Mapping[str, type[unittest.TestCase]], err_dir: str, n: int) -> _Worker:
+    """Fork a worker. The suite is built once in the parent (4-5 s of node-test generation), so a
+    worker replacing a crashed one starts at once; the parent itself never compiles anything, so
+    no MLIR context or thread exists at fork time."""
+    err_path = os.path.join(err_dir, f"worker{n}.err")
+    cmd_r, cmd_w = os.pipe()
+    res_r, res_w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the worker
+        code = 0
+        try:
+            os.close(cmd_w)
+            os.close(res_r)
+            _worker_loop(classes, cmd_r, res_w, err_path)
+        except BaseException:  # noqa: BLE001 - report, then leave without running the parent's code
+            traceback.print_exc()
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(cmd_r)
+    os.close(res_w)
+    return _Worker(pid, os.fdopen(cmd_w, "w", buffering=1), res_r, err_path)
+
+
+def _stderr_since(w: _Worker) -> str:
+    try:
+        with open(w.err_path, errors="replace") as f:
+            f.seek(w.err_offset)
+            return f.read()[-20000:]
+    except OSError:
+        return ""
+
+
+def _exit_text(pid: int) -> str:
+    """How a dead worker ended (` by SIGSEGV`, ` with status 1`), reaping it."""
+    import signal
+
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return ""
+    if os.WIFSIGNALED(status):
+        try:
+            return f" by {signal.Signals(os.WTERMSIG(status)).name}"
+        except ValueError:
+            return f" by signal {os.WTERMSIG(status)}"
+    return f" with status {os.WEXITSTATUS(status)}" if os.WIFEXITED(status) else ""
+
+
+def _reap(w: _Worker) -> None:
+    import signal
+
+    try:
+        os.kill(w.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        os.waitpid(w.pid, 0)
+    except ChildProcessError:
+        pass
+    for f in (w.cmd,):
+        try:
+            f.close()
+        except OSError:
+            pass
+    try:
+        os.close(w.res_fd)
+    except OSError:
+        pass
+
+
+def run_suite(names: Sequence[str], jobs: int = 2, timeout_s: float = DEFAULT_TIMEOUT_S, progress: TextIO | None = sys.stderr) -> dict[str, dict[str, Any]]:
+    """Run `names` on `jobs` forked workers; return name -> result (see `run_case`), with crashes
+    and timeouts recorded as failures of stage `crash` / `timeout`."""
+    classes = _suite_classes()
+    pending = list(names)
+    results: dict[str, dict[str, Any]] = {}
+    err_dir = tempfile.mkdtemp(prefix="onnxc-conformance-")
+    spawned = 0
+
+    def new_worker() -> _Worker:
+        nonlocal spawned
+        w = _spawn(classes, err_dir, spawned)
+        spawned += 1
+        assign(w)
+        return w
+
+    def assign(w: _Worker) -> None:
+        if pending:
+            w.case = pending.pop(0)
+            w.started = time.monotonic()
+            w.err_offset = os.path.getsize(w.err_path) if os.path.exists(w.err_path) else 0
+            try:
+                w.cmd.write(w.case + "\n")
+                w.cmd.flush()
+            except BrokenPipeError:
+                pass  # it died; the EOF on its result pipe records the crash
+        else:
+            w.case = None
+
+    def retire(w: _Worker, status: str) -> None:
+        if w.case is not None:
+            if status == "timeout":
+                reason = f"ran past the {timeout_s:.0f} s limit"
+            else:
+                reason = f"the process died{_exit_text(w.pid)} ({_native_reason(_stderr_since(w))})"
+            results[w.case] = {"name": w.case, "status": "fail", "stage": status, "reason": reason, "seconds": round(time.monotonic() - w.started, 3)}
+            w.case = None
+        _reap(w)
+
+    workers = [new_worker() for _ in range(max(1, min(jobs, len(pending))))]
+    t_start = last_report = time.monotonic()
+    while len(results) < len(names):
+        by_fd = {w.res_fd: w for w in workers}
+        readable, _, _ = select.select(list(by_fd), [], [], 1.0)
+        for fd in readable:
+            w = by_fd[fd]
+            chunk = os.read(fd, 65536).decode(errors="replace")
+            if not chunk:  # EOF: the worker died
+                retire(w, "crash")
+                workers[workers.index(w)] = new_worker()
+                continue
+            w.buf += chunk
+            while "\n" in w.buf:
+                line, w.buf = w.buf.split("\n", 1)
+                try:
+                    res = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                results[res["name"]] = res
+                assign(w)
+        now = time.monotonic()
+        for i, w in enumerate(workers):
+            if w.case is not None and now - w.started > timeout_s:
+                retire(w, "timeout")
+                workers[i] = new_worker()
+        if progress is not None and now - last_report > 30:
+            last_report = now
+            fails = sum(1 for r in results.values() if r["status"] != "pass")
+            print(f"  {len(results)}/{len(names)} cases, {fails} failing, {now - t_start:.0f} s", file=progress, flush=True)
+    for w in workers:
+        _reap(w)  # idle; a sibling may hold a copy of its command pipe, so EOF would not reach it
+    return results
+
+
+# ------------------------------------------------------------------------------------ the outputs
+
+
+def _pattern(name: str) -> str:
+    return "^" + re.escape(name) + "$"
+
+
+def _name_of(pattern: str) -> str:
+    """The case name of a generated `^name$` pattern (hand-written patterns are returned as is)."""
+    if pattern.startswith("^") and pattern.endswith("$"):
+        return re.sub(r"\\(.)", r"\1", pattern[1:-1])
+    return pattern
+
+
+def failing_cases(cases: Sequence[Case], xfails: Mapping[str, str], excludes: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """name -> (kind: xfail|exclude, reason) for every case an entry matches."""
+    out: dict[str, tuple[str, str]] = {}
+    entries = [(p, "exclude", r) for p, r in excludes.items()] + [(p, "xfail", r) for p, r in xfails.items()]
+    # Generated entries are exact names (`^name$`): look those up, search only the others.
+    exact: dict[str, tuple[str, str]] = {}
+    searched: list[tuple[re.Pattern[str], str, str]] = []
+    for p, kind, reason in entries:
+        if p.startswith("^") and p.endswith("$") and re.escape(_name_of(p)) == p[1:-1]:
+            exact.setdefault(_name_of(p), (kind, reason))
+        else:
+            searched.append((re.compile(p), kind, reason))
+    for case in cases:
+        if case.name in exact:
+            out[case.name] = exact[case.name]
+            continue
+        for rx, kind, reason in searched:
+            if rx.search(case.name):
+                out[case.name] = (kind, reason)
+                break
+    return out
+
+
+def _stage_of(reason: str) -> str:
+    head = reason.split(":", 1)[0]
+    return head if head in STAGES else "error"
+
+
+def _pct(n: int, d: int) -> str:
+    return f"{100.0 * n / d:.1f}%" if d else "-"
+
+
+def render_xfails(cases: Sequence[Case], results: Mapping[str, Mapping[str, Any]], run_info: Mapping[str, Any]) -> str:
+    """The text of backend_xfails.py for these results."""
+    xf: list[tuple[str, str]] = []
+    ex: list[tuple[str, str]] = []
+    for case in cases:
+        r = results.get(case.name)
+        if r is None or r["status"] == "pass":
+            continue
+        if r["status"] == "skip":  # skipped by the runner itself: not a pass, so not run here either
+            ex.append((case.name, f"skip: {r.get('reason', '')}"))
+            continue
+        reason = f"{r.get('stage', 'error')}: {r.get('reason', '')}"
+        (ex if r.get("stage") in ("crash", "timeout") else xf).append((case.name, reason))
+    lines = [
+        '"""Expected failures of the ONNX backend test suite on onnxc\'s CPU target.',
+        "",
+        f"DO NOT EDIT: generated by `{COMMAND}` from a run of the whole suite, together with",
+        "docs/conformance.md and docs/ops.md. `test_backend.py` applies XFAILS as strict expected",
+        "failures (a case that starts passing fails the suite: regenerate) and skips EXCLUDES, the",
+        "cases that kill the process or run past the time limit. Each reason is `stage: first line`,",
+        "stage being where the case stopped (import, onnx-passes, lower, codegen, run, result, error,",
+        "crash, timeout).",
+        '"""',
+        "",
+        "# fmt: off",
+        f"RUN_INFO: dict[str, object] = {json.dumps(dict(run_info), indent=4, sort_keys=True)}",
+        "",
+        "#: Test name pattern (re.search) -> why it fails.",
+        "XFAILS: dict[str, str] = {",
+    ]
+    lines += [f"    {json.dumps(_pattern(n))}: {json.dumps(r)}," for n, r in xf]
+    lines += ["}", "", "#: Test name pattern -> why it is not run at all.", "EXCLUDES: dict[str, str] = {"]
+    lines += [f"    {json.dumps(_pattern(n))}: {json.dumps(r)}," for n, r in ex]
+    lines += ["}", ""]
+    return "\n".join(lines)
+
+
+def _group_table(cases: Sequence[Case], failing: Mapping[str, tuple[str, str]]) -> list[str]:
+    rows = ["| group | cases | pass | fail | not run | pass % |", "|---|---:|---:|---:|---:|---:|"]
+    tot = [0, 0, 0, 0]
+    for g in GROUPS:
+        gc = [c for c in cases if c.group == g]
+        n = len(gc)
+        fx = sum(1 for c in gc if failing.get(c.name, ("",))[0] == "xfail")
+        ex = sum(1 for c in gc if failing.get(c.name, ("",))[0] == "exclude")
+        p = n - fx - ex
+        for i, v in enumerate((n, p, fx, ex)):
+            tot[i] += v
+        rows.append(f"| {g} | {n} | {p} | {fx} | {ex} | {_pct(p, n)} |")
+    rows.append(f"| **all** | **{tot[0]}** | **{tot[1]}** | **{tot[2]}** | **{tot[3]}** | **{_pct(tot[1], tot[0])}** |")
+    return rows
+
+
+def _op_key(domain: str, op_type: str) -> str:
+    return f"{domain}::{op_type}" if domain else op_type
+
+
+def render_conformance(cases: Sequence[Case], failing: Mapping[str, tuple[str, str]], run_info: Mapping[str, Any]) -> str:
+    """The text of docs/conformance.md."""
+    total = len(cases)
+    passed = total - len(failing)
+    out = [
+        "<!-- DO NOT EDIT: generated by `python -m onnxc.tools.gen_conformance` (see tools/gen_conformance.py). -->",
+        "",
+        "# ONNX backend test suite: onnxc on the CPU",
+        "",
+        f"**{passed} of {total} cases pass ({_pct(passed, total)}).** The suite is onnx's own "
+        "(`onnx.backend.test.BackendTest`) over `onnxc.backend`: node tests built in memory (with their "
+        "`_expanded` function-body variants), and the `simple`, `pytorch-converted`, `pytorch-operator` and "
+        "`light` model groups shipped in the onnx wheel. Each case compiles the model with `onnxc.compile` "
+        "(import, ONNX-level passes, convert-onnx-to-linalg, vectorize, LLVM JIT) and compares with the "
+        "suite's reference outputs.",
+        "",
+    ]
+    info = dict(run_info)
+    if info:
+        bits = []
+        if "date" in info:
+            bits.append(f"run on {info['date']}")
+        if "onnx" in info:
+            bits.append(f"onnx {info['onnx']}")
+        if "wall_s" in info:
+            bits.append(f"{info['wall_s']} s wall time on {info.get('jobs', '?')} worker(s)")
+        if "only" in info:
+            bits.append(f"last partial re-run: `--only {info['only']}`")
+        out += ["Last run: " + ", ".join(bits) + ".", ""]
+    out += ["## Per group", ""] + _group_table(cases, failing) + [""]
+    stages: dict[str, int] = defaultdict(int)
+    for kind, reason in failing.values():
+        stages[_stage_of(reason)] += 1
+    if failing:
+        out += ["Failures by the stage they stop at:", "", "| stage | cases |", "|---|---:|"]
+        out += [f"| {s} | {stages[s]} |" for s in STAGES if stages.get(s)]
+        out += [""]
+    # per op, node tests only (model tests exercise many ops at once)
+    per_op: dict[str, list[int]] = {}
+    for c in cases:
+        if c.group not in ("node", "node-expanded"):
+            continue
+        for dom, op_type, _ in c.ops:
+            row = per_op.setdefault(_op_key(dom, op_type), [0, 0, 0, 0])
+            i = 0 if c.group == "node" else 2
+            row[i] += 1
+            if c.name not in failing:
+                row[i + 1] += 1
+    out += [
+        "## Per op (node tests)",
+        "",
+        "Node tests counted for the op at the top of their model; `_expanded` tests (the op's function body, run "
+        "through the ops it is made of) for the op they expand.",
+        "",
+        "| op | node pass / cases | expanded pass / cases |",
+        "|---|---:|---:|",
+    ]
+    for op in sorted(per_op, key=str.lower):
+        n, p, en, ep = per_op[op]
+        exp = f"{ep} / {en}" if en else "-"
+        mark = "" if p == n and ep == en else " ✗"
+        out.append(f"| {op}{mark} | {p} / {n} | {exp} |")
+    out += ["", "## Failing cases", "", f"{len(failing)} cases, with the stage they stop at and the first line of the reason "
+            "(the same list is `test/python/backend_xfails.py`).", ""]
+    for g in GROUPS:
+        gf = [c for c in cases if c.group == g and c.name in failing]
+        if not gf:
+            continue
+        out += [f"### {g} ({len(gf)})", "", "| case | reason |", "|---|---|"]
+        for c in gf:
+            kind, reason = failing[c.name]
+            r = reason.replace("|", "\\|")
+            out.append(f"| `{c.name}` | {'(not run) ' if kind == 'exclude' else ''}{r} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def _lowering_registry() -> tuple[dict[tuple[str, str], int], bool]:
+    """(domain, op_type) -> oldest since_version lowered, and whether onnx-upgrade-ops exists."""
+    try:
+        from onnxc.transforms.lowering import load_patterns
+        from onnxc.transforms.lowering.common import PATTERNS
+    except ImportError:
+        return {}, False
+    load_patterns()
+    from onnxc.transforms.registry import get_pass_class
+
+    try:
+        upgrade = get_pass_class("onnx-upgrade-ops") is not None
+    except Exception:  # noqa: BLE001 - a broken pass module must not break the report
+        upgrade = False
+    return {k: p.min_version for k, p in PATTERNS.items()}, upgrade
+
+
+def render_ops(cases: Sequence[Case], failing: Mapping[str, tuple[str, str]]) -> str:
+    """The text of docs/ops.md: per op version of the table, imported/verified/lowered/tested."""
+    from onnxc.dialect import all_ops
+    from onnxc.dialect.table import lookup
+
+    lowered, upgrade = _lowering_registry()
+    # node tests per dialect op (by the version each test's opset binds to)
+    tests: dict[str, list[tuple[Case, bool]]] = defaultdict(list)
+    for c in cases:
+        if c.group != "node":
+            continue
+        for dom, op_type, opset in c.ops:
+            info = lookup(op_type, dom, opset)
+            if info is not None:
+                tests[info.full_name].append((c, c.name not in failing))
+    by_type: dict[tuple[str, str], list[Any]] = defaultdict(list)
+    for info in all_ops():
+        by_type[(info.domain, info.op_type)].append(info)
+    n_rows = n_low = n_tested = n_pass_ops = 0
+    body: list[str] = []
+    domains = sorted({d for d, _ in by_type}, key=lambda d: (d != "", d))
+    for domain in domains:
+        body += ["", f"## {domain or 'ai.onnx'}", "", "| op | versions | dialect op | imported | verified | lowered | tested |", "|---|---|---|---|---|---|---|"]
+        for (dom, op_type), infos in sorted(((k, v) for k, v in by_type.items() if k[0] == domain), key=lambda kv: kv[0][1].lower()):
+            for info in sorted(infos, key=lambda i: -i.since_version):
+                n_rows += 1
+                vers = ", ".join(str(v) for v in info.since_versions)
+                imported = "✓" + (" (deprecated)" if info.deprecated else "")
+                ts = tests.get(info.full_name, [])
+                if ts:
+                    past_import = [t for t, ok in ts if ok or _stage_of(failing[t.name][1]) not in ("import",)]
+                    verified = "✓" if past_import else "✗ " + _one_line(failing[ts[0][0].name][1], 80).replace("|", "\\|")
+                else:
+                    verified = "·"
+                lo = lowered.get((dom, op_type))
+                if lo is None:
+                    low = "✗"
+                elif info.since_version >= lo:
+                    low = "✓"
+                    n_low += 1
+                elif upgrade:
+                    low = f"✓ via upgrade to v{lo}+"
+                    n_low += 1
+                else:
+                    low = f"✗ (v{lo}+ only)"
+                if ts:
+                    n_tested += 1
+                    ok = sum(1 for _, p in ts if p)
+                    n_pass_ops += ok == len(ts)
+                    tested = f"{ok} / {len(ts)}"
+                else:
+                    tested = "·"
+                body.append(f"| {op_type} | {vers} | `{info.full_name}` | {imported} | {verified} | {low} | {tested} |")
+    head = [
+        "<!-- DO NOT EDIT: generated by `python -m onnxc.tools.gen_conformance` (see tools/gen_conformance.py). -->",
+        "",
+        "# ONNX op support in onnxc",
+        "",
+        "One row per op of the ONNX dialect (one dialect op stands for every ONNX version with the same "
+        "signature; the newest first). Columns:",
+        "",
+        "- **imported**: the dialect has the op, so the importer builds it (every row).",
+        "- **verified**: node tests of this version get through import and verification (IRDL plus the "
+        "Python verifier); `·` when no node test binds to this version.",
+        "- **lowered**: `convert-onnx-to-linalg` has a pattern for the op (the registry "
+        "`onnxc.transforms.lowering.common.PATTERNS`); older versions are lowered after `onnx-upgrade-ops` "
+        "brings them to the oldest version the pattern handles.",
+        "- **tested**: node tests of the ONNX backend suite binding to this version that pass on the CPU, "
+        "of those that exist (`docs/conformance.md` lists the failures).",
+        "",
+        f"{n_rows} dialect ops; {n_low} lowered; {n_tested} exercised by node tests, {n_pass_ops} of them passing all.",
+    ]
+    return "\n".join(head + body) + "\n"
+
+
+# ---------------------------------------------------------------------------------------- main
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    print(f"wrote {path.relative_to(REPO)}")
+
+
+def check(cases: Sequence[Case]) -> list[str]:
+    """Problems with the three generated files (empty when they agree with each other and with
+    the op table and lowering registry)."""
+    problems: list[str] = []
+    if not XFAILS_PATH.exists():
+        return [f"{XFAILS_PATH.relative_to(REPO)} is missing: run `{COMMAND}`"]
+    xfails, excludes, run_info = _load_expectations()
+    names = [c.name for c in cases]
+    for kind, entries in (("XFAILS", xfails), ("EXCLUDES", excludes)):
+        for pattern in entries:
+            try:
+                rx = re.compile(pattern)
+            except re.error as exc:
+                problems.append(f"{kind} pattern {pattern!r} is not a regular expression ({exc})")
+                continue
+            if not any(rx.search(n) for n in names):
+                problems.append(f"{kind} pattern {pattern!r} matches no case of the suite")
+            if not entries[pattern].strip():
+                problems.append(f"{kind} pattern {pattern!r} has no reason")
+    failing = failing_cases(cases, xfails, excludes)
+    for path, text in ((CONFORMANCE_PATH, render_conformance(cases, failing, run_info)), (OPS_PATH, render_ops(cases, failing))):
+        rel = path.relative_to(REPO)
+        if not path.exists():
+            problems.append(f"{rel} is missing")
+        elif path.read_text() != text:
+            problems.append(f"{rel} is out of date (op table, lowering registry or {XFAILS_PATH.name} changed)")
+    return problems
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line entry; see the module docstring."""
+    ap = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true", help="only check that the generated files are up to date (no run)")
+    ap.add_argument("--docs-only", action="store_true", help="rewrite the docs from the existing backend_xfails.py (no run)")
+    ap.add_argument("--only", metavar="REGEX", help="re-run only matching cases; keep the other cases' results")
+    ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 2, help="worker processes (default: all cores)")
+    ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per case before it counts as a timeout")
+    args = ap.parse_args(argv)
+    _check_checkout()
+    import warnings
+
+    warnings.simplefilter("ignore")  # the node-test generators warn about overflowing casts
+    cases = catalog()
+    if args.check:
+        problems = check(cases)
+        for p in problems:
+            print(f"gen_conformance --check: {p}", file=sys.stderr)
+        if problems:
+            print(f"run `{COMMAND}` (full run) or `{COMMAND} --docs-only` (docs only) to regenerate", file=sys.stderr)
+            return 1
+        print("gen_conformance --check: backend_xfails.py, docs/conformance.md and docs/ops.md are up to date")
+        return 0
+    xfails, excludes, run_info = _load_expectations()
+    if not args.docs_only:
+        import onnx
+
+        names = [c.name for c in cases]
+        old_failing = failing_cases(cases, xfails, excludes)
+        if args.only:
+            rx = re.compile(args.only)
+            names = [n for n in names if rx.search(n)]
+        print(f"running {len(names)} cases on {args.jobs} worker(s)...", file=sys.stderr)
+        t0 = time.monotonic()
+        results = run_suite(names, args.jobs, args.timeout)
+        wall = time.monotonic() - t0
+        if args.only:
+            merged: dict[str, dict[str, Any]] = {}
+            for c in cases:
+                if c.name in results:
+                    merged[c.name] = results[c.name]
+                elif c.name in old_failing:
+                    kind, reason = old_failing[c.name]
+                    stage, _, text = reason.partition(": ")
+                    merged[c.name] = {"status": "fail", "stage": stage, "reason": text}
+                else:
+                    merged[c.name] = {"status": "pass"}
+            results = merged
+            run_info = dict(run_info)
+            run_info["only"] = args.only
+        else:
+            slow = sorted(((r.get("seconds", 0.0), n) for n, r in results.items()), reverse=True)[:10]
+            run_info = {
+                "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                "onnx": onnx.__version__,
+                "jobs": args.jobs,
+                "wall_s": round(wall),
+                "cases_run": len(names),
+                "slowest": [[n, s] for s, n in slow],
+            }
+        _write(XFAILS_PATH, render_xfails(cases, results, run_info))
+        xfails, excludes, run_info = _load_expectations()
+        print(f"ran {len(names)} cases in {wall:.0f} s", file=sys.stderr)
+    failing = failing_cases(cases, xfails, excludes)
+    _write(CONFORMANCE_PATH, render_conformance(cases, failing, run_info))
+    _write(OPS_PATH, render_ops(cases, failing))
+    total = len(cases)
+    print(f"{total - len(failing)} of {total} cases pass ({_pct(total - len(failing), total)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
