@@ -144,6 +144,8 @@ class Validator:
             return self.problems
         self._check_ir_version()
         opsets = self._check_opsets(m.opset_import, "The model")
+        if not len(m.opset_import):
+            self.add("The model imports no opset; the spec requires at least one opset_import.")
         for f in m.functions:
             key = (f.domain, f.name, f.overload)
             if key in self.functions:
@@ -218,6 +220,9 @@ class Validator:
                 self.add(f"In {where}, the initializer '{t.name}' is given twice.")
             elif t.name not in inputs:  # an initializer named like an input is that input's default
                 define(t.name, f"initializer '{t.name}'")
+                if top and 0 < self.model.ir_version < 4:
+                    self.add(f"In {where}, the initializer '{t.name}' is not a graph input, which IR version "
+                             f"{self.model.ir_version} requires (initializers may stand alone from IR 4).")  # fmt: skip
             initializer_names.add(t.name)
             self._check_tensor(t, label)
         for sp in g.sparse_initializer:

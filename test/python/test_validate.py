@@ -312,3 +312,20 @@ def test_non_utf8_names() -> None:
     m.ParseFromString(data)
     assert isinstance(m.graph.node[0].name, bytes)
     one(m, "model.graph.node[0].name", "not valid UTF-8")
+
+
+def test_opset_import_required() -> None:
+    m = model([relu()])
+    del m.opset_import[:]
+    ps = problems(m)
+    assert any("imports no opset" in p for p in ps) and any("does not import" in p for p in ps), ps
+
+
+def test_ir3_initializers_are_inputs() -> None:
+    import numpy as np
+
+    w = onnx.numpy_helper.from_array(np.ones((3, 3), "float32"), "w")
+    m = model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], inits=[w], ir=3, opset=8)
+    one(m, "initializer 'w' is not a graph input", "IR version 3")
+    m.graph.input.append(helper.make_tensor_value_info("w", T.FLOAT, [3, 3]))
+    assert problems(m) == []
