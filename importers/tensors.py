@@ -475,6 +475,10 @@ class _MlirStringRef(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("length", ctypes.c_size_t)]
 
 
+class _MlirOperation(ctypes.Structure):
+    _fields_ = [("ptr", ctypes.c_void_p)]
+
+
 _CAPI: ctypes.CDLL | None = None
 
 
@@ -502,12 +506,54 @@ def _capi() -> ctypes.CDLL:
         for fn in ("mlirSparseElementsAttrGetIndices", "mlirSparseElementsAttrGetValues"):
             getattr(lib, fn).argtypes = [_MlirAttribute]
             getattr(lib, fn).restype = _MlirAttribute
+        lib.mlirOperationGetAttributeByName.argtypes = [_MlirOperation, _MlirStringRef]
+        lib.mlirOperationGetAttributeByName.restype = _MlirAttribute
+        lib.mlirAttributeIsAArray.argtypes = [_MlirAttribute]
+        lib.mlirAttributeIsAArray.restype = ctypes.c_bool
+        lib.mlirArrayAttrGetNumElements.argtypes = [_MlirAttribute]
+        lib.mlirArrayAttrGetNumElements.restype = ctypes.c_ssize_t
+        lib.mlirArrayAttrGetElement.argtypes = [_MlirAttribute, ctypes.c_ssize_t]
+        lib.mlirArrayAttrGetElement.restype = _MlirAttribute
         _CAPI = lib
     return _CAPI
 
 
 def _handle(attr: ir.Attribute) -> _MlirAttribute:
     return _MlirAttribute(_capi_pointer(attr, "Attribute"))
+
+
+def _wrap(h: _MlirAttribute) -> ir.Attribute | None:
+    """A plain `ir.Attribute` for a handle, without the bindings' downcast (see `get_attribute`)."""
+    if not h.ptr:
+        return None
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    # The capsule only carries the pointer: attributes are owned (uniqued) by their context.
+    return ir.Attribute._CAPICreate(new(h.ptr, b"mlir.ir.Attribute._CAPIPtr", None))
+
+
+def get_attribute(op: ir.Operation | ir.OpView, name: str) -> ir.Attribute | None:
+    """`op.attributes[name]` (None if absent) that also works for complex-valued tensors.
+
+    The LLVM 22 bindings downcast every attribute they return, and the downcast of a
+    `DenseElementsAttr` of `complex<f32|f64>` raises TypeError ("Can't cast unknown element type"),
+    so `op.attributes["value"]` fails on a complex constant. This reads the attribute through the C
+    API and returns it as a plain `ir.Attribute`, which `attribute_to_tensor` accepts.
+    """
+    operation = op.operation if isinstance(op, ir.OpView) else op
+    key = name.encode()
+    h = _capi().mlirOperationGetAttributeByName(_MlirOperation(_capi_pointer(operation, "Operation")), _MlirStringRef(ctypes.cast(ctypes.c_char_p(key), ctypes.c_void_p), len(key)))
+    return _wrap(h)
+
+
+def array_elements(attr: ir.Attribute) -> list[ir.Attribute]:
+    """The elements of an ArrayAttr as plain attributes (no downcast; see `get_attribute`)."""
+    h = _handle(attr)
+    lib = _capi()
+    if not lib.mlirAttributeIsAArray(h):
+        raise _cannot(f"The attribute {str(attr)[:80]} is not an array.")
+    return [_wrap(lib.mlirArrayAttrGetElement(h, i)) for i in range(lib.mlirArrayAttrGetNumElements(h))]  # type: ignore[misc]
 
 
 def _cannot(why: str) -> ImportError_:

@@ -375,3 +375,19 @@ def test_load_model_proto(tmp_path: Path) -> None:
         f.truncate(2**31)
     with pytest.raises(ImportError_, match="2 GB"):
         load_model_proto(huge)
+
+
+def test_get_attribute_complex(ctx) -> None:
+    """op.attributes[...] raises on complex tensors (the bindings' downcast); get_attribute works."""
+    vals = np.array([1 + 2j, -3j], np.complex128)
+    a = tz.array_to_attribute(vals, T.COMPLEX128, name="c", resource_threshold=1024)
+    module = ir.Module.create()
+    module.operation.attributes["onnxc.c"] = a
+    module.operation.attributes["onnxc.list"] = ir.ArrayAttr.get([a, a])
+    with pytest.raises(TypeError):
+        module.operation.attributes["onnxc.c"]
+    got = tz.get_attribute(module.operation, "onnxc.c")
+    assert same(numpy_helper.to_array(tz.attribute_to_tensor(got, "c")), vals)
+    assert tz.get_attribute(module.operation, "onnxc.missing") is None
+    items = tz.array_elements(tz.get_attribute(module.operation, "onnxc.list"))
+    assert len(items) == 2 and same(tz.attribute_to_array(items[1])[0], vals)
