@@ -554,3 +554,20 @@ def test_quantize_dequantize() -> None:
     check(_model("DequantizeLinear", [("q", q)], inits={"s": s, "z": z}), [q])
     qi = rnd(2, 3, 4, dtype=np.int8, lo=-128, hi=127)
     check(_model("DequantizeLinear", [("q", qi)], inits={"s": sa, "z": za}, axis=1), [qi])
+
+
+def test_rms_norm_lrn_swish() -> None:
+    x, s = rnd(2, 3, 4), rnd(4)
+    check(_model("RMSNormalization", [("x", x), ("s", s)], opset=23), [x, s])
+    s2 = rnd(3, 4)
+    check(_model("RMSNormalization", [("x", x), ("s", s2)], axis=1, epsilon=1e-3, opset=23), [x, s2])
+    y = rnd(2, 5, 3, 3)
+    # The reference's LRN loops over the batch dim instead of the channels: numpy expectations.
+    for size, alpha, beta, bias in ((3, 0.01, 0.75, 1.0), (4, 1e-4, 0.5, 2.0)):
+        sq = np.zeros_like(y)
+        for c in range(y.shape[1]):
+            lo, hi = max(0, c - (size - 1) // 2), min(y.shape[1], c + -(-(size - 1) // 2) + 1)
+            sq[:, c] = (y[:, lo:hi] ** 2).sum(axis=1)
+        want = y / (bias + alpha / size * sq) ** beta
+        check(_model("LRN", [("x", y)], size=size, alpha=alpha, beta=beta, bias=bias), [y], [want])
+    check(_model("Swish", [("x", x)], alpha=0.7, opset=24), [x])

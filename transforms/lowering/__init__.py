@@ -31,3 +31,12 @@ def load_patterns() -> None:
             # A family not written yet simply lowers nothing; any other import error is a bug.
             if exc.name != f"{__name__}.{fam}":
                 raise
+
+
+def lowered_op_types() -> set[tuple[str, str]]:
+    """Every (ONNX domain, op type) that has a lowering pattern (other passes, e.g. the schema
+    function expansion, can leave these ops alone: their direct lowering is preferred)."""
+    load_patterns()
+    from onnxc.transforms.lowering.common import PATTERNS
+
+    return set(PATTERNS)

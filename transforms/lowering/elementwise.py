@@ -236,7 +236,15 @@ def _round(x: ir.Value, s: Scalar) -> ir.Value:
     return math.roundeven(x)
 
 
+def _swish(x: ir.Value, s: Scalar) -> ir.Value:
+    w, back, c = _in_f32(s, x)
+    alpha = float(s.attr("alpha", 1.0))
+    sig = arith.divf(c(1.0), arith.addf(c(1.0), math.exp(arith.negf(arith.mulf(c(alpha), w)))))
+    return back(arith.mulf(w, sig))
+
+
 UNARY: dict[str, Callable[[ir.Value, Scalar], ir.Value]] = {
+    "Swish": _swish,
     "Abs": _abs,
     "Neg": _neg,
     "Exp": _f32_math(math.exp),

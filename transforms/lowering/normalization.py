@@ -17,6 +17,12 @@ from mlir.dialects import arith, math
 from onnxc.transforms.lowering.common import (
     Dim,
     Node,
+    affine_map,
+    dim_add,
+    empty,
+    filled,
+    generic,
+    insert_slice,
     bitwidth,
     const_scalar,
     convert_element,
@@ -34,6 +40,7 @@ from onnxc.transforms.lowering.common import (
     shape_of,
     static_shape,
 )
+from onnxc.transforms.lowering.conv import _merge_dims, _split_dim
 
 
 def _acc(elem: ir.Type) -> ir.Type:
@@ -193,8 +200,6 @@ def _check_gn(node: Node) -> str | None:
 @lowers("GroupNormalization", check=_check_gn)
 def lower_group_norm(node: Node) -> list[ir.Value]:
     """GroupNormalization (opset 21: per-channel scale and bias): statistics per (n, group)."""
-    from onnxc.transforms.lowering.conv import _merge_dims, _split_dim
-
     x = node.input(0)
     elem = convert_element(node.in_elem(0))
     acc = _acc(elem)
@@ -255,3 +260,62 @@ def lower_lp_norm(node: Node) -> list[ir.Value]:
     return [elementwise([x, norm], elem, lambda v, n: _narrow(arith.divf(_widen(v, elem, acc), n), acc, elem), out_shape=shape_of(x))]
 
 
+
+
+def _check_rms(node: Node) -> str | None:
+    r = len(static_shape(node.onnx_types[0]))
+    a = int(node.attr("axis", -1))
+    if not -r <= a < r:
+        return f"axis {a} out of range for rank {r}"
+    return None
+
+
+@lowers("RMSNormalization", check=_check_rms)
+def lower_rms_norm(node: Node) -> list[ir.Value]:
+    """RMSNormalization: x / sqrt(mean(x^2 over axis..r-1) + epsilon) * scale."""
+    x = node.input(0)
+    elem = convert_element(node.in_elem(0))
+    acc = _acc(elem)
+    r = rank_of(x)
+    axis = normalize_axis(int(node.attr("axis", -1)), r)
+    axes = list(range(axis, r))
+    cnt = _count(x, axes, acc)
+    e = const_scalar(float(node.attr("epsilon", 1e-5)), acc)
+
+    def sq(a: list[ir.Value]) -> list[ir.Value]:
+        v = _widen(a[0], elem, acc)
+        return [arith.addf(a[1], arith.mulf(v, v))]
+
+    s = reduce_dims([x], axes, [0.0], [acc], sq)[0]
+    rstd = expand_unit_dims(elementwise([s], acc, lambda v: math.rsqrt(arith.addf(arith.divf(v, cnt), e))), axes)
+    se = convert_element(node.in_elem(1))
+    return [elementwise([x, rstd, node.input(1)], elem, lambda v, q, sc: _narrow(arith.mulf(arith.mulf(_widen(v, elem, acc), q), _widen(sc, se, acc)), acc, elem), out_shape=shape_of(x))]
+
+
+@lowers("LRN")
+def lower_lrn(node: Node) -> list[ir.Value]:
+    """LRN: x / (bias + alpha / size * sum of x^2 over a window of channels) ^ beta."""
+    x = node.input(0)
+    elem = convert_element(node.in_elem(0))
+    acc = _acc(elem)
+    r = rank_of(x)
+    size = int(node.attr("size"))
+    alpha, beta, bias = float(node.attr("alpha", 1e-4)), float(node.attr("beta", 0.75)), float(node.attr("bias", 1.0))
+    sq = elementwise([x], acc, lambda v: arith.mulf(_widen(v, elem, acc), _widen(v, elem, acc)))
+    # Zero-pad the channel dim of the squares, then sum a window of `size` channels.
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    shape = shape_of(sq)
+    padded_shape = list(shape)
+    padded_shape[1] = dim_add(shape[1], lo + hi)
+    padded = insert_slice(sq, filled(padded_shape, acc, 0.0), [0, lo] + [0] * (r - 2))
+    n = r + 1
+    d = ir.AffineDimExpr.get
+    in_map = affine_map(n, [0, d(1) + d(r)] + list(range(2, r)))
+    win_map = affine_map(n, [r])
+    out_map = affine_map(n, list(range(r)))
+    window = empty([size], acc)
+    ssum = generic([padded, window], [filled(shape, acc, 0.0)], [in_map, win_map, out_map], ["parallel"] * r + ["reduction"], lambda a: [arith.addf(a[2], a[0])])[0]
+    k = const_scalar(alpha / size, acc)
+    b = const_scalar(bias, acc)
+    be = const_scalar(beta, acc)
+    return [elementwise([x, ssum], elem, lambda v, s: _narrow(arith.divf(_widen(v, elem, acc), math.powf(arith.addf(b, arith.mulf(k, s)), be)), acc, elem), out_shape=shape_of(x))]
