@@ -491,6 +491,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 1
     except BrokenPipeError:
+        # The reader went away (`onnx-opt x.mlir | head`): stop quietly, and keep Python from
+        # complaining when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except Exception as e:  # noqa: BLE001 - a bug must still end in a message, not a traceback
         if os.environ.get("ONNXC_TRACEBACK"):

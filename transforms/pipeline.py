@@ -94,9 +94,11 @@ def file_line_col(loc: ir.Location | None) -> tuple[str, int, int] | None:
 def _format_one(severity: str, message: str, loc: ir.Location | None, rename: dict[str, str] | None) -> str:
     where = file_line_col(loc)
     if where is None:
-        # mlir-opt prints diagnostics at unknown locations as `loc(unknown): error: ...`; the
-        # plain `error: ...` that compilers print reads better and is what we test for.
-        return f"{severity}: {message}"
+        # No file position (an imported model's node names, say): print the location itself as
+        # mlir-opt does, `loc("relu0"("Relu")): error: ...`, except for the unhelpful unknown one.
+        if loc is None or str(loc) == "loc(unknown)":
+            return f"{severity}: {message}"
+        return f"{loc}: {severity}: {message}"
     name, line, col = where
     name = (rename or {}).get(name, name)
     return f"{name}:{line}:{col}: {severity}: {message}"
