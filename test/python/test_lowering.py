@@ -571,3 +571,13 @@ def test_rms_norm_lrn_swish() -> None:
         want = y / (bias + alpha / size * sq) ** beta
         check(_model("LRN", [("x", y)], size=size, alpha=alpha, beta=beta, bias=bias), [y], [want])
     check(_model("Swish", [("x", x)], alpha=0.7, opset=24), [x])
+
+
+def test_pad_runtime_pads() -> None:
+    p = rnd(3, 4)
+    pads = np.array([1, 0, 2, 3], np.int64)
+    check(_model("Pad", [("x", p), ("p", pads), ("v", np.array(-1.0, np.float32))]), [p, pads, np.array(-1.0, np.float32)])
+    check(_model("Pad", [("x", p), ("p", pads)], mode="edge"), [p, pads])
+    neg = np.array([-1, 1, 0, -2], np.int64)
+    want = np.pad(p[1:, :-2], ((0, 0), (1, 0)))
+    check(_model("Pad", [("x", p), ("p", neg)]), [p, neg], [want])

@@ -588,22 +588,27 @@ def lower_tile(node: Node) -> list[ir.Value]:
     return generic([], [init], [identity_map(r)], ["parallel"] * r, body)
 
 
-def _pad_params(node: Node) -> tuple[list[int], list[int]] | None:
+def _pad_axes(node: Node) -> list[int] | None:
     r = _rank(node, 0)
+    if node.version >= 18 and node.has(3):
+        ax = node.const_ints(3)
+        return None if ax is None else [normalize_axis(a, r) for a in ax]
+    return list(range(r))
+
+
+def _pad_params(node: Node) -> tuple[list[Dim], list[Dim]]:
+    """(begin, end) pads per dim: ints when constant, index values read at run time otherwise."""
+    r = _rank(node, 0)
+    pads: list[Dim]
     if node.version < 11:
         pads = [int(p) for p in node.attr("pads")]
     else:
         c = node.const_ints(1)
-        if c is None:
-            return None
-        pads = c
-    axes = list(range(r))
-    if node.version >= 18 and node.has(3):
-        ax = node.const_ints(3)
-        if ax is None:
-            return None
-        axes = [normalize_axis(a, r) for a in ax]
-    lo, hi = [0] * r, [0] * r
+        pads = list(c) if c is not None else list(extract_dims(node.input(1), node.in_elem(1)))
+    axes = _pad_axes(node)
+    assert axes is not None
+    lo: list[Dim] = [0] * r
+    hi: list[Dim] = [0] * r
     n = len(axes)
     for j, a in enumerate(axes):
         lo[a] = pads[j]
@@ -612,42 +617,64 @@ def _pad_params(node: Node) -> tuple[list[int], list[int]] | None:
 
 
 def _check_pad(node: Node) -> str | None:
-    if _pad_params(node) is None:
-        return "pads and axes must be constants"
-    if node.version >= 11 and node.has(2) and node.const(2) is None:
-        return "constant_value must be a constant"
+    if _pad_axes(node) is None:
+        return "axes must be a constant"
+    if node.version >= 11:
+        s = static_shape(node.onnx_types[1])
+        if len(s) != 1 or s[0] is None:
+            return "pads must be a 1-D tensor of static length"
     mode = node.attr("mode", "constant")
     if mode not in ("constant", "reflect", "edge", "wrap"):
         return f"mode {mode!r}"
     return None
 
 
+def _neg_part(p: Dim) -> Dim:
+    """max(-p, 0)."""
+    if isinstance(p, int):
+        return max(-p, 0)
+    return arith.maxsi(arith.subi(const_index(0), p), const_index(0))
+
+
+def _pos_part(p: Dim) -> Dim:
+    """max(p, 0)."""
+    if isinstance(p, int):
+        return max(p, 0)
+    return arith.maxsi(p, const_index(0))
+
+
 @lowers("Pad", check=_check_pad)
 def lower_pad(node: Node) -> list[ir.Value]:
     """Pad: constant mode as fill + insert_slice; reflect/edge/wrap as an index-mapping generic.
-    Negative pads crop first (extract_slice)."""
+    Negative pads crop first (extract_slice). Pads may be runtime values (axes may not)."""
     x = node.input(0)
-    lo, hi = _pad_params(node)  # type: ignore[misc]
+    lo, hi = _pad_params(node)
     elem = elem_of(x.type)
     r = rank_of(x)
-    # Crop negative pads.
-    if any(p < 0 for p in lo + hi):
+    # Crop negative pads (a runtime pad may be negative too: crop by its negative part).
+    if any(not isinstance(p, int) or p < 0 for p in lo + hi):
         shape = shape_of(x)
-        offs = [max(-p, 0) for p in lo]
-        sizes = [dim_sub(dim_sub(shape[i], max(-lo[i], 0)), max(-hi[i], 0)) for i in range(r)]
-        x = extract_slice(x, offs, sizes)
-        lo = [max(p, 0) for p in lo]
-        hi = [max(p, 0) for p in hi]
+        offs = [_neg_part(p) for p in lo]
+        sizes = [dim_sub(dim_sub(shape[i], offs[i]), _neg_part(hi[i])) for i in range(r)]
+        if any(not (isinstance(o, int) and o == 0) for o in offs) or any(not isinstance(p, int) for p in hi) or any(p < 0 for p in hi if isinstance(p, int)):
+            x = extract_slice(x, offs, sizes)
+        lo = [_pos_part(p) for p in lo]
+        hi = [_pos_part(p) for p in hi]
     shape = shape_of(x)
     out = [dim_add(dim_add(shape[i], lo[i]), hi[i]) for i in range(r)]
     mode = node.attr("mode", "constant")
     if mode == "constant":
-        val: float | int = 0
+        val: float | int | ir.Value = 0
         if node.version < 11:
             val = float(node.attr("value", 0.0))
         elif node.has(2):
-            val = np.asarray(node.const(2)).reshape(-1)[0].item()
-        if isinstance(elem, ir.IntegerType):
+            c = node.const(2)
+            if c is not None:
+                val = np.asarray(c).reshape(-1)[0].item()
+            else:
+                v = node.input(2)
+                val = tensor.extract(v, [const_index(0)] * rank_of(v))
+        if isinstance(elem, ir.IntegerType) and not isinstance(val, ir.Value):
             val = int(val)
         dest = filled(out, elem, val)
         return [insert_slice(x, dest, lo)]
@@ -655,7 +682,7 @@ def lower_pad(node: Node) -> list[ir.Value]:
     def body(a: list[ir.Value]) -> list[ir.Value]:
         coords = []
         for i in range(r):
-            j = arith.subi(index_of(i), const_index(lo[i]))
+            j = arith.subi(index_of(i), dim_value(lo[i]))
             d = dim_value(shape[i])
             last = arith.subi(d, const_index(1))
             if mode == "edge":
