@@ -13,7 +13,8 @@ differently) refined than the op's result type, an `onnx.identity` carries the o
 
 Version safety: a body is written for an opset (its `opset_import`); the expanded ops are written
 back under the model's opset. When some body node would bind to a different schema version under the
-model's opset than under the body's, the op is left alone rather than risking a changed meaning.
+model's opset than under the body's, the body is first converted to the model's opset by onnx's
+version converter; if that fails, the op is left alone rather than risking a changed meaning.
 Ops with subgraphs, ops inside functions with their own opsets, and ops whose schemas have no
 body are left alone too. Location of an expanded op: `loc("<op name>/<body node>"("<OpType>"))`.
 """
@@ -105,6 +106,35 @@ def _versions_agree(fp: onnx.FunctionProto, model_opsets: dict[str, int]) -> boo
     return True
 
 
+def _convert_body(fp: onnx.FunctionProto, model_opsets: dict[str, int], input_types: list[onnx.TypeProto]) -> onnx.FunctionProto | None:
+    """The body rewritten for the model's ai.onnx opset by onnx's version converter (which knows
+    each operator's adapters), or None when it cannot (other domains, no adapter)."""
+    body_opsets = _opsets(fp.opset_import)
+    if set(body_opsets) - {""} or "" not in model_opsets:
+        return None
+    graph = onnx.GraphProto(name="body")
+    for name, tp in zip(fp.input, input_types):
+        vi = graph.input.add()
+        vi.name = name
+        if tp.WhichOneof("value") is not None:
+            vi.type.CopyFrom(tp)
+    produced = {o for n in fp.node for o in n.output}
+    graph.output.extend(onnx.ValueInfoProto(name=n) for n in fp.output if n in produced)
+    graph.node.extend(fp.node)
+    model = onnx.helper.make_model(graph, opset_imports=list(fp.opset_import), ir_version=onnx.IR_VERSION)
+    try:
+        converted = onnx.version_converter.convert_version(model, model_opsets[""])
+    except Exception:
+        return None
+    out = onnx.FunctionProto()
+    out.CopyFrom(fp)
+    del out.node[:]
+    out.node.extend(converted.graph.node)
+    del out.opset_import[:]
+    out.opset_import.extend(converted.opset_import)
+    return out
+
+
 class _Expander:
     def __init__(self, module: ir.Operation, only: tuple[str, ...], config: ImportConfig) -> None:
         self.module = module
@@ -162,12 +192,20 @@ class _Expander:
         except ImportError_:
             return False
         fp = function_body(info, opset, node, input_types)
-        if fp is None or not _versions_agree(fp, self.opsets):
+        if fp is None:
             return False
         binding = _defaults(info, opset)
         binding.update({a.name: a for a in node.attribute})
         present = {fp.input[i] for i, name in enumerate(node.input) if i < len(fp.input) and name}
         omitted = {n for n in fp.input if n not in present}
+        # Bind the attributes first: the version converter below does not keep ref_attr_name.
+        bound = [_substitute(n, binding, omitted) for n in fp.node]
+        del fp.node[:]
+        fp.node.extend(bound)
+        if not _versions_agree(fp, self.opsets):
+            fp = _convert_body(fp, self.opsets, [input_types[i] if i < len(input_types) else onnx.TypeProto() for i in range(len(fp.input))])
+            if fp is None or not _versions_agree(fp, self.opsets):
+                return False
         label, _ = location_label(op.location)
         graph = onnx.GraphProto(name=f"{info.op_type}_body")
         for i, name in enumerate(fp.input):
@@ -179,7 +217,8 @@ class _Expander:
         wanted = [i for i, r in enumerate(op.results) if not isinstance(r.type, ir.NoneType) and i < len(fp.output)]
         graph.output.extend(onnx.ValueInfoProto(name=fp.output[i]) for i in wanted)
         for n in fp.node:
-            body_node = _substitute(n, binding, omitted)
+            body_node = onnx.NodeProto()
+            body_node.CopyFrom(n)
             body_node.name = f"{label or info.op_type}/{node_label(n)}"
             graph.node.append(body_node)
         typed = self.importer._infer_function(graph, self.opsets)
