@@ -581,3 +581,31 @@ def test_pad_runtime_pads() -> None:
     neg = np.array([-1, 1, 0, -2], np.int64)
     want = np.pad(p[1:, :-2], ((0, 0), (1, 0)))
     check(_model("Pad", [("x", p), ("p", neg)]), [p, neg], [want])
+
+
+@pytest.mark.parametrize(
+    "xs,ws,attrs",
+    [
+        ((1, 2, 3, 3), (2, 3, 3, 3), {}),
+        ((1, 2, 3, 3), (2, 3, 3, 3), {"strides": [3, 2], "pads": [1, 0, 1, 1], "output_padding": [1, 1]}),
+        ((1, 3, 5), (3, 2, 3), {"dilations": [2]}),
+        ((2, 2, 3, 3), (2, 2, 2, 2), {"strides": [2, 2], "output_shape": [6, 6]}),
+        ((1, 2, 3, 3), (2, 2, 3, 3), {"strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    ],
+    ids=["basic", "strided-padded", "1d-dilated", "output-shape", "same-upper"],
+)
+def test_conv_transpose(xs: tuple[int, ...], ws: tuple[int, ...], attrs: dict[str, Any]) -> None:
+    x, w, b = rnd(*xs), rnd(*ws), rnd(ws[1] * attrs.get("group", 1))
+    check(_model("ConvTranspose", [("x", x), ("w", w), ("b", b)], **attrs), [x, w, b])
+
+
+def test_conv_transpose_grouped() -> None:
+    # The reference's grouped ConvTranspose does not run: a numpy loop gives the expected values.
+    x, w = rnd(1, 4, 3, 3), rnd(4, 1, 2, 2)
+    want = np.zeros((1, 2, 6, 6), np.float32)
+    for g in range(2):
+        for c in range(2):
+            for i in range(3):
+                for j in range(3):
+                    want[0, g, 2 * i : 2 * i + 2, 2 * j : 2 * j + 2] += x[0, g * 2 + c, i, j] * w[g * 2 + c, 0]
+    check(_model("ConvTranspose", [("x", x), ("w", w)], group=2, strides=[2, 2]), [x, w], [want])

@@ -26,6 +26,7 @@ from onnxc.transforms.lowering.common import (
     dim_add,
     dim_floordiv,
     dim_sub,
+    dim_value,
     elem_of,
     elementwise,
     empty,
@@ -202,3 +203,111 @@ def _merge_dims(v: ir.Value, axis: int) -> ir.Value:
     return tensor.collapse_shape(tensor_type(out, elem_of(v.type)), v, reassoc)
 
 
+
+
+def _convt_params(node: Node) -> tuple[list[int], list[int], list[int], list[int], list[int], list[int]] | str:
+    """(kernel, strides, dilations, pads begin, pads end, output sizes) of a ConvTranspose."""
+    xs = static_shape(node.onnx_types[0])
+    ws = static_shape(node.onnx_types[1])
+    k = len(xs) - 2
+    kernel = [int(v) for v in (node.attr("kernel_shape") or ws[2:])] if all(v is not None for v in (node.attr("kernel_shape") or ws[2:])) else None
+    if kernel is None:
+        return "the kernel shape must be static"
+    if any(d is None for d in xs[2:]):
+        return "dynamic spatial dims are not lowered for ConvTranspose"
+    strides = [int(v) for v in (node.attr("strides") or [1] * k)]
+    dil = [int(v) for v in (node.attr("dilations") or [1] * k)]
+    opad = [int(v) for v in (node.attr("output_padding") or [0] * k)]
+    auto_pad = node.attr("auto_pad", "NOTSET")
+    out_shape = node.attr("output_shape")
+    full = [strides[i] * (xs[2 + i] - 1) + opad[i] + (kernel[i] - 1) * dil[i] + 1 for i in range(k)]
+    if out_shape or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        target = [int(v) for v in out_shape][-k:] if out_shape else [xs[2 + i] * strides[i] for i in range(k)]
+        total = [full[i] - target[i] for i in range(k)]
+        if any(t < 0 for t in total):
+            return "output_shape larger than the full transposed convolution"
+        if auto_pad == "SAME_UPPER":
+            lo = [t // 2 for t in total]
+        else:
+            lo = [t - t // 2 for t in total] if auto_pad == "SAME_LOWER" else [t // 2 for t in total]
+        hi = [t - a for t, a in zip(total, lo)]
+        return kernel, strides, dil, lo, hi, target
+    pads = [int(v) for v in (node.attr("pads") or [0] * (2 * k))]
+    lo, hi = pads[:k], pads[k:]
+    return kernel, strides, dil, lo, hi, [full[i] - lo[i] - hi[i] for i in range(k)]
+
+
+def _check_convt(node: Node) -> str | None:
+    xs = static_shape(node.onnx_types[0])
+    ws = static_shape(node.onnx_types[1])
+    if len(xs) < 3 or len(xs) != len(ws):
+        return "X and W must have the same rank >= 3"
+    if ws[1] is None:
+        return "the output channels per group of W must be static"
+    p = _convt_params(node)
+    return p if isinstance(p, str) else None
+
+
+@lowers("ConvTranspose", check=_check_convt)
+def lower_conv_transpose(node: Node) -> list[ir.Value]:
+    """ConvTranspose as a gather: out[n, g, m, o] = sum over c, k of x[n, g*cg + c, i] *
+    w[g*cg + c, m, k] where o + pad = i * stride + k * dilation (read with `tensor.extract`,
+    skipped where the division is inexact or i is out of range)."""
+    from mlir.dialects import tensor as tensor_d
+
+    from onnxc.transforms.lowering.common import const_index, const_scalar, index_of
+
+    x, w = node.input(0), node.input(1)
+    elem = convert_element(node.in_elem(0))
+    acc = ir.F32Type.get() if is_float(elem) and bitwidth(elem) < 32 else elem
+    r = rank_of(x)
+    k = r - 2
+    kernel, strides, dil, lo, _hi, outs = _convt_params(node)  # type: ignore[misc]
+    g = int(node.attr("group", 1))
+    n = dim(x, 0)
+    mg = static_shape(w.type)[1]
+    c_total = dim(x, 1)
+    cg = dim_floordiv(c_total, g)
+    out_shape = [n, g, mg] + outs
+    if node.has(2):
+        b = node.input(2)
+        if str(acc) != str(elem):
+            b = convert_tensor(b, elem, acc)
+        b_view = expand_unit_dims(_split_dim(b, 0, g, mg), [0] + [3 + i for i in range(k)])
+        init = elementwise([b_view], acc, lambda v: v, out_shape=out_shape)
+    else:
+        init = filled(out_shape, acc, 0.0 if is_float(acc) else 0)
+    # Loops: n, g, m, o..., c, k...; the c and k extents come from a shape-only operand.
+    L = 3 + k + 1 + k
+    shape_op = empty([cg] + kernel, acc)
+    red_map = affine_map(L, [3 + k + j for j in range(1 + k)])
+    out_map = affine_map(L, list(range(3 + k)))
+    iters = ["parallel"] * (3 + k) + ["reduction"] * (1 + k)
+    xs_static = static_shape(x.type)
+
+    def body(a: list[ir.Value]) -> list[ir.Value]:
+        P = arith.CmpIPredicate
+        ok = None
+        coords = []
+        for i in range(k):
+            o = arith.addi(index_of(3 + i), const_index(lo[i]))
+            t = arith.subi(o, arith.muli(index_of(4 + k + i), const_index(dil[i])))
+            q = arith.divsi(t, const_index(strides[i]))
+            exact = arith.cmpi(P.eq, arith.muli(q, const_index(strides[i])), t)
+            inb = arith.andi(arith.cmpi(P.sge, t, const_index(0)), arith.cmpi(P.slt, q, const_index(xs_static[2 + i])))
+            cond = arith.andi(exact, inb)
+            ok = cond if ok is None else arith.andi(ok, cond)
+            coords.append(arith.select(cond, q, const_index(0)))
+        ch = arith.addi(arith.muli(index_of(1), dim_value(cg)), index_of(3 + k))
+        xv = tensor_d.extract(x, [index_of(0), ch] + coords)
+        wv = tensor_d.extract(w, [ch, index_of(2)] + [index_of(4 + k + i) for i in range(k)])
+        if str(acc) != str(elem):
+            xv, wv = arith.extf(acc, xv), arith.extf(acc, wv)
+        zero = const_scalar(0.0 if is_float(acc) else 0, acc)
+        prod = arith.mulf(xv, wv) if is_float(acc) else arith.muli(xv, wv)
+        prod = arith.select(ok, prod, zero)
+        return [arith.addf(a[1], prod) if is_float(acc) else arith.addi(a[1], prod)]
+
+    res = generic([shape_op], [init], [red_map, out_map], iters, body)[0]
+    res = _merge_dims(res, 1)
+    return [res if str(acc) == str(elem) else convert_tensor(res, acc, elem)]
