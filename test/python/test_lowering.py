@@ -609,3 +609,12 @@ def test_conv_transpose_grouped() -> None:
                 for j in range(3):
                     want[0, g, 2 * i : 2 * i + 2, 2 * j : 2 * j + 2] += x[0, g * 2 + c, i, j] * w[g * 2 + c, 0]
     check(_model("ConvTranspose", [("x", x), ("w", w)], group=2, strides=[2, 2]), [x, w], [want])
+
+
+@pytest.mark.parametrize("largest,axis", [(1, -1), (0, 1), (1, 0)])
+def test_topk(largest: int, axis: int) -> None:
+    x = rnd(3, 5, 4)
+    x[0, 1, :] = x[0, 2, :]  # ties along axis 1
+    check(_model("TopK", [("x", x)], n_out=2, inits={"k": np.array([2], np.int64)}, out_types=[F, I64], axis=axis, largest=largest), [x])
+    xi = rnd(3, 5, dtype=np.int32, lo=-3, hi=3)
+    check(_model("TopK", [("x", xi)], n_out=2, inits={"k": np.array([3], np.int64)}, out_types=[I32, I64], largest=largest), [xi])

@@ -445,3 +445,93 @@ def lower_scatter_nd(node: Node) -> list[ir.Value]:
         return tensor.insert(u, t, coords)
 
     return [_loop_nest(shape_of(upd), _copy(data), body)]
+
+
+# --- TopK -----------------------------------------------------------------------------------------
+
+
+def _for(lb: ir.Value, ub: ir.Value, carried: list[ir.Value], body: Callable[[ir.Value, list[ir.Value]], list[ir.Value]]) -> list[ir.Value]:
+    """One `scf.for` from lb to ub (step 1) carrying `carried`; `body(iv, args) -> new args`."""
+    loop = scf.ForOp(lb, ub, const_index(1), carried)
+    with ir.InsertionPoint(loop.body):
+        scf.YieldOp(body(loop.induction_variable, list(loop.inner_iter_args)))
+    return list(loop.results)
+
+
+def _check_topk(node: Node) -> str | None:
+    if node.const(1) is None:
+        return "K must be a constant"
+    return None
+
+
+@lowers("TopK", check=_check_topk)
+def lower_topk(node: Node) -> list[ir.Value]:
+    """TopK by repeated selection (O(n*k) per row, sequential `scf.for` loops): the j-th pick is
+    the best element ordered after the (j-1)-th in (value, then lower index first) order, so
+    ties keep the lower index first as the spec asks; the output is always sorted."""
+    x = node.input(0)
+    r = rank_of(x)
+    axis = normalize_axis(int(node.attr("axis", -1)), r)
+    k = int(node.const_ints(1)[0])  # type: ignore[index]
+    largest = int(node.attr("largest", 1))
+    onnx_elem = node.in_elem(0)
+    elem = convert_element(onnx_elem)
+    unsigned = is_unsigned(onnx_elem)
+    fl = is_float(elem)
+    i64 = ir.IntegerType.get_signless(64)
+    shape = shape_of(x)
+    out_shape = list(shape)
+    out_shape[axis] = k
+    vals0 = empty(out_shape, elem)
+    idx0 = empty(out_shape, i64)
+    n = dim_value(shape[axis])
+    outer = [d for i, d in enumerate(shape) if i != axis]
+    true = const_scalar(1, ir.IntegerType.get_signless(1))
+    false = const_scalar(0, ir.IntegerType.get_signless(1))
+
+    def better(a: ir.Value, b: ir.Value) -> ir.Value:
+        """a strictly before b by value."""
+        if fl:
+            return arith.cmpf(arith.CmpFPredicate.OGT if largest else arith.CmpFPredicate.OLT, a, b)
+        if largest:
+            return arith.cmpi(P.ugt if unsigned else P.sgt, a, b)
+        return arith.cmpi(P.ult if unsigned else P.slt, a, b)
+
+    def equal(a: ir.Value, b: ir.Value) -> ir.Value:
+        return arith.cmpf(arith.CmpFPredicate.OEQ, a, b) if fl else arith.cmpi(P.eq, a, b)
+
+    def before(av: ir.Value, ai: ir.Value, bv: ir.Value, bi: ir.Value) -> ir.Value:
+        return arith.ori(better(av, bv), arith.andi(equal(av, bv), arith.cmpi(P.slt, ai, bi)))
+
+    def row(ivs: list[ir.Value], carried: list[ir.Value]) -> list[ir.Value]:
+        def coords(a: ir.Value) -> list[ir.Value]:
+            it = iter(ivs)
+            return [a if i == axis else next(it) for i in range(r)]
+
+        def pick(j: ir.Value, args: list[ir.Value]) -> list[ir.Value]:
+            vals, idxs, pv, pi, have_prev = args
+
+            def scan(i: ir.Value, st: list[ir.Value]) -> list[ir.Value]:
+                bv, bi, found = st
+                v = tensor.extract(x, coords(i))
+                # Candidates come after the previous pick; the best candidate wins.
+                after_prev = arith.ori(arith.xori(have_prev, true), before(pv, pi, v, i))
+                take = arith.andi(after_prev, arith.ori(arith.xori(found, true), before(v, i, bv, bi)))
+                return [arith.select(take, v, bv), arith.select(take, i, bi), arith.ori(found, take)]
+
+            bv, bi, _ = _for(const_index(0), n, [pv, const_index(0), false], scan)
+            vals = tensor.insert(bv, vals, coords(j))
+            idxs = tensor.insert(arith.index_cast(i64, bi), idxs, coords(j))
+            return [vals, idxs, bv, bi, true]
+
+        init_v = const_scalar(0.0 if fl else 0, elem)
+        res = _for(const_index(0), const_index(k), [carried[0], carried[1], init_v, const_index(0), false], pick)
+        return res[:2]
+
+    def nest(d: int, ivs: list[ir.Value], carried: list[ir.Value]) -> list[ir.Value]:
+        if d == len(outer):
+            return row(ivs, carried)
+        return _for(const_index(0), dim_value(outer[d]), carried, lambda iv, c: nest(d + 1, ivs + [iv], c))
+
+    vals, idxs = nest(0, [], [vals0, idx0])
+    return [vals, idxs]
