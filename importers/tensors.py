@@ -51,7 +51,7 @@ import numpy as np
 import onnx
 from mlir import ir
 
-from onnxc.dialect.types import BY_MLIR, BY_ONNX, ElementType, UnsupportedTypeError, numpy_dtype
+from onnxc.dialect.types import BY_MLIR, BY_ONNX, ElementType, numpy_dtype
 from onnxc.importers.errors import ImportError_
 from onnxc.importers.external_data import read_external, uses_external_data
 
@@ -136,7 +136,6 @@ def unpack_bits(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
     """Unpack `count` codes of `bits` (2, 4 or 6) from LSB-first packed bytes into one byte each."""
     packed = np.asarray(packed, dtype=np.uint8).reshape(-1)
     if bits in (2, 4):
-        per = 8 // bits
         shifts = np.arange(0, 8, bits, dtype=np.uint8)
         out = (packed[:, None] >> shifts[None, :]) & np.uint8((1 << bits) - 1)
         return out.reshape(-1)[:count]

@@ -44,8 +44,8 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from onnx import AttributeProto as AP
 
-from onnxc.dialect.opinfo import OPTIONAL, SINGLE, VARIADIC, OpInfo
-from onnxc.dialect.table import known_domain, lookup, schema_versions
+from onnxc.dialect.opinfo import SINGLE, VARIADIC, OpInfo
+from onnxc.dialect.table import bound_version, known_domain, lookup, schema_versions
 from onnxc.dialect.types import BY_ONNX
 from onnxc.importers.config import ImportConfig
 from onnxc.importers.errors import ImportError_
@@ -126,6 +126,12 @@ class Validator:
         self.base_dir = base_dir
         self.problems: list[str] = []
         self.functions: dict[tuple[str, str, str], onnx.FunctionProto] = {}
+        # id(node) -> the since_version the node binds to, for messages ("Relu-14").
+        self._bound: dict[int, int] = {}
+
+    def _version(self, schema: OpInfo, node: onnx.NodeProto) -> str:
+        """The since_version the node binds to (the versioning rule), e.g. `14` for Relu at opset 18."""
+        return str(self._bound.get(id(node), schema.since_version))
 
     def add(self, problem: str) -> None:
         self.problems.append(problem)
@@ -344,6 +350,9 @@ class Validator:
             if self.config.allow_newer_opset:
                 opset = min(opset, max_known_opset(d) or opset)
             schema = lookup(node.op_type, d, opset)
+            bound = bound_version(node.op_type, d, opset)
+            if bound is not None:
+                self._bound[id(node)] = bound
             if schema is None:
                 versions = schema_versions(node.op_type, d)
                 if versions:
@@ -377,7 +386,7 @@ class Validator:
             maximum = None if variadic else len(formals)
             if len(actual) < minimum or (maximum is not None and len(actual) > maximum):
                 want = f"{minimum} or more" if maximum is None else (f"{minimum}" if minimum == maximum else f"{minimum} to {maximum}")
-                self.add(f"{label} in {where} has {len(actual)} {kind}s; {schema.op_type}-{_bound(schema, node)} takes {want}.")
+                self.add(f"{label} in {where} has {len(actual)} {kind}s; {schema.op_type}-{self._version(schema, node)} takes {want}.")
                 continue
             for j, p in enumerate(formals[:fixed]):
                 if p.option == SINGLE and j < len(actual) and not actual[j]:
@@ -410,11 +419,11 @@ class Validator:
             if schema is not None:
                 spec = schema.attr(a.name)
                 if spec is None:
-                    self.add(f"{label} in {where} has the attribute '{a.name}', which {schema.op_type}-{_bound(schema, node)} "
+                    self.add(f"{label} in {where} has the attribute '{a.name}', which {schema.op_type}-{self._version(schema, node)} "
                              "does not define.")  # fmt: skip
                 elif kind is not None and _KIND_NAMES.get(kind) != spec.kind:
                     self.add(f"{label} in {where}: attribute '{a.name}' is {_KIND_NAMES.get(kind, kind)}, but "
-                             f"{schema.op_type}-{_bound(schema, node)} wants {spec.kind}.")  # fmt: skip
+                             f"{schema.op_type}-{self._version(schema, node)} wants {spec.kind}.")  # fmt: skip
             if a.ref_attr_name:
                 continue
             self._check_attribute_value(a, kind, label, where, ctx, visible)
@@ -574,9 +583,7 @@ def _overload(f: onnx.FunctionProto) -> str:
     return f" (overload '{f.overload}')" if f.overload else ""
 
 
-def _bound(schema: OpInfo, node: onnx.NodeProto) -> str:
-    """The since_version a node's schema row stands for (the oldest the row covers)."""
-    return str(schema.since_version)
+
 
 
 def _short_label(node: onnx.NodeProto, index: int) -> str:
