@@ -618,3 +618,48 @@ def test_topk(largest: int, axis: int) -> None:
     check(_model("TopK", [("x", x)], n_out=2, inits={"k": np.array([2], np.int64)}, out_types=[F, I64], axis=axis, largest=largest), [x])
     xi = rnd(3, 5, dtype=np.int32, lo=-3, hi=3)
     check(_model("TopK", [("x", xi)], n_out=2, inits={"k": np.array([3], np.int64)}, out_types=[I32, I64], largest=largest), [xi])
+
+
+RESIZES = [
+    ("nearest", "half_pixel", "round_prefer_floor", {"scales": [1, 1, 2.0, 1.5]}),
+    ("nearest", "asymmetric", "floor", {"scales": [1, 1, 0.6, 0.8]}),
+    ("nearest", "align_corners", "round_prefer_ceil", {"sizes": [1, 2, 7, 3]}),
+    ("nearest", "asymmetric", "ceil", {"sizes": [1, 2, 8, 8]}),
+    ("linear", "half_pixel", None, {"scales": [1, 1, 2.0, 0.5]}),
+    ("linear", "align_corners", None, {"sizes": [1, 2, 7, 5]}),
+    ("linear", "pytorch_half_pixel", None, {"sizes": [1, 2, 1, 6]}),
+    ("linear", "half_pixel_symmetric", None, {"scales": [1, 1, 1.7, 2.3]}),
+    ("linear", "tf_crop_and_resize", None, {"sizes": [1, 2, 3, 3], "roi": [0, 0, 0.4, 0.6, 1, 1, 1.2, 1.7]}),
+    ("cubic", "half_pixel", None, {"scales": [1, 1, 2.0, 2.0]}),
+    ("cubic", "asymmetric", None, {"scales": [1, 1, 0.8, 1.25], "exclude_outside": 1}),
+]
+
+
+@pytest.mark.parametrize("mode,ctm,nearest,params", RESIZES, ids=lambda v: str(v))
+def test_resize(mode: str, ctm: str, nearest: str | None, params: dict[str, Any]) -> None:
+    x = rnd(1, 2, 4, 5)
+    inits: dict[str, np.ndarray] = {"roi": np.array(params.get("roi", []), np.float32)}
+    names = ["x", "roi"]
+    if "scales" in params:
+        inits["scales"] = np.array(params["scales"], np.float32)
+        names.append("scales")
+    else:
+        inits["scales"] = np.array([], np.float32)
+        inits["sizes"] = np.array(params["sizes"], np.int64)
+        names += ["scales", "sizes"]
+    attrs: dict[str, Any] = {"mode": mode, "coordinate_transformation_mode": ctm}
+    if nearest:
+        attrs["nearest_mode"] = nearest
+    if "exclude_outside" in params:
+        attrs["exclude_outside"] = params["exclude_outside"]
+    if ctm == "tf_crop_and_resize":
+        attrs["extrapolation_value"] = -3.0
+    check(_model("Resize", [("x", x)], inits=inits, node_inputs=names, **attrs), [x])
+
+
+def test_resize_axes_and_aspect_policy() -> None:
+    x = rnd(1, 2, 4, 5)
+    check(_model("Resize", [("x", x)], inits={"sizes": np.array([6, 6], np.int64)}, node_inputs=["x", "", "", "sizes"], axes=[2, 3], keep_aspect_ratio_policy="not_larger", mode="linear"), [x])
+    check(_model("Resize", [("x", x)], inits={"scales": np.array([2.0], np.float32)}, node_inputs=["x", "", "scales"], axes=[3]), [x])
+    xi = rnd(1, 1, 3, 3, dtype=np.uint8, lo=0, hi=255)
+    check(_model("Resize", [("x", xi)], inits={"scales": np.array([1, 1, 2, 2], np.float32)}, node_inputs=["x", "", "scales"]), [xi])

@@ -19,6 +19,7 @@ FAMILIES = (
     "control_flow",
     "indexing",
     "quantization",
+    "resize",
 )
 
 
