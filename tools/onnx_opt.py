@@ -58,19 +58,22 @@ def _parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Run onnxc and upstream MLIR passes on ONNX-dialect IR (like mlir-opt).",
         epilog="Any upstream MLIR pass may be named in a pipeline next to onnxc's passes; "
-        "`--list-passes` lists onnxc's own.",
+        "`--list-passes` lists onnxc's own. mlir-opt's single-dash spellings "
+        "(-split-input-file, -pass-pipeline=...) work too.",
+        # `--split` must not silently mean `--split-input-file`.
+        allow_abbrev=False,
     )
     p.add_argument("input", nargs="?", default="-", help="input .mlir or .onnx file ('-' for stdin, the default)")
     p.add_argument("-o", dest="output", default="-", metavar="FILE", help="output file ('-' for stdout)")
-    p.add_argument("--pass-pipeline", metavar="PIPELINE", help="textual pipeline, e.g. 'builtin.module(onnx-verify,canonicalize)'")
+    p.add_argument("--pass-pipeline", "-pass-pipeline", metavar="PIPELINE", help="textual pipeline, e.g. 'builtin.module(onnx-verify,canonicalize)'")
     p.add_argument("-p", dest="passes", metavar="PASSES", help="comma-separated passes, e.g. 'onnx-verify,cse'")
-    p.add_argument("--split-input-file", action="store_true", help=f"process each '{SPLIT_MARKER}'-separated chunk on its own")
-    p.add_argument("--verify-diagnostics", action="store_true", help="check emitted diagnostics against 'expected-*' comments")
-    p.add_argument("--mlir-print-ir-after-all", action="store_true", help="print the IR after every pass (to stderr)")
-    p.add_argument("--mlir-print-debuginfo", action="store_true", help="print locations with the IR")
-    p.add_argument("--mlir-print-op-generic", action="store_true", help="print operations in the generic form")
-    p.add_argument("--mlir-disable-threading", action="store_true", help="run passes on one thread")
-    p.add_argument("--allow-unregistered-dialect", action="store_true", help="accept operations of unknown dialects")
+    p.add_argument("--split-input-file", "-split-input-file", action="store_true", help=f"process each '{SPLIT_MARKER}'-separated chunk on its own")
+    p.add_argument("--verify-diagnostics", "-verify-diagnostics", action="store_true", help="check emitted diagnostics against 'expected-*' comments")
+    p.add_argument("--mlir-print-ir-after-all", "-mlir-print-ir-after-all", action="store_true", help="print the IR after every pass (to stderr)")
+    p.add_argument("--mlir-print-debuginfo", "-mlir-print-debuginfo", action="store_true", help="print locations with the IR")
+    p.add_argument("--mlir-print-op-generic", "-mlir-print-op-generic", action="store_true", help="print operations in the generic form")
+    p.add_argument("--mlir-disable-threading", "-mlir-disable-threading", action="store_true", help="run passes on one thread")
+    p.add_argument("--allow-unregistered-dialect", "-allow-unregistered-dialect", action="store_true", help="accept operations of unknown dialects")
     p.add_argument(
         "--no-verify-onnx",
         dest="verify_onnx",

@@ -524,6 +524,13 @@ class _PythonPassAdapter:
         except OnnxcError as e:
             op.location.emit_error(f"pass '{self.pass_.name}' failed: {e}")
             external.signal_pass_failure()
+        except ir.MLIRError as e:
+            # A pass manager the pass ran itself failed. Its errors reached our diagnostic handler
+            # already when errors are routed to handlers; otherwise they are in the exception.
+            for d in e.error_diagnostics:
+                d.location.emit_error(d.message)
+            op.location.emit_error(f"pass '{self.pass_.name}' failed: {str(e).splitlines()[0]}")
+            external.signal_pass_failure()
         except Exception as e:  # noqa: BLE001 - a bug in a pass must not take the process down
             self.tracebacks.append(traceback.format_exc())
             message = str(e)

@@ -88,6 +88,19 @@ class CrashPass(ModulePass):
 
 
 @dataclasses.dataclass(frozen=True)
+class InnerPipelinePass(ModulePass):
+    """Run a native pass manager of its own (as onnxc's named pipelines do)."""
+
+    name = "test-inner-pipeline"
+    inner: str = "canonicalize"
+
+    def run(self, module: ir.Operation) -> None:
+        from mlir.passmanager import PassManager
+
+        PassManager.parse(f"builtin.module({self.inner})").run(module)
+
+
+@dataclasses.dataclass(frozen=True)
 class MakeConstantPass(ModulePass):
     """Insert an arith.constant using the ambient context and location (as builder code does)."""
 
@@ -123,7 +136,9 @@ class LoopPipeline(ModulePass):
 
 TEST_PASSES = {
     cls.name: f"{__name__}:{cls.__name__}"
-    for cls in (CountConstantsPass, RejectAddPass, CrashPass, MakeConstantPass, CountTwicePipeline, LoopPipeline)
+    for cls in (
+        CountConstantsPass, RejectAddPass, CrashPass, InnerPipelinePass, MakeConstantPass, CountTwicePipeline, LoopPipeline
+    )
 }
 
 
@@ -143,6 +158,15 @@ FUNC = textwrap.dedent(
       %c0 = arith.constant 0 : i32
       %r = arith.addi %a, %c0 : i32
       return %r : i32
+    }
+    """
+)
+
+RELU = textwrap.dedent(
+    """\
+    func.func @f(%a: tensor<2xf32>) -> tensor<2xf32> {
+      %r = "onnx.relu"(%a) : (tensor<2xf32>) -> tensor<2xf32>
+      return %r : tensor<2xf32>
     }
     """
 )
@@ -271,12 +295,19 @@ def test_python_exception_does_not_escape(test_passes: None) -> None:
     assert "arith.addi" not in str(module)
 
 
-def test_upstream_failure_and_warnings_are_collected() -> None:
-    module = parse(
-        'func.func @f(%a: tensor<2xf32>) -> tensor<2xf32> {\n'
-        '  %r = "onnx.relu"(%a) : (tensor<2xf32>) -> tensor<2xf32>\n'
-        "  return %r : tensor<2xf32>\n}\n"
-    )
+def test_inner_pass_manager_failure_inside_python_pass(test_passes: None) -> None:
+    module = parse(RELU)
+    pl.run_pipeline(module, "test-inner-pipeline")  # canonicalize inside: fine
+    with pytest.raises(pl.PipelineFailure) as info:
+        pl.run_pipeline(module, "test-inner-pipeline{inner=one-shot-bufferize}")
+    messages = [d.message for d in info.value.diagnostics if d.severity == "error"]
+    assert messages[0] == "op was not bufferized"
+    assert messages[-1].startswith("pass 'test-inner-pipeline' failed:")
+    assert not info.value.tracebacks  # a reported failure, not an internal error
+
+
+def test_upstream_failure_is_collected() -> None:
+    module = parse(RELU)
     with pytest.raises(pl.PipelineFailure) as info:
         pl.run_pipeline(module, "one-shot-bufferize")
     (error,) = info.value.diagnostics
