@@ -266,6 +266,8 @@ class _Inferer:
             info = U.info_of(op)
             if info is not None and info.op_type == "Loop" and op.regions and op.regions[0].blocks:
                 self.run_loop_body(op)
+            elif info is not None and info.op_type == "Scan" and op.regions and op.regions[0].blocks:
+                self.run_scan_body(op, info)
             else:
                 for region in op.regions:
                     for inner in region.blocks:
@@ -278,48 +280,90 @@ class _Inferer:
                     self.conflicts.append((op.location, f"{U.location_text(op)}: shape inference skipped: {exc}"))
 
     def run_loop_body(self, op: ir.Operation) -> None:
-        """Infer a Loop body with its loop-carried arguments typed like the initial values.
+        """Infer a Loop body with its loop-carried arguments typed like the initial values."""
+        n_carried = len(op.operands) - 2
+        if n_carried < 0:
+            return
+        carried = [(2 + k, op.operands[2 + k], 1 + k) for k in range(n_carried)]
+        self.run_carried_body(op, carried, {})
+
+    def run_scan_body(self, op: ir.Operation, info: OpInfo) -> None:
+        """Infer a Scan body: states typed like the initial states, scan-input arguments like one
+        slice of the scan inputs (their scan axis removed)."""
+        n_scan = int(U.attr_value(op, "num_scan_inputs", 0) or 0)
+        n_states = len(op.operands) - n_scan
+        if n_scan <= 0 or n_states < 0 or info.since_versions[0] < 9:
+            self._run_regions(op)
+            return
+        axes = list(U.attr_value(op, "scan_input_axes", None) or [0] * n_scan)
+        fixed: dict[int, ir.Type] = {}
+        for j in range(n_scan):
+            v = op.operands[n_states + j]
+            shape = U.shape_of(v.type)
+            if shape is None or j >= len(axes):
+                continue
+            axis = int(axes[j]) + len(shape) if int(axes[j]) < 0 else int(axes[j])
+            if not 0 <= axis < len(shape):
+                continue
+            fixed[n_states + j] = U.ranked_type(shape[:axis] + shape[axis + 1 :], U.element_type_of(v.type))
+        carried = [(k, op.operands[k], k) for k in range(n_states)]
+        self.run_carried_body(op, carried, fixed)
+
+    def _run_regions(self, op: ir.Operation) -> None:
+        for region in op.regions:
+            for inner in region.blocks:
+                self.run_block(inner)
+
+    def run_carried_body(self, op: ir.Operation, carried: list[tuple[int, ir.Value, int]], fixed: dict[int, ir.Type]) -> None:
+        """Infer the body of a Loop or Scan whose argument `i` carries the value yielded at `y`.
 
         A carried value may change shape from one iteration to the next, so the body is inferred
         again with every dim (or rank) where the yielded value disagrees made unknown, until the
-        yielded types fit the arguments (at most three rounds); otherwise the body keeps the
-        types it came with."""
+        yielded types fit the arguments (at most three rounds); otherwise the carried arguments
+        keep the types they came with. `fixed` arguments (scan slices) get their type once."""
         block = op.regions[0].blocks[0]
         args = list(block.arguments)
-        n_carried = len(op.operands) - 2
-        if n_carried < 0 or len(args) < 2 + n_carried:
+        if any(i >= len(args) for i, _, _ in carried) or any(i >= len(args) for i in fixed):
+            self._run_regions(op)
             return
         body_values = [r for inner in U.collect_ops(op) for r in inner.results] + args
         originals = {v: v.type for v in body_values}
+        start: dict[int, ir.Type] = {}
+        for i, t in fixed.items():
+            refined = U.refine_type(args[i].type, t) if U.is_tensor_type(args[i].type) else None
+            if refined is not None:
+                start[i] = refined
         candidates: dict[int, ir.Type] = {}
-        for k in range(n_carried):
-            arg, init = args[2 + k], op.operands[2 + k]
+        yield_of: dict[int, int] = {}
+        for i, init, y in carried:
+            arg = args[i]
             refined = U.refine_type(arg.type, init.type) if U.is_tensor_type(arg.type) and U.is_tensor_type(init.type) else None
             if refined is not None and refined != arg.type:
-                candidates[k] = refined
+                candidates[i] = refined
+                yield_of[i] = y
         for _ in range(3):
-            if not candidates:
-                break
-            for k, t in candidates.items():
-                args[2 + k].set_type(t)
+            for i, t in {**start, **candidates}.items():
+                args[i].set_type(t)
             self.run_block(block)
             term = list(block.operations)[-1].operation
             changed = False
-            for k, t in list(candidates.items()):
-                if 1 + k >= len(term.operands):
+            for i, t in list(candidates.items()):
+                y = yield_of[i]
+                if y >= len(term.operands):
                     continue
-                got = term.operands[1 + k].type
-                general = _generalize(t, got)
+                general = _generalize(t, term.operands[y].type)
                 if general != t:
                     changed = True
-                    if general == originals[args[2 + k]] or not U.is_tensor_type(general):
-                        del candidates[k]
+                    if general == originals[args[i]] or not U.is_tensor_type(general):
+                        del candidates[i]
                     else:
-                        candidates[k] = general
+                        candidates[i] = general
             if not changed:
                 return
             self._restore(originals)
         self._restore(originals)
+        for i, t in start.items():
+            args[i].set_type(t)
         self.run_block(block)
 
     def _restore(self, originals: dict[ir.Value, ir.Type]) -> None:
@@ -682,6 +726,43 @@ def _rule_loop(inf: _Inferer, op: ir.Operation, info: OpInfo) -> list[Any] | Non
     return out
 
 
+def _rule_scan(inf: _Inferer, op: ir.Operation, info: OpInfo) -> list[Any] | None:
+    """Scan-9+ results: final states keep the dims initial and yielded states agree on; scan
+    outputs stack the yielded slices along their scan output axis, whose length is the scan
+    inputs' sequence length."""
+    if info.since_versions[0] < 9 or not op.regions or not op.regions[0].blocks:
+        return None
+    n_scan = int(U.attr_value(op, "num_scan_inputs", 0) or 0)
+    n_states = len(op.operands) - n_scan
+    term = list(op.regions[0].blocks[0].operations)[-1].operation
+    yielded = list(term.operands)
+    in_axes = list(U.attr_value(op, "scan_input_axes", None) or [0] * n_scan)
+    seq_len: Dim = None
+    if n_scan > 0:
+        first = inf.shape(op.operands[n_states])
+        if first is not None and in_axes:
+            a = int(in_axes[0]) + len(first) if int(in_axes[0]) < 0 else int(in_axes[0])
+            seq_len = first[a] if 0 <= a < len(first) else None
+    out_axes = list(U.attr_value(op, "scan_output_axes", None) or [])
+    out: list[Any] = []
+    for k, res in enumerate(op.results):
+        if k >= len(yielded) or not U.is_tensor_type(yielded[k].type):
+            out.append(False)
+            continue
+        dims = inf.shape(yielded[k])
+        if k < n_states:
+            out.append(_merge_dims(inf.shape(op.operands[k]), dims))
+            continue
+        if dims is None:
+            out.append(None)
+            continue
+        j = k - n_states
+        axis = int(out_axes[j]) if j < len(out_axes) else 0
+        axis = axis + len(dims) + 1 if axis < 0 else axis
+        out.append(list(dims[:axis]) + [seq_len] + list(dims[axis:]))
+    return out
+
+
 def _rule_same_as_input(inf: _Inferer, op: ir.Operation, info: OpInfo) -> list[Any] | None:
     """Ops onnx has no inference function for whose output has the input's shape."""
     return [inf.shape(op.operands[0])] + [False] * (len(op.results) - 1)
@@ -689,6 +770,7 @@ def _rule_same_as_input(inf: _Inferer, op: ir.Operation, info: OpInfo) -> list[A
 
 _SHAPE_RULES: dict[str, Callable[[_Inferer, ir.Operation, OpInfo], list[Any] | None]] = {
     "Loop": _rule_loop,
+    "Scan": _rule_scan,
     "GroupNormalization": _rule_same_as_input,
     "MeanVarianceNormalization": _rule_same_as_input,
     "Scaler": _rule_same_as_input,

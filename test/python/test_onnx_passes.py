@@ -382,3 +382,23 @@ def test_full_onnx_pipeline_on_old_dynamic_model() -> None:
             assert not isinstance(r.type, ir.UnrankedTensorType)
     assert "Identity" not in [U.info_of(op).op_type for op in _onnx_ops(module) if U.info_of(op)]
     _check(model, module, {"x": RNG.standard_normal((5, 4)).astype(np.float32)})
+
+
+def test_shape_inference_scan_outputs() -> None:
+    """Scan: the body sees one slice of each scan input; the scan output stacks the body's values
+    along the sequence (here static: 5) and the state keeps its shape."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x_t"], ["s_out"]), helper.make_node("Identity", ["s_out"], ["y_t"])],
+        "body",
+        [_vi("s_in", None), _vi("x_t", None)],
+        [_vi("s_out", None), _vi("y_t", None)],
+    )
+    model = _model([helper.make_node("Scan", ["s0", "xs"], ["s", "ys"], body=body, num_scan_inputs=1)],
+                   [_vi("s0", [3]), _vi("xs", [5, 3])], [_vi("s", None), _vi("ys", None)], 17)  # fmt: skip
+    module = import_model(model)
+    with module.context:
+        infer_shapes(module.operation)
+    scan = next(op for op in _onnx_ops(module) if op.name.startswith("onnx.scan"))
+    assert [str(r.type) for r in scan.results] == ["tensor<3xf32>", "tensor<5x3xf32>"]
+    feeds = {"s0": np.zeros(3, np.float32), "xs": RNG.standard_normal((5, 3)).astype(np.float32)}
+    _check(model, module, feeds)
