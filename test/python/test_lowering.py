@@ -332,6 +332,7 @@ def test_conv_dynamic_batch() -> None:
         ("MaxPool", {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
         ("MaxPool", {"kernel_shape": [2, 2], "dilations": [2, 2], "auto_pad": "SAME_UPPER"}),
         ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+        ("AveragePool", {"kernel_shape": [2, 2], "strides": [2, 2]}),
         ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1}),
         ("AveragePool", {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
         ("LpPool", {"kernel_shape": [2, 2], "p": 2}),

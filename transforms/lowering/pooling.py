@@ -159,7 +159,9 @@ def lower_avg_pool(node: Node) -> list[ir.Value]:
         inv = 1.0 / p
         return [elementwise([s], elem, lambda v: _narrow(math.sqrt(v) if p == 2.0 else math.powf(v, const_scalar(inv, acc)), acc, elem))]
     include_pad = bool(int(node.attr("count_include_pad", 0)))
-    if include_pad and not ceil_mode:
+    # Every window is full when nothing is padded (or pads count and no ceil extension): divide
+    # by the kernel size instead of counting.
+    if (include_pad and not ceil_mode) or not any(lo + hi2):
         cnt = 1
         for kk in kernel:
             cnt *= kk
