@@ -664,3 +664,11 @@ def test_resize_axes_and_aspect_policy() -> None:
     check(_model("Resize", [("x", x)], inits={"scales": np.array([2.0], np.float32)}, node_inputs=["x", "", "scales"], axes=[3]), [x])
     xi = rnd(1, 1, 3, 3, dtype=np.uint8, lo=0, hi=255)
     check(_model("Resize", [("x", xi)], inits={"scales": np.array([1, 1, 2, 2], np.float32)}, node_inputs=["x", "", "scales"]), [xi])
+
+
+def test_bool_reductions_and_compare() -> None:
+    b = np.array([[True, False, False], [False, False, False]])
+    check(_model("ReduceMax", [("b", b)], inits={"a": np.array([1], np.int64)}, keepdims=0), [b])
+    check(_model("ReduceMin", [("b", b)], inits={"a": np.array([1], np.int64)}, keepdims=0), [b])
+    c = np.array([[False, True, True], [True, False, True]])
+    check(_model("Equal", [("b", b), ("c", c)]), [b, c])

@@ -46,7 +46,8 @@ class Scalar:
         self.node = node
         self.onnx_elem = elem
         self.elem = convert_element(elem)
-        self.unsigned = is_unsigned(elem)
+        # Bools compare and take max/min as unsigned bits.
+        self.unsigned = is_unsigned(elem) or is_bool(elem)
         self.is_float = is_float(self.elem)
 
     def c(self, value: float | int) -> ir.Value:

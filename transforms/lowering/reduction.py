@@ -95,7 +95,8 @@ def lower_reduce(node: Node) -> list[ir.Value]:
     x = node.input(0)
     onnx_elem = node.in_elem(0)
     elem = convert_element(onnx_elem)
-    unsigned = is_unsigned(onnx_elem)
+    # Bools reduce as unsigned bits (max = or, min = and).
+    unsigned = is_unsigned(onnx_elem) or str(elem) == "i1"
     fl = is_float(elem)
     r = rank_of(x)
     axes = reduce_axes(node, r)
