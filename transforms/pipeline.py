@@ -378,7 +378,8 @@ def _check_nested(element: PipelineElement, anchor: str) -> None:
                 f"onnxc pass '{e.name}' runs on the whole module and cannot be nested in '{anchor}(...)'; "
                 f"move it to the top level of the pipeline"
             )
-        _check_nested(e, f"{anchor}({e.name}" if e.nested is not None else anchor)
+        if e.nested is not None:
+            _check_nested(e, e.name)
 
 
 def expand(text: str, _stack: tuple[str, ...] = ()) -> list[Step]:
