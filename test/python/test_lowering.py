@@ -672,3 +672,24 @@ def test_bool_reductions_and_compare() -> None:
     check(_model("ReduceMin", [("b", b)], inits={"a": np.array([1], np.int64)}, keepdims=0), [b])
     c = np.array([[False, True, True], [True, False, True]])
     check(_model("Equal", [("b", b), ("c", c)]), [b, c])
+
+
+def test_integer_and_qlinear_ops() -> None:
+    a = rnd(3, 4, dtype=np.uint8, lo=0, hi=255)
+    b = rnd(4, 2, dtype=np.uint8, lo=0, hi=255)
+    check(_model("MatMulInteger", [("a", a), ("b", b)], inits={"az": np.array(12, np.uint8), "bz": np.array([3, 250], np.uint8)}, out_types=[I32]), [a, b])
+    ai = rnd(2, 3, 4, dtype=np.int8, lo=-128, hi=127)
+    bi = rnd(4, 5, dtype=np.int8, lo=-128, hi=127)
+    check(_model("MatMulInteger", [("a", ai), ("b", bi)], out_types=[I32]), [ai, bi])
+    sc = lambda v: np.array(v, np.float32)  # noqa: E731
+    check(_model("QLinearMatMul", [("a", a), ("as", sc(0.02)), ("az", np.array(7, np.uint8)), ("b", b), ("bs", sc(0.03)), ("bz", np.array(100, np.uint8)), ("ys", sc(0.5)), ("yz", np.array(9, np.uint8))]), [a, sc(0.02), np.array(7, np.uint8), b, sc(0.03), np.array(100, np.uint8), sc(0.5), np.array(9, np.uint8)])
+    x = rnd(1, 2, 5, 5, dtype=np.uint8, lo=0, hi=255)
+    w = rnd(3, 2, 3, 3, dtype=np.uint8, lo=0, hi=255)
+    check(_model("ConvInteger", [("x", x), ("w", w)], inits={"xz": np.array(5, np.uint8)}, pads=[1, 1, 1, 1], out_types=[I32]), [x, w])
+    wi = rnd(3, 2, 3, 3, dtype=np.int8, lo=-100, hi=100)
+    check(
+        _model("QLinearConv", [("x", x)], inits={"xs": sc(0.01), "xz": np.array(3, np.uint8), "w": wi, "ws": sc([0.02, 0.01, 0.03]), "wz": np.array([0, 0, 0], np.int8), "ys": sc(0.2), "yz": np.array(4, np.uint8), "bias": np.array([10, -20, 30], np.int32)}),
+        [x],
+    )
+    f = rnd(3, 4, lo=-2, hi=5)
+    check(_model("DynamicQuantizeLinear", [("x", f)], n_out=3, out_types=[U8, F, U8]), [f])

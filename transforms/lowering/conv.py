@@ -89,24 +89,25 @@ def out_size(padded: Dim, kernel: int, stride: int, dilation: int, ceil_mode: bo
     return dim_add(dim_floordiv(num, stride), 1)
 
 
-def _conv_attrs(node: Node, k: int) -> tuple[list[int], list[int], list[int], list[int], list[int]] | str:
-    wshape = static_shape(node.onnx_types[1])
+def _conv_attrs(node: Node, k: int, xi: int = 0, wi: int = 1) -> tuple[list[int], list[int], list[int], list[int], list[int]] | str:
+    wshape = static_shape(node.onnx_types[wi])
     kernel = node.attr("kernel_shape") or wshape[2:]
     if any(s is None for s in kernel):
         return "the kernel shape must be static"
     kernel = [int(s) for s in kernel]
     strides = [int(s) for s in (node.attr("strides") or [1] * k)]
     dil = [int(s) for s in (node.attr("dilations") or [1] * k)]
-    xs = static_shape(node.onnx_types[0])[2:]
+    xs = static_shape(node.onnx_types[xi])[2:]
     p = window_pads(xs, kernel, strides, dil, node.attr("pads"), node.attr("auto_pad", "NOTSET"))
     if isinstance(p, str):
         return p
     return kernel, strides, dil, p[0], p[1]
 
 
-def _check_conv(node: Node) -> str | None:
-    xs = static_shape(node.onnx_types[0])
-    ws = static_shape(node.onnx_types[1])
+def check_conv(node: Node, xi: int = 0, wi: int = 1) -> str | None:
+    """Reasons a Conv-like node (X at input xi, W at wi) cannot be lowered."""
+    xs = static_shape(node.onnx_types[xi])
+    ws = static_shape(node.onnx_types[wi])
     if len(xs) < 3 or len(xs) != len(ws):
         return "X and W must have the same rank >= 3"
     g = int(node.attr("group", 1))
@@ -114,20 +115,28 @@ def _check_conv(node: Node) -> str | None:
         return f"{ws[0]} output channels do not split into {g} groups"
     if ws[1] is None:
         return "the input channels per group of W must be static"
-    a = _conv_attrs(node, len(xs) - 2)
+    a = _conv_attrs(node, len(xs) - 2, xi, wi)
     return a if isinstance(a, str) else None
+
+
+def _check_conv(node: Node) -> str | None:
+    return check_conv(node)
 
 
 @lowers("Conv", check=_check_conv)
 def lower_conv(node: Node) -> list[ir.Value]:
     """Conv: named `linalg.conv_2d_nchw_fchw` for 2-D single-group, a generic otherwise."""
-    x, w = node.input(0), node.input(1)
-    onnx_elem = node.in_elem(0)
+    return [conv_values(node, node.input(0), node.input(1), node.input(2) if node.has(2) else None, node.in_elem(0))]
+
+
+def conv_values(node: Node, x: ir.Value, w: ir.Value, bias: ir.Value | None, onnx_elem: ir.Type, xi: int = 0, wi: int = 1) -> ir.Value:
+    """The convolution of lowered x and w (plus bias) with `node`'s Conv attributes, in the
+    element type `onnx_elem` (f16/bf16 accumulate in f32)."""
     elem = convert_element(onnx_elem)
     acc = ir.F32Type.get() if is_float(elem) and bitwidth(elem) < 32 else elem
     r = rank_of(x)
     k = r - 2
-    kernel, strides, dil, lo, hi = _conv_attrs(node, k)  # type: ignore[misc]
+    kernel, strides, dil, lo, hi = _conv_attrs(node, k, xi, wi)  # type: ignore[misc]
     g = int(node.attr("group", 1))
     xp = pad_spatial(x, lo, hi, 0.0 if is_float(elem) else 0)
     n = dim(x, 0)
@@ -135,8 +144,8 @@ def lower_conv(node: Node) -> list[ir.Value]:
     outs = [out_size(dim(xp, 2 + i), kernel[i], strides[i], dil[i]) for i in range(k)]
     out_shape = [n, m] + outs
     # Accumulator initialized with the bias (broadcast along channels) or zero.
-    if node.has(2):
-        b = node.input(2)
+    if bias is not None:
+        b = bias
         if str(acc) != str(elem):
             b = convert_tensor(b, elem, acc)
         b_exp = expand_unit_dims(b, [0] + [2 + i for i in range(k)])
@@ -144,8 +153,7 @@ def lower_conv(node: Node) -> list[ir.Value]:
     else:
         init = filled(out_shape, acc, 0.0 if is_float(acc) else 0)
     if k == 2 and g == 1 and str(acc) == str(elem):
-        res = linalg.conv_2d_nchw_fchw(xp, w, outs=[init], strides=strides, dilations=dil)
-        return [res]
+        return linalg.conv_2d_nchw_fchw(xp, w, outs=[init], strides=strides, dilations=dil)
     # Generic: split channels by group.  x: [n, g, cg, s...], w: [g, mg, cg, k...], out: [n, g, mg, o...]
     cg = static_shape(w.type)[1]
     xs = shape_of(xp)
@@ -176,7 +184,7 @@ def lower_conv(node: Node) -> list[ir.Value]:
 
     res = generic([xg, wg], [og], [affine_map(L, x_exprs), affine_map(L, w_exprs), affine_map(L, o_exprs)], iters, body)[0]
     res = _merge_dims(res, 1)
-    return [res if str(acc) == str(elem) else convert_tensor(res, acc, elem)]
+    return res if str(acc) == str(elem) else convert_tensor(res, acc, elem)
 
 
 def _split_dim(v: ir.Value, axis: int, a: Dim, b: Dim) -> ir.Value:

@@ -97,3 +97,145 @@ def lower_quantize(node: Node) -> list[ir.Value]:
         return convert_scalar(v, f32, qe)
 
     return [elementwise(ins, q, body, out_shape=shape_of(x))]
+
+
+# --- integer and quantized linear algebra ---------------------------------------------------------
+
+
+def _minus_zp(node: Node, v: ir.Value, ve: ir.Type, zp_index: int, row_axis: int | None) -> ir.Value:
+    """v - zero_point as i32 (zero point: omitted, a scalar, or 1-D along `row_axis` of v)."""
+    i32 = ir.IntegerType.get_signless(32)
+    i32_onnx = i32
+    if not node.has(zp_index):
+        return elementwise([v], i32, lambda a: convert_scalar(a, ve, i32_onnx))
+    zp = node.input(zp_index)
+    ze = node.in_elem(zp_index)
+    r = rank_of(v)
+    if rank_of(zp) == 1 and row_axis is not None and r > 1:
+        zp = expand_unit_dims(zp, [i for i in range(r) if i != row_axis])
+    return elementwise([v, zp], i32, lambda a, z: arith.subi(convert_scalar(a, ve, i32_onnx), convert_scalar(z, ze, i32_onnx)), out_shape=shape_of(v))
+
+
+def _check_int_mm(node: Node) -> str | None:
+    return None if len(static_shape(node.onnx_types[0])) >= 1 and len(static_shape(node.onnx_types[1])) >= 1 else "rank-0 operand"
+
+
+@lowers("MatMulInteger", check=_check_int_mm)
+def lower_matmul_integer(node: Node) -> list[ir.Value]:
+    """MatMulInteger: (A - a_zp) @ (B - b_zp) in int32 (per-row a_zp, per-column b_zp)."""
+    from onnxc.transforms.lowering.matmul import matmul_values
+
+    a = _minus_zp(node, node.input(0), node.in_elem(0), 2, rank_of(node.input(0)) - 2)
+    b = _minus_zp(node, node.input(1), node.in_elem(1), 3, rank_of(node.input(1)) - 1)
+    return [matmul_values(a, b, ir.IntegerType.get_signless(32))]
+
+
+def _requantize(node: Node, acc: ir.Value, scale_ins: list[int], y_scale: int, y_zp: int, out_q: ir.Type, channel_axis: int | None) -> ir.Value:
+    """rint(acc * (prod(scales) / y_scale)) + y_zp, clipped to the output type (as the reference:
+    the multiplier in f32, the product in f64)."""
+    f64 = ir.F64Type.get()
+    r = rank_of(acc)
+    ins = [acc]
+    for i in scale_ins + [y_scale]:
+        v = node.input(i)
+        if rank_of(v) == 1 and channel_axis is not None:
+            v = expand_unit_dims(v, [j for j in range(r) if j != channel_axis])
+        ins.append(v)
+    has_zp = node.has(y_zp)
+    if has_zp:
+        ins.append(node.input(y_zp))
+    w = bitwidth(convert_element(out_q))
+    lo, hi = (0, (1 << w) - 1) if is_unsigned(out_q) else (-(1 << (w - 1)), (1 << (w - 1)) - 1)
+    n_sc = len(scale_ins)
+
+    def body(*a: ir.Value) -> ir.Value:
+        m = a[1]
+        for s in a[2 : 1 + n_sc]:
+            m = arith.mulf(m, s)
+        m = arith.divf(m, a[1 + n_sc])
+        d = arith.mulf(arith.sitofp(f64, a[0]), arith.extf(f64, m))
+        d = math.roundeven(d)
+        if has_zp:
+            d = arith.addf(d, convert_scalar(a[2 + n_sc], out_q, f64))
+        d = arith.maximumf(arith.minimumf(d, const_scalar(float(hi), f64)), const_scalar(float(lo), f64))
+        return convert_scalar(d, f64, out_q)
+
+    return elementwise(ins, convert_element(out_q), body, out_shape=shape_of(acc))
+
+
+@lowers("QLinearMatMul", check=lambda n: None if len(static_shape(n.onnx_types[0])) >= 1 else "rank-0 operand")
+def lower_qlinear_matmul(node: Node) -> list[ir.Value]:
+    """QLinearMatMul: integer matmul of zero-point-shifted operands, then requantization."""
+    from onnxc.transforms.lowering.matmul import matmul_values
+
+    a = _minus_zp(node, node.input(0), node.in_elem(0), 2, rank_of(node.input(0)) - 2)
+    b = _minus_zp(node, node.input(3), node.in_elem(3), 5, rank_of(node.input(3)) - 1)
+    acc = matmul_values(a, b, ir.IntegerType.get_signless(32))
+    out_q = node.out_elem(0)
+    return [_requantize(node, acc, [1, 4], 6, 7, out_q, rank_of(acc) - 1)]
+
+
+def _check_conv_integer(node: Node) -> str | None:
+    from onnxc.transforms.lowering.conv import check_conv
+
+    return check_conv(node)
+
+
+@lowers("ConvInteger", check=_check_conv_integer)
+def lower_conv_integer(node: Node) -> list[ir.Value]:
+    """ConvInteger: convolution of zero-point-shifted operands in int32."""
+    from onnxc.transforms.lowering.conv import conv_values
+
+    x = _minus_zp(node, node.input(0), node.in_elem(0), 2, None)
+    w = _minus_zp(node, node.input(1), node.in_elem(1), 3, 0)
+    return [conv_values(node, x, w, None, ir.IntegerType.get_signless(32))]
+
+
+def _check_qlinear_conv(node: Node) -> str | None:
+    from onnxc.transforms.lowering.conv import check_conv
+
+    return check_conv(node, 0, 3)
+
+
+@lowers("QLinearConv", check=_check_qlinear_conv)
+def lower_qlinear_conv(node: Node) -> list[ir.Value]:
+    """QLinearConv: integer convolution (+ int32 bias), then requantization per output channel."""
+    from onnxc.transforms.lowering.conv import conv_values
+
+    x = _minus_zp(node, node.input(0), node.in_elem(0), 2, None)
+    w = _minus_zp(node, node.input(3), node.in_elem(3), 5, 0)
+    bias = node.input(8) if node.has(8) else None
+    acc = conv_values(node, x, w, bias, ir.IntegerType.get_signless(32), 0, 3)
+    return [_requantize(node, acc, [1, 4], 6, 7, node.out_elem(0), 1)]
+
+
+@lowers("DynamicQuantizeLinear")
+def lower_dynamic_quantize(node: Node) -> list[ir.Value]:
+    """DynamicQuantizeLinear: uint8 scale and zero point from the data range (including 0)."""
+    from mlir.dialects import tensor
+
+    from onnxc.transforms.lowering.common import reduce_dims
+
+    x = node.input(0)
+    f32 = ir.F32Type.get()
+    r = rank_of(x)
+    axes = list(range(r))
+    mx = reduce_dims([x], axes, [0.0], [f32], lambda a: [arith.maximumf(a[1], a[0])])[0]
+    mn = reduce_dims([x], axes, [0.0], [f32], lambda a: [arith.minimumf(a[1], a[0])])[0]
+    mxs, mns = tensor.extract(mx, []), tensor.extract(mn, [])
+    rng = arith.subf(mxs, mns)
+    same = arith.cmpf(arith.CmpFPredicate.OEQ, mxs, mns)
+    scale = arith.divf(arith.select(same, const_scalar(1.0, f32), rng), const_scalar(255.0, f32))
+    zp = arith.subf(const_scalar(0.0, f32), arith.divf(mns, scale))
+    zp = math.roundeven(arith.maximumf(const_scalar(0.0, f32), arith.minimumf(const_scalar(255.0, f32), zp)))
+    u8 = ir.IntegerType.get_signless(8)
+
+    def q(v: ir.Value) -> ir.Value:
+        y = arith.addf(math.roundeven(arith.divf(v, scale)), zp)
+        y = arith.maximumf(const_scalar(0.0, f32), arith.minimumf(const_scalar(255.0, f32), y))
+        return arith.fptoui(u8, y)
+
+    y = elementwise([x], u8, q)
+    scale_t = tensor.from_elements(ir.RankedTensorType.get([], f32), [scale])
+    zp_t = tensor.from_elements(ir.RankedTensorType.get([], u8), [arith.fptoui(u8, zp)])
+    return [y, scale_t, zp_t]
