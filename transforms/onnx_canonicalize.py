@@ -13,7 +13,8 @@ What it does, in this order:
 1. **Constants**: every `onnx.constant` spelled with `value_float(s)`, `value_int(s)`,
    `value_string(s)` or (up to `sparse_limit` elements) `sparse_value` becomes one with `value`
    (an elements attribute; `value_float` -> `tensor<f32>`, `value_ints` -> `tensor<Nxi64>`...).
-2. **No-op removal** (results replaced by the input where the types allow): Identity; Dropout
+2. **No-op removal** (results replaced by the input where the types allow): If with a constant
+   condition (the taken branch's ops move before it); Identity; Dropout
    when not training (no `training_mode` input, or a constant false one; Dropout-1/6 with
    `is_test = 1`; a used mask output becomes a constant-true ConstantOfShape); Cast to the input's
    own type (not a saturating float8 cast); Transpose by the identity permutation; Reshape,
@@ -32,6 +33,7 @@ import numpy as np
 from mlir import ir
 
 from onnxc.dialect import onnx_op
+from onnxc.dialect.opinfo import OpInfo
 from onnxc.transforms import onnx_utils as U
 from onnxc.transforms.pass_base import ModulePass
 
@@ -64,6 +66,12 @@ def canonicalize(module: ir.Operation, options: OnnxCanonicalizePass | None = No
     stats = {"constants": 0, "noops": 0, "nones": 0, "dead": 0}
     for op in U.collect_ops(module, lambda o: o.name == U.CONSTANT_OP):
         stats["constants"] += _normalize_constant(op, options.sparse_limit)
+    # Ifs innermost first (reverse pre-order): inlining one erases the branch it does not take,
+    # and with it nested ops that must not be visited afterwards.
+    for op in reversed(U.collect_ops(module, lambda o: o.name.startswith("onnx.if"))):
+        info = U.info_of(op)
+        if info is not None and info.op_type == "If":
+            stats["noops"] += _inline_constant_if(op, info)
     for op in U.collect_ops(module, U.is_onnx_op):
         stats["noops"] += _remove_noop(op)
     for fn in U.functions(module):
@@ -179,6 +187,30 @@ def _forward(op: ir.Operation, value: ir.Value, result_index: int = 0) -> int:
     if done and not U.has_uses(op):
         op.erase()
     return 1 if done else 0
+
+
+def _inline_constant_if(op: ir.Operation, info: OpInfo) -> int:
+    """An If whose condition is a constant is replaced by the ops of the branch it takes."""
+    cond = U.constant_value(op.operands[0], 1)
+    names = info.regions  # regions follow the sorted GRAPH attribute names
+    if cond is None or cond.size != 1 or len(op.regions) != 2 or set(names) != {"else_branch", "then_branch"}:
+        return 0
+    region = op.regions[names.index("then_branch" if bool(cond.reshape(-1)[0]) else "else_branch")]
+    if len(region.blocks) != 1:
+        return 0
+    body = [o.operation for o in region.blocks[0].operations]
+    if not body:
+        return 0
+    term = body[-1]
+    if len(term.operands) != len(op.results):
+        return 0
+    for inner in body[:-1]:
+        inner.move_before(op)
+    for res, v in zip(op.results, list(term.operands)):
+        U.replace_value(res, v)
+    if not U.has_uses(op):
+        op.erase()
+    return 1
 
 
 def _is_false_constant(v: ir.Value) -> bool:

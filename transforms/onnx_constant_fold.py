@@ -90,13 +90,16 @@ class Folder:
             static = self._shape_or_size(op, info)
             if static is not None:
                 return self._replace(op, [static])
+        if not all(U.is_none_value(v) or U.is_constant(v) for v in op.operands):
+            return False
+        # Decide on the output size before reading inputs, which may be large weights.
+        if info.op_type != "ConstantOfShape" and not self._small_enough(op, info):
+            return False
         inputs: list[np.ndarray | None] = []
         for v in op.operands:
             if U.is_none_value(v):
                 inputs.append(None)
                 continue
-            if not U.is_constant(v):
-                return False
             arr = U.constant_value(v)
             if arr is None:
                 self._skip("unreadable constant")
@@ -104,8 +107,6 @@ class Folder:
             inputs.append(arr)
         if info.op_type == "ConstantOfShape":
             return self._constant_of_shape(op, inputs)
-        if not self._small_enough(op, info):
-            return False
         outputs = self._evaluate(op, info, inputs)
         if outputs is None:
             return False

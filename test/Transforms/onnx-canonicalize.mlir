@@ -62,3 +62,23 @@ func.func @mask(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xi1>) {
   %d:2 = "onnx.dropout"(%x, %n, %n) : (tensor<4xf32>, none, none) -> (tensor<4xf32>, tensor<4xi1>)
   return %d#0, %d#1 : tensor<4xf32>, tensor<4xi1>
 }
+
+// -----
+
+// An If with a constant condition becomes the ops of the branch it takes.
+// CHECK-LABEL: func.func @constant_if
+// CHECK-NOT: "onnx.if"
+// CHECK: %[[R:.*]] = "onnx.relu"(%arg0)
+// CHECK-NOT: "onnx.neg"
+// CHECK: return %[[R]]
+func.func @constant_if(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %c = "onnx.constant"() {value = dense<true> : tensor<i1>} : () -> tensor<i1>
+  %r = "onnx.if"(%c) ({
+    %0 = "onnx.neg"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+    gpu.yield %0 : tensor<4xf32>
+  }, {
+    %1 = "onnx.relu"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+    gpu.yield %1 : tensor<4xf32>
+  }) : (tensor<i1>) -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}
