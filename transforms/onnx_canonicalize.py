@@ -64,7 +64,7 @@ def canonicalize(module: ir.Operation, options: OnnxCanonicalizePass | None = No
     """Run every step on `module`; returns counts of what was done per step."""
     options = options or OnnxCanonicalizePass()
     stats = {"constants": 0, "noops": 0, "nones": 0, "dead": 0}
-    for op in U.collect_ops(module, lambda o: o.name == U.CONSTANT_OP):
+    for op in U.collect_ops(module, U.is_constant_op):
         stats["constants"] += _normalize_constant(op, options.sparse_limit)
     # Ifs innermost first (reverse pre-order): inlining one erases the branch it does not take,
     # and with it nested ops that must not be visited afterwards.

@@ -291,5 +291,5 @@ class Folder:
                 unique.append(owner)
         self._touched.clear()
         for owner in unique:
-            if owner.name in (U.CONSTANT_OP, U.NONE_OP) and not U.has_uses(owner):
+            if (U.is_constant_op(owner) or owner.name == U.NONE_OP) and not U.has_uses(owner):
                 owner.erase()

@@ -9,6 +9,7 @@ input (element types numpy cannot spell, types that do not match) are checked in
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -22,9 +23,15 @@ from onnxc.dialect.opinfo import OpInfo
 from onnxc.dialect.table import op_info
 
 NONE_OP = "onnx.none"
-CONSTANT_OP = "onnx.constant"
+CONSTANT_OP = "onnx.constant"  # the newest Constant; older ones are `onnx.constant_v<N>`
+_CONSTANT_NAME = re.compile(r"onnx\.constant(_v\d+)?")
 CUSTOM_OP = "onnx.custom"
 ONNX_DIALECTS = ("onnx", "onnx_ml", "onnx_training", "onnx_preview")
+
+
+def is_constant_op(op: ir.Operation) -> bool:
+    """Whether `op` is an ONNX Constant of any version (`onnx.constant`, `onnx.constant_v13`...)."""
+    return _CONSTANT_NAME.fullmatch(op.name) is not None
 
 
 def is_onnx_op(op: ir.Operation) -> bool:
@@ -240,7 +247,7 @@ def constant_value(v: ir.Value, max_elements: int | None = None) -> np.ndarray |
     if not isinstance(owner, (ir.Operation, ir.OpView)):
         return None  # a block argument
     owner = owner.operation
-    if owner.name != CONSTANT_OP:
+    if not is_constant_op(owner):
         return None
     return constant_attr_array(owner, max_elements)
 
@@ -248,7 +255,7 @@ def constant_value(v: ir.Value, max_elements: int | None = None) -> np.ndarray |
 def is_constant(v: ir.Value) -> bool:
     """Whether `v` is produced by an `onnx.constant` op."""
     owner = v.owner
-    return isinstance(owner, (ir.Operation, ir.OpView)) and owner.operation.name == CONSTANT_OP
+    return isinstance(owner, (ir.Operation, ir.OpView)) and is_constant_op(owner.operation)
 
 
 def dense_attr(array: np.ndarray) -> ir.Attribute | None:
@@ -440,7 +447,7 @@ def iter_results(ops: Iterable[ir.Operation]) -> Iterable[ir.Value]:
 __all__ = [
     "CONSTANT_OP", "CUSTOM_OP", "NONE_OP", "attr_value", "collect_ops", "constant_attr_array",
     "constant_value", "dense_attr", "element_type_of", "elements_attr", "elements_to_numpy", "func_of", "functions", "has_uses", "info_of",
-    "is_constant", "is_none_value", "is_onnx_op", "is_tensor_type", "location_text", "make_constant",
+    "is_constant", "is_constant_op", "is_none_value", "is_onnx_op", "is_tensor_type", "location_text", "make_constant",
     "mlir_element_type", "node_proto", "numpy_dtype_of", "onnx_attribute_proto", "plain_attributes", "ranked_type", "refine_type",
     "replace_op", "replace_value", "shape_of", "sync_function_type", "value_used",
 ]  # fmt: skip

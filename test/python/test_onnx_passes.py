@@ -354,7 +354,24 @@ def test_canonicalize_numerics() -> None:
     module = import_model(model)
     OnnxCanonicalizePass().run(module.operation)
     assert [U.info_of(op).op_type for op in _onnx_ops(module)] == ["Constant", "Add"]
+    assert list(_onnx_ops(module)[0].attributes.keys()) == ["value"]
     _check(model, module, {"x": RNG.standard_normal((2, 3)).astype(np.float32)})
+
+
+def test_canonicalize_sparse_constant() -> None:
+    """A sparse_value Constant (opset 17: `onnx.constant_v13`) becomes a dense `value`."""
+    sp = helper.make_sparse_tensor(onnx.numpy_helper.from_array(np.array([1.5, 2.5], np.float32), "v"),
+                                   onnx.numpy_helper.from_array(np.array([1, 5], np.int64), "i"), [2, 3])  # fmt: skip
+    nodes = [helper.make_node("Constant", [], ["c"], sparse_value=sp), helper.make_node("Add", ["x", "c"], ["y"])]
+    model = _model(nodes, [_vi("x", [2, 3])], [_vi("y", [2, 3])], 17)
+    module = import_model(model)
+    OnnxCanonicalizePass().run(module.operation)
+    const = _onnx_ops(module)[0]
+    assert list(const.attributes.keys()) == ["value"]
+    x = RNG.standard_normal((2, 3)).astype(np.float32)
+    dense = np.zeros(6, np.float32)
+    dense[[1, 5]] = [1.5, 2.5]
+    _check(model, module, {"x": x}, [x + dense.reshape(2, 3)])
 
 
 def test_full_onnx_pipeline_on_old_dynamic_model() -> None:
