@@ -693,3 +693,71 @@ def test_integer_and_qlinear_ops() -> None:
     )
     f = rnd(3, 4, lo=-2, hi=5)
     check(_model("DynamicQuantizeLinear", [("x", f)], n_out=3, out_types=[U8, F, U8]), [f])
+
+
+LOOPS_BUFFERIZE = pytest.mark.skipif(
+    "allow-return-allocs-from-loops" not in cpu_pipeline.BUFFERIZE_PIPELINE,
+    reason="the CPU bufferization pipeline does not allow loops yielding new tensors yet",
+)
+
+
+@LOOPS_BUFFERIZE
+@pytest.mark.parametrize(
+    "kind,attrs,with_bias,with_h0",
+    [
+        ("RNN", {}, False, False),
+        ("RNN", {"direction": "bidirectional", "activations": ["Tanh", "Tanh"]}, True, True),
+        ("GRU", {}, True, False),
+        ("GRU", {"linear_before_reset": 1, "direction": "reverse"}, True, True),
+        ("LSTM", {}, True, False),
+        ("LSTM", {"direction": "bidirectional"}, True, True),
+        ("LSTM", {"layout": 1}, False, False),
+    ],
+    ids=str,
+)
+def test_recurrent(kind: str, attrs: dict[str, Any], with_bias: bool, with_h0: bool) -> None:
+    seq, batch, inp, hid = 4, 2, 3, 5
+    g = {"RNN": 1, "GRU": 3, "LSTM": 4}[kind]
+    nd = 2 if attrs.get("direction") == "bidirectional" else 1
+    layout = attrs.get("layout", 0)
+    x = rnd(*((batch, seq, inp) if layout else (seq, batch, inp)), lo=-1, hi=1)
+    ins = [("x", x), ("w", rnd(nd, g * hid, inp, lo=-0.5, hi=0.5)), ("r", rnd(nd, g * hid, hid, lo=-0.5, hi=0.5))]
+    names = ["x", "w", "r"]
+    if with_bias:
+        ins.append(("b", rnd(nd, 2 * g * hid, lo=-0.5, hi=0.5)))
+        names.append("b")
+    if with_h0:
+        names += ["", "h0"] if with_bias else ["", "", "h0"]
+        ins.append(("h0", rnd(nd, batch, hid)))
+    n_out = 3 if kind == "LSTM" else 2
+    check(_model(kind, ins, n_out=n_out, node_inputs=names, hidden_size=hid, **attrs), [v for _, v in ins], rtol=1e-3, atol=1e-5)
+
+
+def _sigmoid(v: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-v))
+
+
+@LOOPS_BUFFERIZE
+def test_recurrent_clip_and_sequence_lens() -> None:
+    # The reference ignores `clip` and `sequence_lens`: numpy loops give the expected values.
+    x, w, r, b = rnd(4, 2, 3), rnd(1, 20, 3), rnd(1, 20, 5), rnd(1, 40)
+    h, c = np.zeros((2, 5), np.float32), np.zeros((2, 5), np.float32)
+    ys = []
+    for t in range(4):
+        gates = np.clip(x[t] @ w[0].T + h @ r[0].T + b[0, :20] + b[0, 20:], -0.5, 0.5)
+        i, o, f, cc = (gates[:, k * 5 : (k + 1) * 5] for k in range(4))
+        c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(cc)
+        h = _sigmoid(o) * np.tanh(c)
+        ys.append(h)
+    want = [np.stack(ys)[:, None], h[None], c[None]]
+    check(_model("LSTM", [("x", x), ("w", w), ("r", r), ("b", b)], n_out=3, hidden_size=5, clip=0.5), [x, w, r, b], want, atol=1e-5)
+    x, w, r = rnd(4, 3, 2), rnd(1, 5, 2), rnd(1, 5, 5)
+    lens = np.array([4, 2, 1], np.int32)
+    h = np.zeros((3, 5), np.float32)
+    y = np.zeros((4, 1, 3, 5), np.float32)
+    for t in range(4):
+        hn = np.tanh(x[t] @ w[0].T + h @ r[0].T)
+        live = (t < lens)[:, None]
+        y[t, 0] = np.where(live, hn, 0)
+        h = np.where(live, hn, h)
+    check(_model("RNN", [("x", x), ("w", w), ("r", r), ("l", lens)], n_out=2, node_inputs=["x", "w", "r", "", "l"], hidden_size=5), [x, w, r, lens], [y, h[None]], atol=1e-5)

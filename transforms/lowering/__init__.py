@@ -20,6 +20,7 @@ FAMILIES = (
     "indexing",
     "quantization",
     "resize",
+    "rnn",
 )
 
 

@@ -804,3 +804,4 @@ def extract_dims(shape_tensor: ir.Value, onnx_elem: ir.Type) -> list[ir.Value]:
     if n is None:
         raise LoweringError("a shape tensor of unknown length")
     return [to_index(tensor.extract(shape_tensor, [const_index(i)]), onnx_elem) for i in range(n)]
+
