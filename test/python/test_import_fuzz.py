@@ -17,8 +17,12 @@ shape inference kills the process) fails the test instead of the test run: befor
 child writes the case's bytes to a reproducer file, and the parent prints it (base64) when the
 child dies.
 
-Cases: 400 byte-level plus 400 field-level examples by default (derandomized, so CI is
-reproducible; about 20-40 s on the CI machine). `ONNXC_FUZZ_EXAMPLES=N` runs N of each instead, and
+* **external data**: models in a folder whose tensors point at the folder's data file, at a file
+  outside it, at links leading in and out, at a FIFO, with random offsets, lengths, checksums,
+  dims and element types, imported from the file path.
+
+Cases: 400 byte-level plus 400 field-level plus 100 external-data examples by default
+(derandomized, so CI is reproducible; about 20-40 s on the CI machine). `ONNXC_FUZZ_EXAMPLES=N` runs N of the first two and N/4 external-data cases instead, and
 `ONNXC_FUZZ_RANDOM=1` draws fresh random cases (for long runs outside CI).
 """
 
@@ -352,8 +356,56 @@ def _child(examples: int, repro: Path, random: bool) -> int:
         parsed.ParseFromString(blob)
         attempt(parsed, blob)
 
+    # External data, imported from a model file in a folder with a data file, a file outside the
+    # folder, links in and out, and a FIFO (opening it would hang the import).
+    import hashlib
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="onnxc_fuzz_"))
+    folder = root / "model"
+    folder.mkdir()
+    payload = np.arange(16, dtype=np.float32).tobytes()
+    (folder / "w.bin").write_bytes(payload)
+    (root / "outside.bin").write_bytes(payload)
+    os.symlink(root / "outside.bin", folder / "link_out.bin")
+    os.symlink(folder / "w.bin", folder / "link_in.bin")
+    os.mkfifo(folder / "fifo")
+    good_sha1 = hashlib.sha1(payload).hexdigest()
+    numbers = st.sampled_from(["0", "4", "8", "24", "64", "65", "-1", "abc", "", " 8", "99999999999999999999999"])
+
+    @settings(**{**common, "max_examples": max(examples // 4, 20)})
+    @given(st.data())
+    def external(data) -> None:
+        tensors = []
+        for name in ("w", "q"):
+            dt = data.draw(st.sampled_from([T.FLOAT, T.INT4, T.BOOL, T.STRING, T.DOUBLE, 0, 99]))
+            dims = data.draw(st.lists(st.sampled_from([0, 1, 2, 3, 4, 2**40, -1]), max_size=3))
+            t = onnx.TensorProto(name=name, data_type=dt, dims=dims, data_location=T.EXTERNAL)
+            location = data.draw(st.sampled_from(["w.bin", "../outside.bin", "/etc/passwd", "link_out.bin", "link_in.bin",
+                                                  "sub/../w.bin", "missing.bin", "fifo", ".", "", "model.onnx"]))  # fmt: skip
+            t.external_data.add(key="location", value=location)
+            for key in ("offset", "length"):
+                if data.draw(st.booleans()):
+                    t.external_data.add(key=key, value=data.draw(numbers))
+            if data.draw(st.booleans()):
+                t.external_data.add(key="checksum", value=data.draw(st.sampled_from([good_sha1, "0" * 40, "zz"])))
+            tensors.append(t)
+        graph = helper.make_graph(
+            [helper.make_node("Add", ["w", "q"], ["y"], name="add")], "ext", [],
+            [helper.make_tensor_value_info("y", T.FLOAT, None)], initializer=tensors,
+        )  # fmt: skip
+        blob = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString()
+        (folder / "model.onnx").write_bytes(blob)
+        repro.write_bytes(blob)
+        count[0] += 1
+        try:
+            import_model(folder / "model.onnx", context=ctx)
+        except OnnxcError:
+            pass
+
     byte_level()
     field_level()
+    external()
     return count[0]
 
 
@@ -370,7 +422,7 @@ def test_fuzz_import() -> None:
     tmp = Path(os.environ.get("PYTEST_TMPDIR", "/tmp"))
     repro = tmp / f"onnxc_fuzz_repro_{os.getpid()}.bin"
     proc = subprocess.run(
-        [sys.executable, __file__, str(examples), str(repro)], capture_output=True, text=True, timeout=1800,
+        [sys.executable, __file__, str(examples), str(repro)], capture_output=True, text=True, timeout=1200,
         env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )  # fmt: skip
     if proc.returncode != 0:
