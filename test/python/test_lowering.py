@@ -761,3 +761,17 @@ def test_recurrent_clip_and_sequence_lens() -> None:
         y[t, 0] = np.where(live, hn, 0)
         h = np.where(live, hn, h)
     check(_model("RNN", [("x", x), ("w", w), ("r", r), ("l", lens)], n_out=2, node_inputs=["x", "w", "r", "", "l"], hidden_size=5), [x, w, r, lens], [y, h[None]], atol=1e-5)
+
+
+def test_edge_cases_from_the_backend_suite() -> None:
+    a = np.array([-16, 7, -1], np.int32)
+    s = np.array([2, 40, -1], np.int32)
+    check(_model("BitShift", [("a", a), ("s", s)], direction="RIGHT", opset=26), [a, s])
+    check(_model("BitShift", [("a", a), ("s", s)], direction="LEFT", opset=26), [a, s])
+    x = np.array([[0.0, 3.0], [0.0, 4.0]], np.float32)
+    check(_model("LpNormalization", [("x", x)], axis=0), [x])
+    y = rnd(8, 3)
+    check(_model("Slice", [("x", y)], inits={"st": np.array([9], np.int64), "en": np.array([12], np.int64)}), [y])
+    z = rnd(3, 4)
+    for ax in (0, 1, -1):
+        check(_model("CumSum", [("z", z), ("a", np.array(ax, np.int32))], exclusive=1), [z, np.array(ax, np.int32)])

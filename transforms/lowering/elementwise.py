@@ -355,10 +355,20 @@ def _cmp(fp: arith.CmpFPredicate, sp: arith.CmpIPredicate, up: arith.CmpIPredica
 
 
 def _bitshift(a: ir.Value, b: ir.Value, s: Scalar) -> ir.Value:
-    # Shifting by the width or more gives 0 in ONNX (numpy), poison in arith: guard it.
+    # Shifts by a negative amount or by the width or more are poison in arith; ONNX (the
+    # reference) gives 0, or -1 for a negative signed value shifted right.
     width = bitwidth(s.elem)
-    res = arith.shli(a, b) if s.attr("direction") == "LEFT" else arith.shrui(a, b)
-    return arith.select(arith.cmpi(I.ult, b, s.c(width)), res, s.c(0))
+    right = s.attr("direction") != "LEFT"
+    if right:
+        res = arith.shrui(a, b) if s.unsigned else arith.shrsi(a, b)
+    else:
+        res = arith.shli(a, b)
+    in_range = arith.cmpi(I.ult, b, s.c(width))  # unsigned compare: negative shifts are huge
+    if right and not s.unsigned:
+        fill = arith.select(arith.cmpi(I.slt, a, s.c(0)), s.c(-1), s.c(0))
+    else:
+        fill = s.c(0)
+    return arith.select(in_range, res, fill)
 
 
 def _max(a: ir.Value, b: ir.Value, s: Scalar) -> ir.Value:

@@ -221,21 +221,29 @@ def lower_one_hot(node: Node) -> list[ir.Value]:
     return generic([ind], [empty(out_shape, elem)], [imap, identity_map(n)], ["parallel"] * n, body)
 
 
-def _check_cumsum(node: Node) -> str | None:
-    if node.const(1) is None:
-        return "axis must be a constant"
-    return None
+def switch(selector: ir.Value, n: int, result_type: ir.Type, build: Callable[[int], ir.Value]) -> ir.Value:
+    """`build(i)` for the case selector == i (an index), as a chain of `scf.if`; the last case
+    is also the default (the caller validates the selector's range)."""
+    if n == 1:
+        return build(0)
+    cond = arith.cmpi(P.eq, selector, const_index(0))
+    op = scf.IfOp(cond, [result_type], has_else=True)
+    with ir.InsertionPoint(op.then_block):
+        scf.YieldOp([_cast(build(0), result_type)])
+    with ir.InsertionPoint(op.else_block):
+        rest = switch(arith.subi(selector, const_index(1)), n - 1, result_type, lambda i: build(i + 1))
+        scf.YieldOp([_cast(rest, result_type)])
+    return op.results[0]
 
 
-@lowers("CumSum", check=_check_cumsum)
-def lower_cumsum(node: Node) -> list[ir.Value]:
-    """CumSum as a masked reduction: out[i] = sum over j of x[j] where j precedes i (or follows,
-    with reverse; strictly, with exclusive). Quadratic in the axis length, but one generic."""
-    x = node.input(0)
+def _cast(v: ir.Value, t: ir.Type) -> ir.Value:
+    from onnxc.transforms.lowering.common import cast_to_type
+
+    return cast_to_type(v, t)
+
+
+def _cumsum_axis(x: ir.Value, axis: int, excl: int, rev: int) -> ir.Value:
     r = rank_of(x)
-    axis = normalize_axis(node.const_ints(1)[0], r)  # type: ignore[index]
-    excl = int(node.attr("exclusive", 0))
-    rev = int(node.attr("reverse", 0))
     elem = elem_of(x.type)
     fl = is_float(elem)
     init = filled(shape_of(x), elem, 0.0 if fl else 0)
@@ -250,7 +258,26 @@ def lower_cumsum(node: Node) -> list[ir.Value]:
         v = arith.select(take, a[0], zero)
         return [arith.addf(a[1], v) if fl else arith.addi(a[1], v)]
 
-    return generic([x], [init], [in_map, out_map], ["parallel"] * r + ["reduction"], body)
+    return generic([x], [init], [in_map, out_map], ["parallel"] * r + ["reduction"], body)[0]
+
+
+@lowers("CumSum")
+def lower_cumsum(node: Node) -> list[ir.Value]:
+    """CumSum as a masked reduction: out[i] = sum over j of x[j] where j precedes i (or follows,
+    with reverse; strictly, with exclusive). Quadratic in the axis length, but one generic. A
+    runtime axis selects among one lowering per axis (`scf.if`)."""
+    x = node.input(0)
+    r = rank_of(x)
+    excl = int(node.attr("exclusive", 0))
+    rev = int(node.attr("reverse", 0))
+    c = node.const_ints(1)
+    if c is not None:
+        return [_cumsum_axis(x, normalize_axis(c[0], r), excl, rev)]
+    av = node.input(1)
+    ax = to_index(tensor.extract(av, [const_index(0)] * rank_of(av)), node.in_elem(1))
+    ax = arith.select(arith.cmpi(P.slt, ax, const_index(0)), arith.addi(ax, const_index(r)), ax)
+    t = x.type
+    return [switch(ax, r, t, lambda i: _cumsum_axis(x, i, excl, rev))]
 
 
 # --- depth/space ----------------------------------------------------------------------------------

@@ -257,7 +257,12 @@ def lower_lp_norm(node: Node) -> list[ir.Value]:
 
     s = reduce_dims([x], [axis], [0.0], [acc], body)[0]
     norm = expand_unit_dims(elementwise([s], acc, (lambda v: v) if p == 1 else math.sqrt), [axis])
-    return [elementwise([x, norm], elem, lambda v, n: _narrow(arith.divf(_widen(v, elem, acc), n), acc, elem), out_shape=shape_of(x))]
+    def body(v: ir.Value, n: ir.Value) -> ir.Value:
+        # A zero norm gives 0, not NaN (as the reference does).
+        zero = arith.cmpf(arith.CmpFPredicate.OEQ, n, const_scalar(0.0, acc))
+        return _narrow(arith.select(zero, const_scalar(0.0, acc), arith.divf(_widen(v, elem, acc), n)), acc, elem)
+
+    return [elementwise([x, norm], elem, body, out_shape=shape_of(x))]
 
 
 

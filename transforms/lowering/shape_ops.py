@@ -462,6 +462,8 @@ def lower_slice(node: Node) -> list[ir.Value]:
             ev = _clamp(ev, -1, dim_sub(d, 1))
             n = dim_floordiv(dim_add(dim_sub(sv, ev), -k - 1), -k)
         n = max(n, 0) if isinstance(n, int) else arith.maxsi(n, const_index(0))
+        if isinstance(n, int) and n == 0:
+            sv = 0  # an empty slice: MLIR wants its offset inside the dim
         offsets[a], sizes[a], strides[a] = sv, n, k
     if all(isinstance(k, int) and k > 0 for k in strides):
         return [extract_slice(x, offsets, sizes, strides)]
