@@ -54,6 +54,8 @@ MIN_IR_VERSION = 3
 # A declared tensor type with more elements than this is treated as a corrupt model: 2^40 elements
 # is 4 TiB of float32, far past any model, while products of corrupt dims easily overflow int64.
 MAX_ELEMENTS = 2**40
+# A report longer than this is cut (with a count of the rest): nobody reads a million lines.
+MAX_PROBLEMS = 1000
 
 _KIND_NAMES = {v: k for k, v in AP.AttributeType.items()}
 # The field holding each attribute kind's value, to infer the kind of old (IR < 2 style) protos
@@ -604,7 +606,15 @@ def validate_model(model: onnx.ModelProto, config: ImportConfig, base_dir: Path 
     With `base_dir` (the model file's folder) external data is checked too: locations that leave
     the folder, missing files, offsets and lengths past the end, sizes that do not fit the dims.
     """
-    return Validator(model, config, base_dir).run()
+    validator = Validator(model, config, base_dir)
+    try:
+        problems = validator.run()
+    except RecursionError:
+        # Only an in-memory model can nest that deep: protobuf refuses to parse past 100 levels.
+        problems = validator.problems + ["The model nests subgraphs too deeply to be checked (Python's recursion limit)."]
+    if len(problems) > MAX_PROBLEMS:
+        problems = problems[:MAX_PROBLEMS] + [f"{len(problems) - MAX_PROBLEMS} more problems are not listed."]
+    return problems
 
 
 # ---------------------------------------------------------------------------------------------- order

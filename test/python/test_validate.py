@@ -329,3 +329,11 @@ def test_ir3_initializers_are_inputs() -> None:
     one(m, "initializer 'w' is not a graph input", "IR version 3")
     m.graph.input.append(helper.make_tensor_value_info("w", T.FLOAT, [3, 3]))
     assert problems(m) == []
+
+
+def test_report_is_capped() -> None:
+    from onnxc.importers.validate import MAX_PROBLEMS
+
+    nodes = [helper.make_node("Add", ["x", f"ghost{i}"], [f"t{i}"], name=f"n{i}") for i in range(MAX_PROBLEMS + 50)]
+    ps = problems(model(nodes + [relu("r", "x", "y")]))
+    assert len(ps) == MAX_PROBLEMS + 1 and ps[-1] == "50 more problems are not listed."
