@@ -198,7 +198,7 @@ def _inline_constant_if(op: ir.Operation, info: OpInfo) -> int:
     region = op.regions[names.index("then_branch" if bool(cond.reshape(-1)[0]) else "else_branch")]
     if len(region.blocks) != 1:
         return 0
-    body = [o.operation for o in region.blocks[0].operations]
+    body = U.block_ops(region.blocks[0])
     if not body:
         return 0
     term = body[-1]
@@ -255,8 +255,9 @@ def _dedupe_nones(fn: ir.Operation) -> int:
     if not nones:
         return 0
     keep = nones[0]
-    first = next(iter(body.blocks[0].operations), None)
-    if first is not None and first.operation != keep:
+    entry_ops = U.block_ops(body.blocks[0])
+    first = entry_ops[0] if entry_ops else None
+    if first is not None and first != keep:
         keep.move_before(first)
     for other in nones[1:]:
         other.results[0].replace_all_uses_with(keep.results[0])

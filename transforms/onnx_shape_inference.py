@@ -261,8 +261,7 @@ class _Inferer:
             return []
 
     def run_block(self, block: ir.Block) -> None:
-        for op in list(block.operations):
-            op = op.operation
+        for op in U.block_ops(block):
             info = U.info_of(op)
             if info is not None and info.op_type == "Loop" and op.regions and op.regions[0].blocks:
                 self.run_loop_body(op)
@@ -345,7 +344,9 @@ class _Inferer:
             for i, t in {**start, **candidates}.items():
                 args[i].set_type(t)
             self.run_block(block)
-            term = list(block.operations)[-1].operation
+            term = U.terminator(block)
+            if term is None:
+                break
             changed = False
             for i, t in list(candidates.items()):
                 y = yield_of[i]
@@ -668,7 +669,9 @@ def _rule_if(inf: _Inferer, op: ir.Operation, info: OpInfo) -> list[Any] | None:
     for region in op.regions:
         if not region.blocks:
             return None
-        term = list(region.blocks[0].operations)[-1].operation
+        term = U.terminator(region.blocks[0])
+        if term is None:
+            return None
         branches.append([inf.shape(v) if U.is_tensor_type(v.type) else None for v in term.operands])
     if len(branches) != 2 or len(branches[0]) != len(branches[1]):
         return None
@@ -705,7 +708,9 @@ def _rule_loop(inf: _Inferer, op: ir.Operation, info: OpInfo) -> list[Any] | Non
     outputs stack the yielded values along a new leading dim of unknown size."""
     if not op.regions or not op.regions[0].blocks:
         return None
-    term = list(op.regions[0].blocks[0].operations)[-1].operation
+    term = U.terminator(op.regions[0].blocks[0])
+    if term is None:
+        return None
     yielded = list(term.operands)
     n_carried = len(op.operands) - 2
     out: list[Any] = []
@@ -734,7 +739,9 @@ def _rule_scan(inf: _Inferer, op: ir.Operation, info: OpInfo) -> list[Any] | Non
         return None
     n_scan = int(U.attr_value(op, "num_scan_inputs", 0) or 0)
     n_states = len(op.operands) - n_scan
-    term = list(op.regions[0].blocks[0].operations)[-1].operation
+    term = U.terminator(op.regions[0].blocks[0])
+    if term is None:
+        return None
     yielded = list(term.operands)
     in_axes = list(U.attr_value(op, "scan_input_axes", None) or [0] * n_scan)
     seq_len: Dim = None

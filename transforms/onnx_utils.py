@@ -46,25 +46,47 @@ def info_of(op: ir.Operation) -> OpInfo | None:
 
 def collect_ops(root: ir.Operation, predicate: Any = None) -> list[ir.Operation]:
     """Every operation nested in `root` (not `root` itself), in program order (pre-order), optionally
-    filtered by `predicate(op)`. Collected first so callers may change the IR while iterating."""
+    filtered by `predicate(op)`. Collected first so callers may change the IR while iterating.
+
+    Uses MLIR's own walk: iterating `block.operations` from Python costs time quadratic in the
+    block's length, which dominates on models with thousands of nodes."""
+    root = root.operation
     out: list[ir.Operation] = []
 
-    def visit(op: ir.Operation) -> None:
-        for region in op.regions:
-            for block in region.blocks:
-                for child in block.operations:
-                    child = child.operation
-                    if predicate is None or predicate(child):
-                        out.append(child)
-                    visit(child)
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op != root and (predicate is None or predicate(op)):
+            out.append(op)
+        return ir.WalkResult.ADVANCE
 
-    visit(root)
+    root.walk(visit, ir.WalkOrder.PRE_ORDER)
     return out
+
+
+def block_ops(block: ir.Block) -> list[ir.Operation]:
+    """The operations of one block, in order (not nested ones), through a walk of its parent."""
+    parent = block.owner.operation
+    out: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op == parent:
+            return ir.WalkResult.ADVANCE
+        if op.block == block:
+            out.append(op)
+        return ir.WalkResult.SKIP
+
+    parent.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return out
+
+
+def terminator(block: ir.Block) -> ir.Operation | None:
+    """The last operation of a block (its terminator), or None for an empty block."""
+    ops = block_ops(block)
+    return ops[-1] if ops else None
 
 
 def functions(module: ir.Operation) -> list[ir.Operation]:
     """The `func.func` operations at the top of a module."""
-    return [op.operation for op in module.regions[0].blocks[0].operations if op.operation.name == "func.func"]
+    return [op for op in block_ops(module.regions[0].blocks[0]) if op.name == "func.func"]
 
 
 # --- attributes ---------------------------------------------------------------------------------
@@ -388,7 +410,7 @@ def sync_function_type(fn: ir.Operation | None) -> None:
     if fn.name != "func.func":
         return
     body = fn.regions[0]
-    rets = [op.operation for block in body.blocks for op in block.operations if op.operation.name == "func.return"]
+    rets = [op for block in body.blocks for op in block_ops(block) if op.name == "func.return"]
     if len(rets) != 1:
         return
     ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
@@ -445,9 +467,9 @@ def iter_results(ops: Iterable[ir.Operation]) -> Iterable[ir.Value]:
 
 
 __all__ = [
-    "CONSTANT_OP", "CUSTOM_OP", "NONE_OP", "attr_value", "collect_ops", "constant_attr_array",
+    "CONSTANT_OP", "CUSTOM_OP", "NONE_OP", "attr_value", "block_ops", "collect_ops", "constant_attr_array",
     "constant_value", "dense_attr", "element_type_of", "elements_attr", "elements_to_numpy", "func_of", "functions", "has_uses", "info_of",
     "is_constant", "is_constant_op", "is_none_value", "is_onnx_op", "is_tensor_type", "location_text", "make_constant",
     "mlir_element_type", "node_proto", "numpy_dtype_of", "onnx_attribute_proto", "plain_attributes", "ranked_type", "refine_type",
-    "replace_op", "replace_value", "shape_of", "sync_function_type", "value_used",
+    "replace_op", "replace_value", "shape_of", "sync_function_type", "terminator", "value_used",
 ]  # fmt: skip

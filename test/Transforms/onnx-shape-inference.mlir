@@ -40,7 +40,7 @@ func.func @heads(%x: tensor<?x?x512xf32>) -> tensor<*xf32> {
   %tu = "onnx.unsqueeze"(%t, %ax) : (tensor<*xi64>, tensor<1xi64>) -> tensor<1xi64>
   %h = "onnx.constant"() {value = dense<[8]> : tensor<1xi64>} : () -> tensor<1xi64>
   %d = "onnx.constant"() {value = dense<[64]> : tensor<1xi64>} : () -> tensor<1xi64>
-  %sh = "onnx.concat"(%bu, %tu, %h, %d) {axis = 0 : i64} : (tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<*xi64>
+  %sh = "onnx.concat"(%bu, %tu, %h, %d) {axis = 0 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4>} : (tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<*xi64>
   %r = "onnx.reshape"(%x, %sh) : (tensor<?x?x512xf32>, tensor<*xi64>) -> tensor<*xf32>
   return %r : tensor<*xf32>
 }
@@ -54,7 +54,7 @@ func.func @heads(%x: tensor<?x?x512xf32>) -> tensor<*xf32> {
 func.func @flatten_batch(%x: tensor<?x8x64xf32>) -> tensor<*xf32> {
   %s = "onnx.shape"(%x) {end = 1 : i64} : (tensor<?x8x64xf32>) -> tensor<1xi64>
   %m = "onnx.constant"() {value = dense<[-1]> : tensor<1xi64>} : () -> tensor<1xi64>
-  %sh = "onnx.concat"(%s, %m) {axis = 0 : i64} : (tensor<1xi64>, tensor<1xi64>) -> tensor<*xi64>
+  %sh = "onnx.concat"(%s, %m) {axis = 0 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2>} : (tensor<1xi64>, tensor<1xi64>) -> tensor<*xi64>
   %r = "onnx.reshape"(%x, %sh) : (tensor<?x8x64xf32>, tensor<*xi64>) -> tensor<*xf32>
   return %r : tensor<*xf32>
 }
@@ -68,7 +68,7 @@ func.func @flatten_batch(%x: tensor<?x8x64xf32>) -> tensor<*xf32> {
 func.func @dim_params(%x: tensor<?x4xf32> {onnx.dim_params = ["N", ""]}, %y: tensor<?x2x2xf32> {onnx.dim_params = ["N", "", ""]}) -> tensor<*xf32> {
   %s = "onnx.shape"(%x) {end = 1 : i64} : (tensor<?x4xf32>) -> tensor<1xi64>
   %m = "onnx.constant"() {value = dense<[-1]> : tensor<1xi64>} : () -> tensor<1xi64>
-  %sh = "onnx.concat"(%s, %m) {axis = 0 : i64} : (tensor<1xi64>, tensor<1xi64>) -> tensor<*xi64>
+  %sh = "onnx.concat"(%s, %m) {axis = 0 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2>} : (tensor<1xi64>, tensor<1xi64>) -> tensor<*xi64>
   %r = "onnx.reshape"(%y, %sh) : (tensor<?x2x2xf32>, tensor<*xi64>) -> tensor<*xf32>
   return %r : tensor<*xf32>
 }
@@ -128,7 +128,7 @@ func.func @expand_where(%x: tensor<?x3xf32>, %y: tensor<1x3xf32>) -> (tensor<*xf
 // If: the result keeps what both branches agree on.
 // CHECK-LABEL: func.func @if_merge
 // CHECK: "onnx.if"
-// CHECK: }) : (tensor<i1>) -> tensor<?x4xf32>
+// CHECK: }) {{.*}}: (tensor<i1>) -> tensor<?x4xf32>
 func.func @if_merge(%c: tensor<i1>, %a: tensor<2x4xf32>, %b: tensor<3x4xf32>) -> tensor<*xf32> {
   %r = "onnx.if"(%c) ({
     %0 = "onnx.relu"(%b) : (tensor<3x4xf32>) -> tensor<*xf32>
@@ -136,7 +136,7 @@ func.func @if_merge(%c: tensor<i1>, %a: tensor<2x4xf32>, %b: tensor<3x4xf32>) ->
   }, {
     %1 = "onnx.relu"(%a) : (tensor<2x4xf32>) -> tensor<*xf32>
     gpu.yield %1 : tensor<*xf32>
-  }) : (tensor<i1>) -> tensor<*xf32>
+  }) {resultSegmentSizes = array<i32: 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1>} : (tensor<i1>) -> tensor<*xf32>
   return %r : tensor<*xf32>
 }
 
