@@ -725,21 +725,25 @@ def render_conformance(cases: Sequence[Case], failing: Mapping[str, tuple[str, s
     return "\n".join(out)
 
 
-def _lowering_registry() -> tuple[dict[tuple[str, str], int], bool]:
-    """(domain, op_type) -> oldest since_version lowered, and whether onnx-upgrade-ops exists."""
+def _has_pass(name: str) -> bool:
+    from onnxc.transforms.registry import get_pass_class
+
+    try:
+        return get_pass_class(name) is not None
+    except Exception:  # noqa: BLE001 - a broken pass module must not break the report
+        return False
+
+
+def _lowering_registry() -> tuple[dict[tuple[str, str], int], bool, bool]:
+    """(domain, op_type) -> oldest since_version lowered; whether onnx-upgrade-ops and
+    expand-schema-functions are registered."""
     try:
         from onnxc.transforms.lowering import load_patterns
         from onnxc.transforms.lowering.common import PATTERNS
     except ImportError:
-        return {}, False
+        return {}, False, False
     load_patterns()
-    from onnxc.transforms.registry import get_pass_class
-
-    try:
-        upgrade = get_pass_class("onnx-upgrade-ops") is not None
-    except Exception:  # noqa: BLE001 - a broken pass module must not break the report
-        upgrade = False
-    return {k: p.min_version for k, p in PATTERNS.items()}, upgrade
+    return {k: p.min_version for k, p in PATTERNS.items()}, _has_pass("onnx-upgrade-ops"), _has_pass("expand-schema-functions")
 
 
 def render_ops(cases: Sequence[Case], failing: Mapping[str, tuple[str, str]]) -> str:
@@ -747,7 +751,7 @@ def render_ops(cases: Sequence[Case], failing: Mapping[str, tuple[str, str]]) ->
     from onnxc.dialect import all_ops
     from onnxc.dialect.table import lookup
 
-    lowered, upgrade = _lowering_registry()
+    lowered, upgrade, expand = _lowering_registry()
     # node tests per dialect op (by the version each test's opset binds to)
     tests: dict[str, list[tuple[Case, bool]]] = defaultdict(list)
     for c in cases:
@@ -777,7 +781,10 @@ def render_ops(cases: Sequence[Case], failing: Mapping[str, tuple[str, str]]) ->
                 else:
                     verified = "·"
                 lo = lowered.get((dom, op_type))
-                if lo is None:
+                if lo is None and expand and info.has_function:
+                    low = "✓ via function body"
+                    n_low += 1
+                elif lo is None:
                     low = "✗"
                 elif info.since_version >= lo:
                     low = "✓"
@@ -808,7 +815,8 @@ def render_ops(cases: Sequence[Case], failing: Mapping[str, tuple[str, str]]) ->
         "Python verifier); `·` when no node test binds to this version.",
         "- **lowered**: `convert-onnx-to-linalg` has a pattern for the op (the registry "
         "`onnxc.transforms.lowering.common.PATTERNS`); older versions are lowered after `onnx-upgrade-ops` "
-        "brings them to the oldest version the pattern handles.",
+        "brings them to the oldest version the pattern handles; ops without a pattern whose schema defines a "
+        "function body are lowered through it (`expand-schema-functions`).",
         "- **tested**: node tests of the ONNX backend suite binding to this version that pass on the CPU, "
         "of those that exist (`docs/conformance.md` lists the failures).",
         "",
