@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 from mlir import ir
 
-from onnxc.dialect import onnx_op
+from onnxc.dialect.builder import onnx_op
 from onnxc.dialect.opinfo import OpInfo
 from onnxc.transforms import onnx_utils as U
 from onnxc.transforms.pass_base import ModulePass

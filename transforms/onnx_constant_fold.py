@@ -33,10 +33,13 @@ import numpy as np
 import onnx
 from mlir import ir
 from onnx import helper
+from onnx.reference import ReferenceEvaluator
 
 from onnxc.dialect import types as types_mod
+from onnxc.dialect.builder import onnx_op
 from onnxc.dialect.opinfo import OpInfo
 from onnxc.transforms import onnx_utils as U
+from onnxc.transforms.onnx_shape_inference import _Inferer
 from onnxc.transforms.pass_base import ModulePass
 
 # Ops whose results are not functions of their inputs; folding them would freeze one draw.
@@ -168,8 +171,6 @@ class Folder:
                 self._skip("over size_limit")
             return ok
         # Ask onnx's shape inference, which sees the constant inputs.
-        from onnxc.transforms.onnx_shape_inference import _Inferer
-
         inferred = _Inferer(4096).onnx_infer(op, info)
         if inferred is None:
             self._skip("output size unknown")
@@ -186,8 +187,6 @@ class Folder:
         return True
 
     def _evaluate(self, op: ir.Operation, info: OpInfo, inputs: list[np.ndarray | None]) -> list[np.ndarray] | None:
-        from onnx.reference import ReferenceEvaluator
-
         in_names = ["" if a is None else f"i{k}" for k, a in enumerate(inputs)]
         out_names = ["" if U.is_none_value(r) else f"o{k}" for k, r in enumerate(op.results)]
         node = U.node_proto(op, info, in_names, out_names)
@@ -260,8 +259,6 @@ class Folder:
         return self._replace_with_attrs(op, attrs)
 
     def _replace_with_attrs(self, op: ir.Operation, attrs: list[ir.Attribute | None]) -> bool:
-        from onnxc.dialect import onnx_op
-
         new_values: list[ir.Value | None] = []
         with ir.InsertionPoint(op), op.location:
             for r, attr in zip(op.results, attrs):

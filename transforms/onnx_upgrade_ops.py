@@ -33,7 +33,7 @@ export writes a consistent model.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Callable
 
@@ -42,10 +42,10 @@ import onnx
 from mlir import ir
 
 from onnxc.dialect import attributes as attrs_mod
-from onnxc.dialect import onnx_op
+from onnxc.dialect.builder import onnx_op
 from onnxc.dialect.opinfo import OpInfo
 from onnxc.dialect.optable import OPS
-from onnxc.dialect.table import lookup
+from onnxc.dialect.table import lookup, op_info
 from onnxc.dialect.verifier import verify_op
 from onnxc.transforms import onnx_utils as U
 from onnxc.transforms.pass_base import ModulePass, PassFailure
@@ -157,8 +157,6 @@ class Upgrader:
 
 @lru_cache(maxsize=None)
 def _widens_by_name(src: str, dst: str) -> bool:
-    from onnxc.dialect.table import op_info
-
     a, b = op_info(src), op_info(dst)
     if a is None or b is None:
         return False
@@ -513,8 +511,6 @@ def _gru_3(s: Step) -> None:
 
 
 def _with_default(info: OpInfo, name: str, default: Any) -> OpInfo:
-    from dataclasses import replace
-
     attrs = tuple(replace(a, default=default) if a.name == name else a for a in info.attributes)
     return replace(info, attributes=attrs, _attr_index=None)
 
