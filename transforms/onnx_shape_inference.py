@@ -775,7 +775,50 @@ def _rule_same_as_input(inf: _Inferer, op: ir.Operation, info: OpInfo) -> list[A
     return [inf.shape(op.operands[0])] + [False] * (len(op.results) - 1)
 
 
+def _batch(inf: _Inferer, v: ir.Value) -> Dim:
+    """N of an ML operator's [N, C] (or [C]) input."""
+    dims = inf.shape(v)
+    if dims is None:
+        return None
+    return dims[0] if len(dims) == 2 else (1 if len(dims) == 1 else None)
+
+
+def _count(op: ir.Operation, *names: str) -> int | None:
+    for name in names:
+        value = U.attr_value(op, name, None)
+        if value is not None:
+            return len(value) if isinstance(value, (list, tuple, np.ndarray)) else None
+    return None
+
+
+def _rule_ml_regressor(inf: _Inferer, op: ir.Operation, info: OpInfo) -> list[Any] | None:
+    """LinearRegressor, SVMRegressor, TreeEnsembleRegressor: [N, targets]."""
+    key = {"LinearRegressor": "targets", "TreeEnsembleRegressor": "n_targets"}.get(info.op_type)
+    targets = int(U.attr_value(op, key, 1) or 1) if key else 1
+    return [[_batch(inf, op.operands[0]), targets]]
+
+
+def _rule_tree_classifier(inf: _Inferer, op: ir.Operation, info: OpInfo) -> list[Any] | None:
+    """TreeEnsembleClassifier: labels [N], scores [N, classes]."""
+    n = _batch(inf, op.operands[0])
+    classes = _count(op, "classlabels_int64s", "classlabels_strings")
+    return [[n], [n, classes]]
+
+
+def _rule_feature_vectorizer(inf: _Inferer, op: ir.Operation, info: OpInfo) -> list[Any] | None:
+    """FeatureVectorizer: [N, sum(inputdimensions)]."""
+    dims = U.attr_value(op, "inputdimensions", None)
+    if not op.operands:
+        return None
+    return [[_batch(inf, op.operands[0]), int(sum(dims)) if dims else None]]
+
+
 _SHAPE_RULES: dict[str, Callable[[_Inferer, ir.Operation, OpInfo], list[Any] | None]] = {
+    "LinearRegressor": _rule_ml_regressor,
+    "SVMRegressor": _rule_ml_regressor,
+    "TreeEnsembleRegressor": _rule_ml_regressor,
+    "TreeEnsembleClassifier": _rule_tree_classifier,
+    "FeatureVectorizer": _rule_feature_vectorizer,
     "Loop": _rule_loop,
     "Scan": _rule_scan,
     "GroupNormalization": _rule_same_as_input,

@@ -419,3 +419,16 @@ def test_shape_inference_scan_outputs() -> None:
     assert [str(r.type) for r in scan.results] == ["tensor<3xf32>", "tensor<5x3xf32>"]
     feeds = {"s0": np.zeros(3, np.float32), "xs": RNG.standard_normal((5, 3)).astype(np.float32)}
     _check(model, module, feeds)
+
+
+def test_shape_inference_ml_regressor() -> None:
+    """ai.onnx.ml ops onnx has no inference for get shape rules: LinearRegressor is [N, targets]."""
+    node = helper.make_node("LinearRegressor", ["x"], ["y"], domain="ai.onnx.ml", coefficients=[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], intercepts=[0.5, -0.5], targets=2)
+    graph = helper.make_graph([node], "g", [_vi("x", ["N", 3])], [_vi("y", None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
+    module = import_model(model)
+    with module.context:
+        infer_shapes(module.operation)
+    op = next(op for op in _onnx_ops(module) if op.name.startswith("onnx_ml.linear_regressor"))
+    assert str(op.results[0].type) == "tensor<?x2xf32>"
+    _check(model, module, {"x": RNG.standard_normal((4, 3)).astype(np.float32)})
