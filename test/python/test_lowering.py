@@ -775,3 +775,17 @@ def test_edge_cases_from_the_backend_suite() -> None:
     z = rnd(3, 4)
     for ax in (0, 1, -1):
         check(_model("CumSum", [("z", z), ("a", np.array(ax, np.int32))], exclusive=1), [z, np.array(ax, np.int32)])
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceL2", "ReduceLogSumExp"])
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_reduce_runtime_axes(op: str, keepdims: int) -> None:
+    x = rnd(2, 3, 4, lo=0.1)
+    f = _compile(_with_output_types(_model(op, [("x", x), ("a", np.array([0, 2], np.int64))], keepdims=keepdims), [x]))
+    ref = ReferenceEvaluator(_model(op, [("x", x), ("a", np.array([0, 2], np.int64))], keepdims=keepdims))
+    for axes in ([0, 2], [-1, 1], [1, 0]):
+        a = np.array(axes, np.int64)
+        want = ref.run(None, {"x": x, "a": a})[0]
+        got = f(x, a)[0]
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)

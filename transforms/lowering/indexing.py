@@ -236,6 +236,21 @@ def switch(selector: ir.Value, n: int, result_type: ir.Type, build: Callable[[in
     return op.results[0]
 
 
+def select_case(selector: ir.Value, keys: list[int], result_type: ir.Type, build: Callable[[int], ir.Value]) -> ir.Value:
+    """`build(i)` for the case selector == keys[i] (an integer scalar), as a chain of `scf.if`;
+    the last case is also the default. Each case's value is cast to `result_type`."""
+    if len(keys) == 1:
+        return _cast(build(0), result_type)
+    cond = arith.cmpi(P.eq, selector, const_scalar(keys[0], selector.type))
+    op = scf.IfOp(cond, [result_type], has_else=True)
+    with ir.InsertionPoint(op.then_block):
+        scf.YieldOp([_cast(build(0), result_type)])
+    with ir.InsertionPoint(op.else_block):
+        rest = select_case(selector, keys[1:], result_type, lambda i: build(i + 1))
+        scf.YieldOp([rest])
+    return op.results[0]
+
+
 def _cast(v: ir.Value, t: ir.Type) -> ir.Value:
     from onnxc.transforms.lowering.common import cast_to_type
 

@@ -59,11 +59,22 @@ def reduce_axes(node: Node, rank: int) -> list[int] | None:
     return sorted({normalize_axis(a, rank) for a in axes})
 
 
+def _runtime_axes_count(node: Node) -> int | None:
+    """The number of reduced axes when they come from a runtime `axes` input of static length."""
+    s = static_shape(node.onnx_types[1]) if node.has(1) else []
+    return s[0] if len(s) == 1 else None
+
+
 def _check_reduce(node: Node) -> str | None:
     r = len(static_shape(node.onnx_types[0]))
     axes = reduce_axes(node, r)
     if axes is None:
-        return "axes must be a constant"
+        k = _runtime_axes_count(node)
+        if k is None or k > r:
+            return "axes must be a constant or a 1-D tensor of static length"
+        if k == 0 and int(node.attr("noop_with_empty_axes", 0)):
+            return None
+        axes = []
     if any(not 0 <= a < r for a in axes):
         return f"axes out of range for rank {r}"
     if node.op_type in ("ReduceLogSumExp", "ReduceLogSum", "ReduceL2") and not is_float(node.in_elem(0)):
@@ -91,16 +102,48 @@ def _count(x: ir.Value, axes: list[int], elem: ir.Type) -> ir.Value:
     "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", check=_check_reduce,
 )  # fmt: skip
 def lower_reduce(node: Node) -> list[ir.Value]:
-    """Reduce* ops: one reduction generic plus elementwise pre/post maps."""
+    """Reduce* ops: one reduction generic plus elementwise pre/post maps. Axes given at run
+    time (a 1-D input of static length k) select among the C(rank, k) static lowerings by a
+    bit mask of the axes (`scf.if` chain); duplicate runtime axes are not supported."""
     x = node.input(0)
+    r = rank_of(x)
+    axes = reduce_axes(node, r)
+    if axes is not None:
+        return [_reduce_static(node, x, axes)]
+    from itertools import combinations
+
+    from mlir.dialects import tensor
+
+    from onnxc.transforms.lowering.common import const_index, tensor_type, to_index
+    from onnxc.transforms.lowering.indexing import select_case
+
+    k = _runtime_axes_count(node)
+    assert k is not None
+    if k == 0:
+        return [_reduce_static(node, x, list(range(r)))]
+    av = node.input(1)
+    i64 = ir.IntegerType.get_signless(64)
+    mask = const_scalar(0, i64)
+    for j in range(k):
+        a = to_index(tensor.extract(av, [const_index(j)]), node.in_elem(1))
+        a = arith.select(arith.cmpi(arith.CmpIPredicate.slt, a, const_index(0)), arith.addi(a, const_index(r)), a)
+        mask = arith.ori(mask, arith.shli(const_scalar(1, i64), arith.index_cast(i64, a)))
+    combos = [list(c) for c in combinations(range(r), k)]
+    shape = static_shape(x.type)
+    keep = int(node.attr("keepdims", 1))
+    shapes = [[(1 if i in c else d) for i, d in enumerate(shape) if keep or i not in c] for c in combos]
+    joined = [s0 if all(s[i] == s0 for s in shapes) else None for i, s0 in enumerate(shapes[0])]
+    rtype = tensor_type(joined, convert_element(node.out_elem(0)))
+    keys = [sum(1 << a for a in c) for c in combos]
+    return [select_case(mask, keys, rtype, lambda i: _reduce_static(node, x, combos[i]))]
+
+
+def _reduce_static(node: Node, x: ir.Value, axes: list[int]) -> ir.Value:
     onnx_elem = node.in_elem(0)
     elem = convert_element(onnx_elem)
     # Bools reduce as unsigned bits (max = or, min = and).
     unsigned = is_unsigned(onnx_elem) or str(elem) == "i1"
     fl = is_float(elem)
-    r = rank_of(x)
-    axes = reduce_axes(node, r)
-    assert axes is not None
     # f16/bf16 sums accumulate in f32.
     acc = ir.F32Type.get() if fl and bitwidth(elem) < 32 and node.op_type not in ("ReduceMax", "ReduceMin") else elem
     add = arith.addf if fl else arith.addi
@@ -124,7 +167,7 @@ def lower_reduce(node: Node) -> list[ir.Value]:
             return arith.truncf(elem, res) if str(acc) != str(elem) else res
 
         out = elementwise([s, mxw], elem, finish)
-        return [_keep(node, out, axes)]
+        return _keep(node, out, axes)
 
     combine: Callable[[ir.Value, ir.Value], ir.Value]
     pre: Callable[[ir.Value], ir.Value] = widen
@@ -158,7 +201,7 @@ def lower_reduce(node: Node) -> list[ir.Value]:
     if post is not None or str(acc) != str(elem):
         p = post or (lambda v: v)
         res = elementwise([res], elem, lambda v: (arith.truncf(elem, p(v)) if str(acc) != str(elem) else p(v)))
-    return [_keep(node, res, axes)]
+    return _keep(node, res, axes)
 
 
 def _check_arg(node: Node) -> str | None:
