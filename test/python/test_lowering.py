@@ -789,3 +789,30 @@ def test_reduce_runtime_axes(op: str, keepdims: int) -> None:
         got = f(x, a)[0]
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+
+
+def test_unranked_intermediate_values_get_ranks_when_lowered() -> None:
+    # An op whose declared result is unranked (shape inference gave up) feeds another op: the
+    # lowering knows the rank from the lowered value, and the consumer's check runs then.
+    from onnxc.dialect import onnx_context, onnx_op
+    from mlir import ir as mir
+    from mlir.dialects import func
+
+    ctx = onnx_context()
+    with ctx, mir.Location.unknown():
+        module = mir.Module.create()
+        t = mir.RankedTensorType.get([2, 3], mir.F32Type.get())
+        unranked = mir.UnrankedTensorType.get(mir.F32Type.get())
+        with mir.InsertionPoint(module.body):
+            f = func.FuncOp("main", mir.FunctionType.get([t], [unranked]))
+            block = f.add_entry_block()
+            with mir.InsertionPoint(block):
+                a = onnx_op("Exp", [block.arguments[0]], [unranked]).result
+                axes = onnx_op("Constant", [], [mir.RankedTensorType.get([1], mir.IntegerType.get_signless(64))], {"value": np.array([1], np.int64)}).result
+                b = onnx_op("ReduceSum", [a, axes], [unranked]).result
+                func.ReturnOp([b])
+        ConvertOnnxToLinalgPass().run(module.operation)
+        assert "tensor<2x1xf32>" in str(module)
+        x = rnd(2, 3)
+        got = compile_module(module)(x)[0]
+    np.testing.assert_allclose(got, np.exp(x).sum(axis=1, keepdims=True), rtol=1e-5)

@@ -88,10 +88,16 @@ def check_op(op: ir.Operation) -> list[str]:
     if info.since_version < pat.min_version:
         return [f"{who}: only version {pat.min_version} and newer are lowered; run onnx-upgrade-ops first"]
     problems: list[str] = []
+    deferred = False
     for i, v in enumerate(op.operands):
         p = _type_problem(v.type, f"input {i}")
         if p is None and isinstance(v.type, ir.UnrankedTensorType):
-            p = f"input {i} is unranked ({v.type}); run onnx-shape-inference first"
+            # Every lowering produces ranked tensors: an unranked value computed by an ONNX op
+            # gets its rank when lowered, and the pattern's check then runs at lowering time.
+            if isinstance(v, ir.OpResult) and _is_onnx(v.owner):
+                deferred = True
+            else:
+                p = f"input {i} is unranked ({v.type}); run onnx-shape-inference first"
         if p:
             problems.append(f"{who}: {p}")
     for i, r in enumerate(op.results):
@@ -100,7 +106,7 @@ def check_op(op: ir.Operation) -> list[str]:
             problems.append(f"{who}: {p}")
     if problems:
         return problems
-    if pat.check is not None:
+    if pat.check is not None and not deferred:
         try:
             reason = pat.check(Node(op, info, list(op.operands)))
         except LoweringError as exc:
@@ -270,6 +276,17 @@ class Lowering:
         if pat is None:
             raise LoweringError(f"{info.op_type}: no lowering")
         node = Node(op, info, [self.lookup(v) for v in op.operands], self)
+        # Unranked operands take the shape of their lowered values (keeping the ONNX element
+        # type, so unsigned stays unsigned); the check deferred by the pre-check runs now.
+        refined = False
+        for i, (t, v) in enumerate(zip(node.onnx_types, node.inputs)):
+            if t is not None and v is not None and isinstance(t, ir.UnrankedTensorType) and is_ranked(v.type):
+                node.onnx_types[i] = ir.RankedTensorType.get(list(ir.RankedTensorType(v.type).shape), elem_of(t))
+                refined = True
+        if refined and pat.check is not None:
+            reason = pat.check(node)
+            if reason:
+                raise node.fail(reason)
         results = list(pat.fn(node))
         if len(results) < len(op.results):
             results += [None] * (len(op.results) - len(results))
