@@ -39,7 +39,7 @@ func.func @shapes(%x: tensor<2x3x4xf32>) -> tensor<2x4x6xf32> {
   %1 = "onnx.reshape"(%0, %s) : (tensor<4x2x3xf32>, tensor<2xi64>) -> tensor<4x6xf32>
   %a = "onnx.constant"() {value = dense<[0]> : tensor<1xi64>} : () -> tensor<1xi64>
   %2 = "onnx.unsqueeze"(%1, %a) : (tensor<4x6xf32>, tensor<1xi64>) -> tensor<1x4x6xf32>
-  %3 = "onnx.concat"(%2, %2, %2) {axis = 0 : i64} : (tensor<1x4x6xf32>, tensor<1x4x6xf32>, tensor<1x4x6xf32>) -> tensor<3x4x6xf32>
+  %3 = "onnx.concat"(%2, %2, %2) {axis = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<1x4x6xf32>, tensor<1x4x6xf32>, tensor<1x4x6xf32>) -> tensor<3x4x6xf32>
   %st = "onnx.constant"() {value = dense<[1]> : tensor<1xi64>} : () -> tensor<1xi64>
   %en = "onnx.constant"() {value = dense<[9]> : tensor<1xi64>} : () -> tensor<1xi64>
   %none = "onnx.none"() : () -> none
@@ -72,6 +72,6 @@ func.func @if(%c: tensor<i1>, %x: tensor<3xf32>) -> tensor<3xf32> {
   }, {
     %2 = "onnx.add"(%x, %x) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
     gpu.yield %2 : tensor<3xf32>
-  }) : (tensor<i1>) -> tensor<3xf32>
+  }) {resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<i1>) -> tensor<3xf32>
   return %0 : tensor<3xf32>
 }
