@@ -816,3 +816,15 @@ def test_unranked_intermediate_values_get_ranks_when_lowered() -> None:
         x = rnd(2, 3)
         got = compile_module(module)(x)[0]
     np.testing.assert_allclose(got, np.exp(x).sum(axis=1, keepdims=True), rtol=1e-5)
+
+
+def test_cumprod_and_bitcast() -> None:
+    z = rnd(3, 4, lo=0.5, hi=1.5)
+    check(_model("CumProd", [("z", z)], inits={"a": np.array(1, np.int64)}, reverse=1, opset=26), [z])
+    check(_model("CumProd", [("z", z), ("a", np.array(0, np.int64))], exclusive=1, opset=26), [z, np.array(0, np.int64)])
+    f = rnd(2, 3)
+    check(_model("BitCast", [("f", f)], to=TP.INT32, out_types=[I32], opset=26), [f])
+    d = rnd(4).astype(np.float64)
+    check(_model("BitCast", [("d", d)], to=TP.UINT64, out_types=[TP.UINT64], opset=26), [d])
+    b = np.array([True, False, True])
+    check(_model("BitCast", [("b", b)], to=TP.UINT8, out_types=[U8], opset=26), [b])

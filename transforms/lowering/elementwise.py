@@ -559,3 +559,34 @@ def lower_cast(node: Node) -> list[ir.Value]:
         return [x]
     return [elementwise([x], convert_element(dst), lambda v: convert_scalar(v, src, dst))]
 
+
+
+def _check_bitcast(node: Node) -> str | None:
+    src, dst = node.in_elem(0), node.out_elem(0)
+    if not element_supported(dst):
+        return f"bitcast to {dst} is not lowered"
+    # bool is one byte in ONNX: it bitcasts to and from 8-bit types.
+    ws = 8 if is_bool(src) else bitwidth(src)
+    wd = 8 if is_bool(dst) else bitwidth(dst)
+    if ws != wd:
+        return f"bitcast between {ws}- and {wd}-bit types"
+    return None
+
+
+@lowers("BitCast", check=_check_bitcast)
+def lower_bitcast(node: Node) -> list[ir.Value]:
+    """BitCast: `arith.bitcast` per element (bool <-> 8-bit through extui/trunci)."""
+    src, dst = convert_element(node.in_elem(0)), convert_element(node.out_elem(0))
+    i8 = ir.IntegerType.get_signless(8)
+
+    def body(v: ir.Value) -> ir.Value:
+        if is_bool(src):
+            v = arith.extui(i8, v)
+            return v if str(dst) == "i8" else arith.bitcast(dst, v)
+        if is_bool(dst):
+            if str(src) != "i8":
+                v = arith.bitcast(i8, v)
+            return arith.trunci(dst, v)
+        return v if str(src) == str(dst) else arith.bitcast(dst, v)
+
+    return [elementwise([node.input(0)], dst, body)]

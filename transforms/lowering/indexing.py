@@ -257,26 +257,29 @@ def _cast(v: ir.Value, t: ir.Type) -> ir.Value:
     return cast_to_type(v, t)
 
 
-def _cumsum_axis(x: ir.Value, axis: int, excl: int, rev: int) -> ir.Value:
+def _cumsum_axis(x: ir.Value, axis: int, excl: int, rev: int, prod: bool = False) -> ir.Value:
     r = rank_of(x)
     elem = elem_of(x.type)
     fl = is_float(elem)
-    init = filled(shape_of(x), elem, 0.0 if fl else 0)
+    ident = 1 if prod else 0
+    init = filled(shape_of(x), elem, float(ident) if fl else ident)
     j = r  # the extra reduction loop
     in_map = affine_map(r + 1, [j if i == axis else i for i in range(r)])
     out_map = affine_map(r + 1, list(range(r)))
     pred = {(0, 0): P.ule, (1, 0): P.ult, (0, 1): P.uge, (1, 1): P.ugt}[(excl, rev)]
-    zero = const_scalar(0.0 if fl else 0, elem)
+    zero = const_scalar(float(ident) if fl else ident, elem)
 
     def body(a: list[ir.Value]) -> list[ir.Value]:
         take = arith.cmpi(pred, index_of(j), index_of(axis))
         v = arith.select(take, a[0], zero)
+        if prod:
+            return [arith.mulf(a[1], v) if fl else arith.muli(a[1], v)]
         return [arith.addf(a[1], v) if fl else arith.addi(a[1], v)]
 
     return generic([x], [init], [in_map, out_map], ["parallel"] * r + ["reduction"], body)[0]
 
 
-@lowers("CumSum")
+@lowers("CumSum", "CumProd")
 def lower_cumsum(node: Node) -> list[ir.Value]:
     """CumSum as a masked reduction: out[i] = sum over j of x[j] where j precedes i (or follows,
     with reverse; strictly, with exclusive). Quadratic in the axis length, but one generic. A
@@ -285,14 +288,15 @@ def lower_cumsum(node: Node) -> list[ir.Value]:
     r = rank_of(x)
     excl = int(node.attr("exclusive", 0))
     rev = int(node.attr("reverse", 0))
+    prod = node.op_type == "CumProd"
     c = node.const_ints(1)
     if c is not None:
-        return [_cumsum_axis(x, normalize_axis(c[0], r), excl, rev)]
+        return [_cumsum_axis(x, normalize_axis(c[0], r), excl, rev, prod)]
     av = node.input(1)
     ax = to_index(tensor.extract(av, [const_index(0)] * rank_of(av)), node.in_elem(1))
     ax = arith.select(arith.cmpi(P.slt, ax, const_index(0)), arith.addi(ax, const_index(r)), ax)
     t = x.type
-    return [switch(ax, r, t, lambda i: _cumsum_axis(x, i, excl, rev))]
+    return [switch(ax, r, t, lambda i: _cumsum_axis(x, i, excl, rev, prod))]
 
 
 # --- depth/space ----------------------------------------------------------------------------------
