@@ -192,6 +192,8 @@ class _Inferer:
         self.shapes: dict[ir.Value, list[Dim] | None] = {}
         self.values: dict[ir.Value, Tracked] = {}
         self.conflicts: list[tuple[ir.Location | None, str]] = []
+        # Ops a rule gave up on (IR it did not expect); not contradictions, so `strict` ignores them.
+        self.skipped: list[tuple[ir.Location | None, str]] = []
         self.sym_names: dict[str, Sym] = {}
         self._fresh = itertools.count()
         self.refined = 0  # how many result types were made more precise
@@ -276,7 +278,7 @@ class _Inferer:
                     self.infer_op(op)
                 except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as exc:
                     # A rule met IR it did not expect; the op keeps its declared types.
-                    self.conflicts.append((op.location, f"{U.location_text(op)}: shape inference skipped: {exc}"))
+                    self.skipped.append((op.location, f"{U.location_text(op)}: shape inference skipped: {exc}"))
 
     def run_loop_body(self, op: ir.Operation) -> None:
         """Infer a Loop body with its loop-carried arguments typed like the initial values."""
@@ -665,18 +667,28 @@ def _rule_slice(inf: _Inferer, op: ir.Operation, info: OpInfo) -> list[Any] | No
 
 
 def _rule_if(inf: _Inferer, op: ir.Operation, info: OpInfo) -> list[Any] | None:
-    branches = []
-    for region in op.regions:
+    """If: with a condition whose value is known, the taken branch's shapes; otherwise what both
+    branches agree on."""
+    names = info.regions  # regions follow the sorted GRAPH attribute names
+    branches: dict[str, list[list[Dim] | None]] = {}
+    for name, region in zip(names, op.regions):
         if not region.blocks:
             return None
         term = U.terminator(region.blocks[0])
         if term is None:
             return None
-        branches.append([inf.shape(v) if U.is_tensor_type(v.type) else None for v in term.operands])
-    if len(branches) != 2 or len(branches[0]) != len(branches[1]):
+        branches[name] = [inf.shape(v) if U.is_tensor_type(v.type) else None for v in term.operands]
+    if set(branches) != {"else_branch", "then_branch"}:
+        return None
+    cond = inf.static_value(op.operands[0])
+    if cond is not None and cond.size == 1:
+        taken = branches["then_branch" if bool(cond.reshape(-1)[0]) else "else_branch"]
+        return [list(d) if d is not None else None for d in taken]
+    then_b, else_b = branches["then_branch"], branches["else_branch"]
+    if len(then_b) != len(else_b):
         return None
     out: list[Any] = []
-    for a, b in zip(*branches):
+    for a, b in zip(then_b, else_b):
         if a is None or b is None or len(a) != len(b):
             out.append(None)
         else:
