@@ -828,3 +828,35 @@ def test_cumprod_and_bitcast() -> None:
     check(_model("BitCast", [("d", d)], to=TP.UINT64, out_types=[TP.UINT64], opset=26), [d])
     b = np.array([True, False, True])
     check(_model("BitCast", [("b", b)], to=TP.UINT8, out_types=[U8], opset=26), [b])
+
+
+def test_slice_runtime_starts_ends() -> None:
+    x = rnd(5, 6, 4)
+    m = _model("Slice", [("x", x), ("s", np.array([1, -4], np.int64)), ("e", np.array([4, 100], np.int64))], inits={"ax": np.array([0, 1], np.int64), "st": np.array([2, 1], np.int64)})
+    f = _compile(_with_output_types(m, [x]))
+    ref = ReferenceEvaluator(m)
+    for s, e in (([1, -4], [4, 100]), ([-100, 0], [100, 3]), ([3, 5], [1, 2])):
+        sv, ev = np.array(s, np.int64), np.array(e, np.int64)
+        want = ref.run(None, {"x": x, "s": sv, "e": ev})[0]
+        np.testing.assert_array_equal(f(x, sv, ev)[0], want)
+    m2 = _model("Slice", [("x", x), ("s", np.array([-1], np.int64)), ("e", np.array([0], np.int64))], inits={"ax": np.array([1], np.int64), "st": np.array([-2], np.int64)})
+    f2 = _compile(_with_output_types(m2, [x]))
+    for s, e in (([-1], [0]), ([4], [-100])):
+        sv, ev = np.array(s, np.int64), np.array(e, np.int64)
+        np.testing.assert_array_equal(f2(x, sv, ev)[0], ReferenceEvaluator(m2).run(None, {"x": x, "s": sv, "e": ev})[0])
+
+
+def test_split_and_topk_runtime_sizes() -> None:
+    x = rnd(2, 7)
+    m = _model("Split", [("x", x), ("s", np.array([3, 4], np.int64))], n_out=2, axis=1)
+    f = _compile(_with_output_types(m, [x, x]))
+    for sz in ([3, 4], [7, 0], [1, 6]):
+        sv = np.array(sz, np.int64)
+        for g, w in zip(f(x, sv), ReferenceEvaluator(m).run(None, {"x": x, "s": sv})):
+            np.testing.assert_array_equal(g, w)
+    m2 = _model("TopK", [("x", x), ("k", np.array([2], np.int64))], n_out=2, out_types=[F, I64])
+    f2 = _compile(m2)
+    for k in (1, 5):
+        kv = np.array([k], np.int64)
+        for g, w in zip(f2(x, kv), ReferenceEvaluator(m2).run(None, {"x": x, "k": kv})):
+            np.testing.assert_array_equal(g, w)

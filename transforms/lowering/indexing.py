@@ -505,8 +505,8 @@ def _for(lb: ir.Value, ub: ir.Value, carried: list[ir.Value], body: Callable[[ir
 
 
 def _check_topk(node: Node) -> str | None:
-    if node.const(1) is None:
-        return "K must be a constant"
+    if node.const(1) is None and static_shape(node.onnx_types[1]) not in ([], [1]):
+        return "K must be a one-element tensor"
     return None
 
 
@@ -518,7 +518,12 @@ def lower_topk(node: Node) -> list[ir.Value]:
     x = node.input(0)
     r = rank_of(x)
     axis = normalize_axis(int(node.attr("axis", -1)), r)
-    k = int(node.const_ints(1)[0])  # type: ignore[index]
+    kc = node.const_ints(1)
+    if kc is not None:
+        k: Dim = int(kc[0])
+    else:
+        kv = node.input(1)
+        k = to_index(tensor.extract(kv, [const_index(0)] * rank_of(kv)), node.in_elem(1))
     largest = int(node.attr("largest", 1))
     onnx_elem = node.in_elem(0)
     elem = convert_element(onnx_elem)
@@ -571,7 +576,7 @@ def lower_topk(node: Node) -> list[ir.Value]:
             return [vals, idxs, bv, bi, true]
 
         init_v = const_scalar(0.0 if fl else 0, elem)
-        res = _for(const_index(0), const_index(k), [carried[0], carried[1], init_v, const_index(0), false], pick)
+        res = _for(const_index(0), dim_value(k), [carried[0], carried[1], init_v, const_index(0), false], pick)
         return res[:2]
 
     def nest(d: int, ivs: list[ir.Value], carried: list[ir.Value]) -> list[ir.Value]:

@@ -349,7 +349,9 @@ def lower_concat(node: Node) -> list[ir.Value]:
 
 def _check_split(node: Node) -> str | None:
     if node.version >= 13 and node.has(1) and node.const(1) is None:
-        return "split sizes must be a constant"
+        s = static_shape(node.onnx_types[1])
+        if len(s) != 1 or s[0] != len(node.op.results):
+            return "split sizes must be a constant or a 1-D tensor with one size per output"
     r = _rank(node, 0)
     axis = normalize_axis(int(node.attr("axis", 0)), r)
     if not 0 <= axis < r:
@@ -365,12 +367,17 @@ def lower_split(node: Node) -> list[ir.Value]:
     axis = normalize_axis(int(node.attr("axis", 0)), r)
     n_out = len(node.op.results)
     sizes: list[Dim]
+    runtime: list[Dim] | None = None
     if node.version >= 13:
         given = node.const_ints(1) if node.has(1) else None
+        if node.has(1) and given is None:
+            runtime = list(extract_dims(node.input(1), node.in_elem(1)))
     else:
         given = node.attr("split")
     d = dim(x, axis)
-    if given:
+    if runtime is not None:
+        sizes = runtime
+    elif given:
         sizes = [int(s) for s in given]
     elif isinstance(d, int):
         per = -(-d // n_out)
@@ -397,29 +404,42 @@ def lower_split(node: Node) -> list[ir.Value]:
 # --- slicing --------------------------------------------------------------------------------------
 
 
-def _slice_params(node: Node) -> tuple[list[int], list[int], list[int], list[int]] | None:
+def _slice_params(node: Node) -> tuple[list[int] | None, list[int] | None, list[int] | None, list[int] | None, int]:
+    """(starts, ends, axes, steps, n): constant lists, None for a runtime input; n is the number
+    of sliced axes (the static length of starts)."""
     if node.version < 10:
         starts = [int(s) for s in node.attr("starts")]
         ends = [int(e) for e in node.attr("ends")]
         axes = [int(a) for a in (node.attr("axes") or range(len(starts)))]
-        return starts, ends, axes, [1] * len(starts)
+        return starts, ends, axes, [1] * len(starts), len(starts)
+    sl = static_shape(node.onnx_types[1])
+    n = sl[0] if len(sl) == 1 and sl[0] is not None else -1
     starts, ends = node.const_ints(1), node.const_ints(2)
-    if starts is None or ends is None:
-        return None
-    axes = node.const_ints(3) if node.has(3) else list(range(len(starts)))
-    steps = node.const_ints(4) if node.has(4) else [1] * len(starts)
-    if axes is None or steps is None:
-        return None
-    return starts, ends, axes, steps
+    axes = node.const_ints(3) if node.has(3) else (list(range(n)) if n >= 0 else None)
+    steps = node.const_ints(4) if node.has(4) else ([1] * n if n >= 0 else None)
+    return starts, ends, axes, steps, n
 
 
 def _check_slice(node: Node) -> str | None:
-    p = _slice_params(node)
-    if p is None:
-        return "starts, ends, axes and steps must be constants"
-    if any(s == 0 for s in p[3]):
+    starts, ends, axes, steps, n = _slice_params(node)
+    if n < 0:
+        return "starts must be a 1-D tensor of static length"
+    if axes is None or steps is None:
+        return "axes and steps must be constants"
+    if any(s == 0 for s in steps):
         return "a step of 0"
     return None
+
+
+def _runtime_index(node: Node, i: int, j: int) -> ir.Value:
+    """Element j of the 1-D integer input i, as an index."""
+    return to_index(tensor.extract(node.input(i), [const_index(j)]), node.in_elem(i))
+
+
+def _norm_index_rt(v: ir.Value, size: Dim) -> ir.Value:
+    """v + size when v < 0, at run time."""
+    neg = arith.cmpi(arith.CmpIPredicate.slt, v, const_index(0))
+    return arith.select(neg, arith.addi(v, dim_value(size)), v)
 
 
 def _clamp(v: Dim, lo: Dim, hi: Dim) -> Dim:
@@ -440,19 +460,24 @@ def lower_slice(node: Node) -> list[ir.Value]:
     """Slice with constant parameters: `extract_slice` for positive steps, a generic otherwise."""
     x = node.input(0)
     r = rank_of(x)
-    starts, ends, axes, steps = _slice_params(node)  # type: ignore[misc]
+    starts, ends, axes, steps, n_ax = _slice_params(node)
+    assert axes is not None and steps is not None
     shape = shape_of(x)
     offsets: list[Dim] = [0] * r
     sizes: list[Dim] = list(shape)
     strides: list[Dim] = [1] * r
     big = 2**62
-    for s, e, a, k in zip(starts, ends, axes, steps):
+    for j, (a, k) in enumerate(zip(axes, steps)):
         a = normalize_axis(a, r)
         d = shape[a]
-        s = max(min(s, big), -big)
-        e = max(min(e, big), -big)
-        sv = _norm_index(s, d)
-        ev = _norm_index(e, d)
+        if starts is not None:
+            sv: Dim = _norm_index(max(min(starts[j], big), -big), d)
+        else:
+            sv = _norm_index_rt(_runtime_index(node, 1, j), d)
+        if ends is not None:
+            ev: Dim = _norm_index(max(min(ends[j], big), -big), d)
+        else:
+            ev = _norm_index_rt(_runtime_index(node, 2, j), d)
         if k > 0:
             sv = _clamp(sv, 0, d)
             ev = _clamp(ev, 0, d)
