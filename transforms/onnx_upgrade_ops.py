@@ -128,9 +128,11 @@ class Upgrader:
         self.failures: list[tuple[ir.Location | None, str]] = []
 
     def run(self, module: ir.Operation) -> None:
-        for op in U.collect_ops(module, U.is_onnx_op):
-            self.upgrade(op)
-        _update_opsets(module)
+        module = module.operation
+        with module.context, ir.Location.unknown():
+            for op in U.collect_ops(module, U.is_onnx_op):
+                self.upgrade(op)
+            _update_opsets(module)
 
     def upgrade(self, op: ir.Operation) -> ir.Operation:
         """Upgrade one op as far as possible; returns the op now standing in its place."""
@@ -275,9 +277,10 @@ class Step:
         except Unsupported:
             self._rollback()
             raise
-        except (attrs_mod.AttributeKindError, ValueError, TypeError) as exc:
+        except (attrs_mod.AttributeKindError, ValueError, TypeError, RuntimeError) as exc:
+            # RuntimeError: the bindings refused something (raised in Python, not an assertion).
             self._rollback()
-            raise Unsupported(str(exc)) from None
+            raise Unsupported(f"{type(exc).__name__}: {exc}") from None
 
     def _rollback(self) -> None:
         for op in reversed(self.created):

@@ -83,7 +83,37 @@ _BN_EXPECTED = (_XB - _BN[2][None, :, None, None]) / np.sqrt(_BN[3][None, :, Non
 _BN_INPUTS = [_vi("x", [2, 3, 4, 4])] + [_vi(n, [3]) for n in "sbmv"]
 _BN_FEEDS = {"x": _XB, **dict(zip("sbmv", _BN))}
 
+def _bilinear_asymmetric(x: np.ndarray, sh: int, sw: int) -> np.ndarray:
+    """Upsample-7/9 and Resize-10 `linear` (asymmetric coordinates, edge clamped), from the spec."""
+    _, _, h, w = x.shape
+    ys = np.minimum(np.arange(h * sh) / sh, h - 1)
+    xs = np.minimum(np.arange(w * sw) / sw, w - 1)
+    y0, x0 = np.floor(ys).astype(int), np.floor(xs).astype(int)
+    y1, x1 = np.minimum(y0 + 1, h - 1), np.minimum(x0 + 1, w - 1)
+    wy, wx = (ys - y0)[:, None], (xs - x0)[None, :]
+    at = lambda yi, xi: x[:, :, yi][:, :, :, xi]  # noqa: E731
+    return ((1 - wy) * ((1 - wx) * at(y0, x0) + wx * at(y0, x1)) + wy * ((1 - wx) * at(y1, x0) + wx * at(y1, x1))).astype(np.float32)
+
+
+_X4 = RNG.standard_normal((2, 4, 3, 3)).astype(np.float32)
+_GN = [helper.make_tensor("s", TP.FLOAT, [2], [0.5, -1.5]), helper.make_tensor("b", TP.FLOAT, [2], [0.25, 2.0])]
+_SCALES = [helper.make_tensor("s", TP.FLOAT, [4], [1, 1, 2, 2])]
+
 UPGRADE_CASES = {
+    "groupnorm_per_group_18": (_model([helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2)], [_vi("x", [2, 4, 3, 3])], [_vi("y", [2, 4, 3, 3])], 18, _GN),
+                               {"x": _X4}, None),  # fmt: skip
+    "upsample_linear_9": (_model([helper.make_node("Upsample", ["x", "s"], ["y"], mode="linear")], [_vi("x", [2, 4, 3, 3])], [_vi("y", [2, 4, 6, 6])], 9, _SCALES),
+                          {"x": _X4}, [_bilinear_asymmetric(_X4, 2, 2)]),  # fmt: skip
+    "upsample_attr_7": (_model([helper.make_node("Upsample", ["x"], ["y"], mode="nearest", scales=[1.0, 1.0, 2.0, 3.0])], [_vi("x", [2, 4, 3, 3])], [_vi("y", [2, 4, 6, 9])], 7),
+                        {"x": _X4}, [_X4.repeat(2, axis=2).repeat(3, axis=3)]),  # fmt: skip
+    "resize_linear_10": (_model([helper.make_node("Resize", ["x", "s"], ["y"], mode="linear")], [_vi("x", [2, 4, 3, 3])], [_vi("y", [2, 4, 6, 6])], 10, _SCALES),
+                         {"x": _X4}, [_bilinear_asymmetric(_X4, 2, 2)]),  # fmt: skip
+    "selu_old_defaults_1": (_model([helper.make_node("Selu", ["x"], ["y"])], [_vi("x", [2, 4, 3, 3])], [_vi("y", [2, 4, 3, 3])], 1),
+                            {"x": _X4}, [np.where(_X4 > 0, 1.0507 * _X4, 1.0507 * 1.6732 * (np.exp(_X4) - 1)).astype(np.float32)]),  # fmt: skip
+    "concat_default_axis_1": (_model([helper.make_node("Concat", ["x", "x"], ["y"])], [_vi("x", [2, 4, 3, 3])], [_vi("y", [2, 8, 3, 3])], 1),
+                              {"x": _X4}, [np.concatenate([_X4, _X4], 1)]),  # fmt: skip
+    "dropout_float_mask_6": (_model([helper.make_node("Dropout", ["x"], ["y", "m"], is_test=1)], [_vi("x", [2, 4, 3, 3])], [_vi("y", [2, 4, 3, 3]), _vi("m", [2, 4, 3, 3])], 6),
+                             {"x": _X4}, [_X4, np.ones_like(_X4)]),  # fmt: skip
     "reduce_sum_axes_11": (_model([helper.make_node("ReduceSum", ["x"], ["y"], axes=[1], keepdims=0)], [_vi("x", [2, 3, 4])], [_vi("y", [2, 4])], 11), {"x": X}, None),
     "reduce_mean_axes_13": (_model([helper.make_node("ReduceMean", ["x"], ["y"], axes=[0, 2])], [_vi("x", [2, 3, 4])], [_vi("y", [1, 3, 1])], 13), {"x": X}, None),
     "softmax_middle_axis_11": (_model([helper.make_node("Softmax", ["x"], ["y"], axis=1)], [_vi("x", [2, 3, 4])], [_vi("y", [2, 3, 4])], 11), {"x": X}, [_softmax2d(X, 1)]),
