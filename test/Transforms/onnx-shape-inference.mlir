@@ -40,7 +40,7 @@ func.func @heads(%x: tensor<?x?x512xf32>) -> tensor<*xf32> {
   %tu = "onnx.unsqueeze"(%t, %ax) : (tensor<*xi64>, tensor<1xi64>) -> tensor<1xi64>
   %h = "onnx.constant"() {value = dense<[8]> : tensor<1xi64>} : () -> tensor<1xi64>
   %d = "onnx.constant"() {value = dense<[64]> : tensor<1xi64>} : () -> tensor<1xi64>
-  %sh = "onnx.concat"(%bu, %tu, %h, %d) {axis = 0 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4>} : (tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<*xi64>
+  %sh = "onnx.concat"(%bu, %tu, %h, %d) {axis = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<*xi64>
   %r = "onnx.reshape"(%x, %sh) : (tensor<?x?x512xf32>, tensor<*xi64>) -> tensor<*xf32>
   return %r : tensor<*xf32>
 }
@@ -54,7 +54,7 @@ func.func @heads(%x: tensor<?x?x512xf32>) -> tensor<*xf32> {
 func.func @flatten_batch(%x: tensor<?x8x64xf32>) -> tensor<*xf32> {
   %s = "onnx.shape"(%x) {end = 1 : i64} : (tensor<?x8x64xf32>) -> tensor<1xi64>
   %m = "onnx.constant"() {value = dense<[-1]> : tensor<1xi64>} : () -> tensor<1xi64>
-  %sh = "onnx.concat"(%s, %m) {axis = 0 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2>} : (tensor<1xi64>, tensor<1xi64>) -> tensor<*xi64>
+  %sh = "onnx.concat"(%s, %m) {axis = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<1xi64>, tensor<1xi64>) -> tensor<*xi64>
   %r = "onnx.reshape"(%x, %sh) : (tensor<?x8x64xf32>, tensor<*xi64>) -> tensor<*xf32>
   return %r : tensor<*xf32>
 }
@@ -68,7 +68,7 @@ func.func @flatten_batch(%x: tensor<?x8x64xf32>) -> tensor<*xf32> {
 func.func @dim_params(%x: tensor<?x4xf32> {onnx.dim_params = ["N", ""]}, %y: tensor<?x2x2xf32> {onnx.dim_params = ["N", "", ""]}) -> tensor<*xf32> {
   %s = "onnx.shape"(%x) {end = 1 : i64} : (tensor<?x4xf32>) -> tensor<1xi64>
   %m = "onnx.constant"() {value = dense<[-1]> : tensor<1xi64>} : () -> tensor<1xi64>
-  %sh = "onnx.concat"(%s, %m) {axis = 0 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2>} : (tensor<1xi64>, tensor<1xi64>) -> tensor<*xi64>
+  %sh = "onnx.concat"(%s, %m) {axis = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<1xi64>, tensor<1xi64>) -> tensor<*xi64>
   %r = "onnx.reshape"(%y, %sh) : (tensor<?x2x2xf32>, tensor<*xi64>) -> tensor<*xf32>
   return %r : tensor<*xf32>
 }
@@ -136,7 +136,7 @@ func.func @if_merge(%c: tensor<i1>, %a: tensor<2x4xf32>, %b: tensor<3x4xf32>) ->
   }, {
     %1 = "onnx.relu"(%a) : (tensor<2x4xf32>) -> tensor<*xf32>
     gpu.yield %1 : tensor<*xf32>
-  }) {resultSegmentSizes = array<i32: 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1>} : (tensor<i1>) -> tensor<*xf32>
+  }) {resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<i1>) -> tensor<*xf32>
   return %r : tensor<*xf32>
 }
 
@@ -148,4 +148,67 @@ func.func @if_merge(%c: tensor<i1>, %a: tensor<2x4xf32>, %b: tensor<3x4xf32>) ->
 func.func @keep_declared(%x: tensor<?x3xf32>) -> tensor<2x3xf32> {
   %0 = "onnx.relu"(%x) : (tensor<?x3xf32>) -> tensor<2x3xf32>
   return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+// Shape arithmetic: merging the last two dims (Mul of two gathered dims) keeps the product
+// symbolic, so the Reshape of the same tensor back to [b, s, h*d] has static h*d = 512.
+// CHECK-LABEL: func.func @merge_heads
+// CHECK: "onnx.mul"{{.*}} -> tensor<1xi64>
+// CHECK: "onnx.reshape"{{.*}} -> tensor<?x?x512xf32>
+func.func @merge_heads(%x: tensor<?x?x8x64xf32>) -> tensor<*xf32> {
+  %s = "onnx.shape"(%x) : (tensor<?x?x8x64xf32>) -> tensor<4xi64>
+  %st0 = "onnx.constant"() {value = dense<[0]> : tensor<1xi64>} : () -> tensor<1xi64>
+  %st2 = "onnx.constant"() {value = dense<[2]> : tensor<1xi64>} : () -> tensor<1xi64>
+  %st3 = "onnx.constant"() {value = dense<[3]> : tensor<1xi64>} : () -> tensor<1xi64>
+  %e4 = "onnx.constant"() {value = dense<[4]> : tensor<1xi64>} : () -> tensor<1xi64>
+  %n = "onnx.none"() : () -> none
+  %bs = "onnx.slice"(%s, %st0, %st2, %n, %n) : (tensor<4xi64>, tensor<1xi64>, tensor<1xi64>, none, none) -> tensor<*xi64>
+  %h = "onnx.slice"(%s, %st2, %st3, %n, %n) : (tensor<4xi64>, tensor<1xi64>, tensor<1xi64>, none, none) -> tensor<*xi64>
+  %d = "onnx.slice"(%s, %st3, %e4, %n, %n) : (tensor<4xi64>, tensor<1xi64>, tensor<1xi64>, none, none) -> tensor<1xi64>
+  %hd = "onnx.mul"(%h, %d) : (tensor<*xi64>, tensor<1xi64>) -> tensor<*xi64>
+  %t = "onnx.transpose"(%x) {perm = array<i64: 0, 1, 3, 2>} : (tensor<?x?x8x64xf32>) -> tensor<*xf32>
+  %sh = "onnx.concat"(%bs, %hd) {axis = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<*xi64>, tensor<*xi64>) -> tensor<*xi64>
+  %r = "onnx.reshape"(%t, %sh) : (tensor<*xf32>, tensor<*xi64>) -> tensor<*xf32>
+  return %r : tensor<*xf32>
+}
+
+// -----
+
+// Size, Range and ConstantOfShape driven by known values; Tile by a constant.
+// CHECK-LABEL: func.func @values
+// CHECK: "onnx.size"{{.*}} -> tensor<i64>
+// CHECK: "onnx.range"{{.*}} -> tensor<6xi64>
+// CHECK: "onnx.tile"{{.*}} -> tensor<4x?xf32>
+func.func @values(%x: tensor<2x3xf32>, %y: tensor<2x?xf32>) -> (tensor<*xi64>, tensor<*xf32>) {
+  %n = "onnx.size"(%x) : (tensor<2x3xf32>) -> tensor<*xi64>
+  %z = "onnx.constant"() {value = dense<0> : tensor<i64>} : () -> tensor<i64>
+  %o = "onnx.constant"() {value = dense<1> : tensor<i64>} : () -> tensor<i64>
+  %r = "onnx.range"(%z, %n, %o) : (tensor<i64>, tensor<*xi64>, tensor<i64>) -> tensor<*xi64>
+  %rep = "onnx.constant"() {value = dense<[2, 3]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %t = "onnx.tile"(%y, %rep) : (tensor<2x?xf32>, tensor<2xi64>) -> tensor<*xf32>
+  return %r, %t : tensor<*xi64>, tensor<*xf32>
+}
+
+// -----
+
+// An If whose condition is known from shapes (Size(x) == 6) takes its result shape from the
+// branch it will take, even when the branches disagree on the rank.
+// CHECK-LABEL: func.func @if_known_condition
+// CHECK: "onnx.equal"{{.*}} -> tensor<i1>
+// CHECK: "onnx.if"
+// CHECK: : (tensor<i1>) -> tensor<2x3xf32>
+func.func @if_known_condition(%x: tensor<2x3xf32>) -> tensor<*xf32> {
+  %n = "onnx.size"(%x) : (tensor<2x3xf32>) -> tensor<*xi64>
+  %six = "onnx.constant"() {value = dense<6> : tensor<i64>} : () -> tensor<i64>
+  %c = "onnx.equal"(%n, %six) : (tensor<*xi64>, tensor<i64>) -> tensor<*xi1>
+  %r = "onnx.if"(%c) ({
+    %f = "onnx.flatten"(%x) {axis = 0 : i64} : (tensor<2x3xf32>) -> tensor<*xf32>
+    gpu.yield %f : tensor<*xf32>
+  }, {
+    %e = "onnx.relu"(%x) : (tensor<2x3xf32>) -> tensor<*xf32>
+    gpu.yield %e : tensor<*xf32>
+  }) {resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<*xi1>) -> tensor<*xf32>
+  return %r : tensor<*xf32>
 }
