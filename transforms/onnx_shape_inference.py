@@ -447,6 +447,12 @@ class _Inferer:
         sym_dims: list[Dim] = [d if d is not None else self.fresh() for d in merged]
         new_type = U.ranked_type([int(d) if is_static(d) else -1 for d in sym_dims], elem)
         if new_type != res.type:
+            if U.result_in_variadic_tail(op, res.result_number) or U.used_in_variadic_tail(res):
+                # IRDL wants one type across a variadic tail; refining one member alone would
+                # break verification, so the value keeps its declared type (inference still
+                # uses what it found).
+                self.shapes[res] = sym_dims
+                return
             res.set_type(new_type)
             self.refined += 1
         self.shapes[res] = sym_dims

@@ -395,13 +395,58 @@ def node_proto(
     return node
 
 
+# --- variadic tails ---------------------------------------------------------------------------------
+
+
+def _variadic_slots() -> int:
+    """How many values of an ONNX variadic group IRDL types independently; the rest (the tail)
+    must share one type. 0 with a dialect whose whole variadic group is one IRDL variadic."""
+    from onnxc.dialect import opinfo
+
+    return int(getattr(opinfo, "VARIADIC_SLOTS", 0))
+
+
+def _in_tail(formal: Sequence[Any], index: int) -> bool:
+    if not formal or formal[-1].option != "variadic":
+        return False
+    return index >= len(formal) - 1 + _variadic_slots()
+
+
+def operand_in_variadic_tail(op: ir.Operation, index: int) -> bool:
+    """Whether operand `index` of an ONNX op lies in the tail of a variadic group, where IRDL
+    requires one type for all values: giving it a type its tail-mates do not have breaks
+    verification, so passes must not refine or replace such values alone."""
+    info = info_of(op)
+    if info is None:
+        return op.name == CUSTOM_OP and index >= _variadic_slots()
+    return _in_tail(info.inputs, index)
+
+
+def result_in_variadic_tail(op: ir.Operation, index: int) -> bool:
+    """Whether result `index` of an ONNX op lies in the tail of a variadic group."""
+    info = info_of(op)
+    if info is None:
+        return op.name == CUSTOM_OP and index >= _variadic_slots()
+    return _in_tail(info.outputs, index)
+
+
+def used_in_variadic_tail(v: ir.Value) -> bool:
+    """Whether some ONNX op uses `v` in a variadic tail."""
+    for use in v.uses:
+        user = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
+        if is_onnx_op(user) and operand_in_variadic_tail(user, use.operand_number):
+            return True
+    return False
+
+
 # --- replacing ----------------------------------------------------------------------------------
 
 
 def replace_value(old: ir.Value, new: ir.Value) -> bool:
     """Replace the uses of `old` by `new`. Where the types differ, ONNX-op users take `new` (their
-    operand types are `irdl.any`); a `func.return` takes it too and the function's result type
-    is updated; any other user (a subgraph's `gpu.yield`, a non-ONNX op) keeps `old`. Returns
+    operand types are `irdl.any`) except in a variadic tail (one type for all its values); a
+    `func.return` takes it too and the function's result type is updated; any other user (a
+    subgraph's `gpu.yield`, a non-ONNX op) keeps `old`. Returns
     whether every use was replaced (so that the producer of `old` may be erased)."""
     if old.type == new.type:
         old.replace_all_uses_with(new)
@@ -410,7 +455,9 @@ def replace_value(old: ir.Value, new: ir.Value) -> bool:
     returns: list[ir.Operation] = []
     for use in list(old.uses):
         user = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
-        if is_onnx_op(user):
+        if is_onnx_op(user) and operand_in_variadic_tail(user, use.operand_number):
+            all_done = False  # the tail's values must keep one type
+        elif is_onnx_op(user):
             user.operands[use.operand_number] = new
         elif user.name == "func.return":
             user.operands[use.operand_number] = new
@@ -490,6 +537,6 @@ __all__ = [
     "CONSTANT_OP", "CUSTOM_OP", "NONE_OP", "attr_value", "block_ops", "collect_ops", "constant_attr_array",
     "constant_value", "dense_attr", "element_type_of", "elements_attr", "elements_to_numpy", "func_of", "functions", "has_uses", "info_of",
     "is_constant", "is_constant_op", "is_none_value", "is_onnx_op", "is_tensor_type", "location_text", "make_constant",
-    "mlir_element_type", "node_proto", "numpy_dtype_of", "onnx_attribute_proto", "plain_attributes", "ranked_type", "refine_type",
+    "mlir_element_type", "node_proto", "operand_in_variadic_tail", "result_in_variadic_tail", "used_in_variadic_tail", "numpy_dtype_of", "onnx_attribute_proto", "plain_attributes", "ranked_type", "refine_type",
     "replace_op", "replace_value", "shape_of", "sync_function_type", "terminator", "value_used",
 ]  # fmt: skip

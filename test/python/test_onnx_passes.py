@@ -462,3 +462,31 @@ def test_shape_inference_ml_regressor() -> None:
     op = next(op for op in _onnx_ops(module) if op.name.startswith("onnx_ml.linear_regressor"))
     assert str(op.results[0].type) == "tensor<?x2xf32>"
     _check(model, module, {"x": RNG.standard_normal((4, 3)).astype(np.float32)})
+
+
+def test_shape_inference_keeps_variadic_tail_uniform() -> None:
+    """Values in the tail of a variadic group (past the independently typed slots) must share one
+    type in IRDL; shape inference refines the others but leaves the tail as declared, so the
+    module still verifies."""
+    from mlir.dialects import func
+
+    from onnxc.dialect import onnx_op
+
+    ctx = onnx_context()
+    with ctx, ir.Location.unknown():
+        module = ir.Module.create()
+        i64 = ir.IntegerType.get_signless(64)
+        unranked = ir.UnrankedTensorType.get(i64)
+        with ir.InsertionPoint(module.body):
+            fn = func.FuncOp("f", ir.FunctionType.get([], [unranked]))
+            with ir.InsertionPoint(fn.add_entry_block()):
+                parts = []
+                for k in range(20):
+                    c = U.make_constant(np.arange(k % 3 + 1, dtype=np.int64))
+                    parts.append(onnx_op("Identity", [c], [unranked]).result)
+                cat = onnx_op("Concat", parts, [unranked], {"axis": 0})
+                func.ReturnOp([cat.result])
+        assert module.operation.verify()
+        infer_shapes(module.operation)
+        assert module.operation.verify()
+        assert str(cat.results[0].type) == "tensor<39xi64>"  # 6 * (1 + 2 + 3) + 1 + 2
