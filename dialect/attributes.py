@@ -116,6 +116,15 @@ def _is_elements_attr(attr: ir.Attribute) -> bool:
     return True
 
 
+# Attributes MLIR's structure needs that are not ONNX attributes (IRDL's variadic segments).
+STRUCTURAL_ATTRIBUTES = frozenset({"operandSegmentSizes", "resultSegmentSizes"})
+
+
+def onnx_attributes(op: ir.Operation | ir.OpView) -> dict[str, ir.Attribute]:
+    """An op's ONNX attributes: without discardable (`onnx.name`-style, dotted) and structural ones."""
+    return {k: v for k, v in op.operation.attributes.items() if "." not in k and k not in STRUCTURAL_ATTRIBUTES}
+
+
 def from_mlir(attr: ir.Attribute) -> Any:
     """A plain Python value for an MLIR attribute of an ONNX attribute kind (tensors as numpy)."""
     kind = kind_of(attr)

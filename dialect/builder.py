@@ -15,7 +15,7 @@ from mlir import ir
 from mlir.dialects import gpu
 
 from onnxc.dialect import attributes as attrs_mod
-from onnxc.dialect.opinfo import OPTIONAL, VARIADIC, OpInfo
+from onnxc.dialect.opinfo import CUSTOM_OP, OPTIONAL, VARIADIC, VARIADIC_SLOTS, OpInfo, Param
 from onnxc.dialect.table import lookup, op_info
 from onnxc.errors import OnnxcError
 
@@ -84,10 +84,49 @@ def _results(info: OpInfo, result_types: Sequence[ir.Type | None]) -> list[ir.Ty
     return [ir.NoneType.get() if t is None else t for t in types]
 
 
+def _variadic_segments(op_type: str, what: str, types: Sequence[ir.Type]) -> list[int]:
+    """Segment sizes of one ONNX variadic group over its IRDL slots and tail.
+
+    The layout depends only on the number of values, never on their types, so passes that
+    refine types in place keep it valid: the first `VARIADIC_SLOTS` values take one slot each,
+    the rest form the tail, which IRDL requires to share one type."""
+    head = min(len(types), VARIADIC_SLOTS)
+    tail = list(types)[head:]
+    if any(t != tail[0] for t in tail):
+        raise OnnxBuildError(
+            f"{op_type} '{what}' has {len(types)} values whose values after the first {VARIADIC_SLOTS} "
+            f"differ in type; the IRDL dialect holds at most {VARIADIC_SLOTS} differently typed values "
+            "followed by values of one type"
+        )
+    return [1] * head + [0] * (VARIADIC_SLOTS - head) + [len(tail)]
+
+
+def segment_sizes(op_type: str, formal: Sequence[Param], types: Sequence[ir.Type]) -> list[int] | None:
+    """IRDL segment sizes for values bound to `formal` (None when there is no variadic)."""
+    if not formal or formal[-1].option != VARIADIC:
+        return None
+    fixed = len(formal) - 1
+    return [1] * fixed + _variadic_segments(op_type, formal[-1].onnx_name, list(types)[fixed:])
+
+
+def _create(
+    name: str, op_type: str, info: OpInfo, operands: list[ir.Value], results: list[ir.Type],
+    attributes: dict[str, ir.Attribute], regions: int, loc: ir.Location | None, ip: ir.InsertionPoint | None,
+) -> ir.Operation:
+    """`ir.Operation.create` with the segment-size attributes IRDL needs for variadic groups."""
+    for attr, formal, types in (("operandSegmentSizes", info.inputs, [v.type for v in operands]), ("resultSegmentSizes", info.outputs, results)):
+        sizes = segment_sizes(op_type, formal, types)
+        if sizes is not None:
+            attributes[attr] = ir.DenseI32ArrayAttr.get(sizes)
+    return ir.Operation.create(name, results=results, operands=operands, attributes=attributes, regions=regions, loc=loc, ip=ip)
+
+
 def build_attributes(info: OpInfo, attributes: Mapping[str, Any]) -> dict[str, ir.Attribute]:
     """MLIR attributes for an op's ONNX attributes, checked against the schema."""
     out: dict[str, ir.Attribute] = {}
     for name, value in attributes.items():
+        if name in attrs_mod.STRUCTURAL_ATTRIBUTES:
+            continue  # recomputed from the operands and results by `_create`
         spec = info.attr(name)
         if spec is None:
             raise OnnxBuildError(f"{info.op_type} has no attribute '{name}'")
@@ -126,9 +165,7 @@ def onnx_op(
     values = _operands(info, operands, none, loc, ip)
     types = _results(info, result_types)
     mlir_attrs = build_attributes(info, attributes or {})
-    return ir.Operation.create(
-        info.full_name, results=types, operands=values, attributes=mlir_attrs, regions=len(info.regions), loc=loc, ip=ip
-    )
+    return _create(info.full_name, info.op_type, info, values, types, mlir_attrs, len(info.regions), loc, ip)
 
 
 def custom_op(
@@ -149,4 +186,4 @@ def custom_op(
             raise OnnxBuildError(f"custom op {domain}::{op_type} has an attribute named '{reserved}', which onnx.custom reserves")
     all_attrs["domain"] = ir.StringAttr.get(domain)
     all_attrs["op_type"] = ir.StringAttr.get(op_type)
-    return ir.Operation.create("onnx.custom", results=list(result_types), operands=list(operands), attributes=all_attrs, loc=loc, ip=ip)
+    return _create("onnx.custom", f"{domain}::{op_type}", CUSTOM_OP, list(operands), list(result_types), all_attrs, 0, loc, ip)

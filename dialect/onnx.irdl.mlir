@@ -25,14 +25,47 @@ irdl.dialect @onnx {
     %v1 = irdl.base "!builtin.none"
     irdl.results(none: %v1)
   }
+
   irdl.operation @custom {
     %v1 = irdl.any
     %v2 = irdl.any
-    %v3 = irdl.base "#builtin.string"
-    %v4 = irdl.base "#builtin.string"
-    irdl.operands(inputs: variadic %v1)
-    irdl.results(outputs: variadic %v2)
-    irdl.attributes {"domain" = %v3, "op_type" = %v4}
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(inputs_0: optional %v1, inputs_1: optional %v2, inputs_2: optional %v3, inputs_3: optional %v4, inputs_4: optional %v5, inputs_5: optional %v6, inputs_6: optional %v7, inputs_7: optional %v8, inputs_8: optional %v9, inputs_9: optional %v10, inputs_10: optional %v11, inputs_11: optional %v12, inputs_12: optional %v13, inputs_13: optional %v14, inputs_14: optional %v15, inputs_15: optional %v16, inputs_tail: variadic %v17)
+    %v18 = irdl.any
+    %v19 = irdl.any
+    %v20 = irdl.any
+    %v21 = irdl.any
+    %v22 = irdl.any
+    %v23 = irdl.any
+    %v24 = irdl.any
+    %v25 = irdl.any
+    %v26 = irdl.any
+    %v27 = irdl.any
+    %v28 = irdl.any
+    %v29 = irdl.any
+    %v30 = irdl.any
+    %v31 = irdl.any
+    %v32 = irdl.any
+    %v33 = irdl.any
+    %v34 = irdl.any
+    irdl.results(outputs_0: optional %v18, outputs_1: optional %v19, outputs_2: optional %v20, outputs_3: optional %v21, outputs_4: optional %v22, outputs_5: optional %v23, outputs_6: optional %v24, outputs_7: optional %v25, outputs_8: optional %v26, outputs_9: optional %v27, outputs_10: optional %v28, outputs_11: optional %v29, outputs_12: optional %v30, outputs_13: optional %v31, outputs_14: optional %v32, outputs_15: optional %v33, outputs_tail: variadic %v34)
+    %v35 = irdl.base "#builtin.string"
+    %v36 = irdl.base "#builtin.string"
+    irdl.attributes {"domain" = %v35, "op_type" = %v36}
   }
   irdl.operation @abs {
     %v1 = irdl.any
@@ -682,11 +715,27 @@ irdl.dialect @onnx {
   }
   irdl.operation @concat {
     %v1 = irdl.any
-    irdl.operands(inputs: variadic %v1)
     %v2 = irdl.any
-    irdl.results(concat_result: %v2)
-    %v3 = irdl.base "#builtin.integer"
-    irdl.attributes {"axis" = %v3}
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(inputs_0: optional %v1, inputs_1: optional %v2, inputs_2: optional %v3, inputs_3: optional %v4, inputs_4: optional %v5, inputs_5: optional %v6, inputs_6: optional %v7, inputs_7: optional %v8, inputs_8: optional %v9, inputs_9: optional %v10, inputs_10: optional %v11, inputs_11: optional %v12, inputs_12: optional %v13, inputs_13: optional %v14, inputs_14: optional %v15, inputs_15: optional %v16, inputs_tail: variadic %v17)
+    %v18 = irdl.any
+    irdl.results(concat_result: %v18)
+    %v19 = irdl.base "#builtin.integer"
+    irdl.attributes {"axis" = %v19}
   }
   irdl.operation @concat_from_sequence {
     %v1 = irdl.any
@@ -698,17 +747,49 @@ irdl.dialect @onnx {
   }
   irdl.operation @concat_v1 {
     %v1 = irdl.any
-    irdl.operands(inputs: variadic %v1)
     %v2 = irdl.any
-    irdl.results(concat_result: %v2)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(inputs_0: optional %v1, inputs_1: optional %v2, inputs_2: optional %v3, inputs_3: optional %v4, inputs_4: optional %v5, inputs_5: optional %v6, inputs_6: optional %v7, inputs_7: optional %v8, inputs_8: optional %v9, inputs_9: optional %v10, inputs_10: optional %v11, inputs_11: optional %v12, inputs_12: optional %v13, inputs_13: optional %v14, inputs_14: optional %v15, inputs_15: optional %v16, inputs_tail: variadic %v17)
+    %v18 = irdl.any
+    irdl.results(concat_result: %v18)
   }
   irdl.operation @concat_v4 {
     %v1 = irdl.any
-    irdl.operands(inputs: variadic %v1)
     %v2 = irdl.any
-    irdl.results(concat_result: %v2)
-    %v3 = irdl.base "#builtin.integer"
-    irdl.attributes {"axis" = %v3}
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(inputs_0: optional %v1, inputs_1: optional %v2, inputs_2: optional %v3, inputs_3: optional %v4, inputs_4: optional %v5, inputs_5: optional %v6, inputs_6: optional %v7, inputs_7: optional %v8, inputs_8: optional %v9, inputs_9: optional %v10, inputs_10: optional %v11, inputs_11: optional %v12, inputs_12: optional %v13, inputs_13: optional %v14, inputs_14: optional %v15, inputs_15: optional %v16, inputs_tail: variadic %v17)
+    %v18 = irdl.any
+    irdl.results(concat_result: %v18)
+    %v19 = irdl.base "#builtin.integer"
+    irdl.attributes {"axis" = %v19}
   }
   irdl.operation @constant {
     %v1 = irdl.any
@@ -1111,19 +1192,51 @@ irdl.dialect @onnx {
   }
   irdl.operation @einsum {
     %v1 = irdl.any
-    irdl.operands(inputs: variadic %v1)
     %v2 = irdl.any
-    irdl.results(output: %v2)
-    %v3 = irdl.base "#builtin.string"
-    irdl.attributes {"equation" = %v3}
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(inputs_0: optional %v1, inputs_1: optional %v2, inputs_2: optional %v3, inputs_3: optional %v4, inputs_4: optional %v5, inputs_5: optional %v6, inputs_6: optional %v7, inputs_7: optional %v8, inputs_8: optional %v9, inputs_9: optional %v10, inputs_10: optional %v11, inputs_11: optional %v12, inputs_12: optional %v13, inputs_13: optional %v14, inputs_14: optional %v15, inputs_15: optional %v16, inputs_tail: variadic %v17)
+    %v18 = irdl.any
+    irdl.results(output: %v18)
+    %v19 = irdl.base "#builtin.string"
+    irdl.attributes {"equation" = %v19}
   }
   irdl.operation @einsum_v12 {
     %v1 = irdl.any
-    irdl.operands(inputs: variadic %v1)
     %v2 = irdl.any
-    irdl.results(output: %v2)
-    %v3 = irdl.base "#builtin.string"
-    irdl.attributes {"equation" = %v3}
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(inputs_0: optional %v1, inputs_1: optional %v2, inputs_2: optional %v3, inputs_3: optional %v4, inputs_4: optional %v5, inputs_5: optional %v6, inputs_6: optional %v7, inputs_7: optional %v8, inputs_8: optional %v9, inputs_9: optional %v10, inputs_10: optional %v11, inputs_11: optional %v12, inputs_12: optional %v13, inputs_13: optional %v14, inputs_14: optional %v15, inputs_15: optional %v16, inputs_tail: variadic %v17)
+    %v18 = irdl.any
+    irdl.results(output: %v18)
+    %v19 = irdl.base "#builtin.string"
+    irdl.attributes {"equation" = %v19}
   }
   irdl.operation @elu {
     %v1 = irdl.any
@@ -1686,73 +1799,201 @@ irdl.dialect @onnx {
     %v1 = irdl.any
     irdl.operands(cond: %v1)
     %v2 = irdl.any
-    irdl.results(outputs: variadic %v2)
-    %v3 = irdl.region
-    %v4 = irdl.region
-    irdl.regions(else_branch: %v3, then_branch: %v4)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    irdl.results(outputs_0: optional %v2, outputs_1: optional %v3, outputs_2: optional %v4, outputs_3: optional %v5, outputs_4: optional %v6, outputs_5: optional %v7, outputs_6: optional %v8, outputs_7: optional %v9, outputs_8: optional %v10, outputs_9: optional %v11, outputs_10: optional %v12, outputs_11: optional %v13, outputs_12: optional %v14, outputs_13: optional %v15, outputs_14: optional %v16, outputs_15: optional %v17, outputs_tail: variadic %v18)
+    %v19 = irdl.region
+    %v20 = irdl.region
+    irdl.regions(else_branch: %v19, then_branch: %v20)
   }
   irdl.operation @if_v1 {
     %v1 = irdl.any
     irdl.operands(cond: %v1)
     %v2 = irdl.any
-    irdl.results(outputs: variadic %v2)
-    %v3 = irdl.region
-    %v4 = irdl.region
-    irdl.regions(else_branch: %v3, then_branch: %v4)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    irdl.results(outputs_0: optional %v2, outputs_1: optional %v3, outputs_2: optional %v4, outputs_3: optional %v5, outputs_4: optional %v6, outputs_5: optional %v7, outputs_6: optional %v8, outputs_7: optional %v9, outputs_8: optional %v10, outputs_9: optional %v11, outputs_10: optional %v12, outputs_11: optional %v13, outputs_12: optional %v14, outputs_13: optional %v15, outputs_14: optional %v16, outputs_15: optional %v17, outputs_tail: variadic %v18)
+    %v19 = irdl.region
+    %v20 = irdl.region
+    irdl.regions(else_branch: %v19, then_branch: %v20)
   }
   irdl.operation @if_v13 {
     %v1 = irdl.any
     irdl.operands(cond: %v1)
     %v2 = irdl.any
-    irdl.results(outputs: variadic %v2)
-    %v3 = irdl.region
-    %v4 = irdl.region
-    irdl.regions(else_branch: %v3, then_branch: %v4)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    irdl.results(outputs_0: optional %v2, outputs_1: optional %v3, outputs_2: optional %v4, outputs_3: optional %v5, outputs_4: optional %v6, outputs_5: optional %v7, outputs_6: optional %v8, outputs_7: optional %v9, outputs_8: optional %v10, outputs_9: optional %v11, outputs_10: optional %v12, outputs_11: optional %v13, outputs_12: optional %v14, outputs_13: optional %v15, outputs_14: optional %v16, outputs_15: optional %v17, outputs_tail: variadic %v18)
+    %v19 = irdl.region
+    %v20 = irdl.region
+    irdl.regions(else_branch: %v19, then_branch: %v20)
   }
   irdl.operation @if_v16 {
     %v1 = irdl.any
     irdl.operands(cond: %v1)
     %v2 = irdl.any
-    irdl.results(outputs: variadic %v2)
-    %v3 = irdl.region
-    %v4 = irdl.region
-    irdl.regions(else_branch: %v3, then_branch: %v4)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    irdl.results(outputs_0: optional %v2, outputs_1: optional %v3, outputs_2: optional %v4, outputs_3: optional %v5, outputs_4: optional %v6, outputs_5: optional %v7, outputs_6: optional %v8, outputs_7: optional %v9, outputs_8: optional %v10, outputs_9: optional %v11, outputs_10: optional %v12, outputs_11: optional %v13, outputs_12: optional %v14, outputs_13: optional %v15, outputs_14: optional %v16, outputs_15: optional %v17, outputs_tail: variadic %v18)
+    %v19 = irdl.region
+    %v20 = irdl.region
+    irdl.regions(else_branch: %v19, then_branch: %v20)
   }
   irdl.operation @if_v19 {
     %v1 = irdl.any
     irdl.operands(cond: %v1)
     %v2 = irdl.any
-    irdl.results(outputs: variadic %v2)
-    %v3 = irdl.region
-    %v4 = irdl.region
-    irdl.regions(else_branch: %v3, then_branch: %v4)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    irdl.results(outputs_0: optional %v2, outputs_1: optional %v3, outputs_2: optional %v4, outputs_3: optional %v5, outputs_4: optional %v6, outputs_5: optional %v7, outputs_6: optional %v8, outputs_7: optional %v9, outputs_8: optional %v10, outputs_9: optional %v11, outputs_10: optional %v12, outputs_11: optional %v13, outputs_12: optional %v14, outputs_13: optional %v15, outputs_14: optional %v16, outputs_15: optional %v17, outputs_tail: variadic %v18)
+    %v19 = irdl.region
+    %v20 = irdl.region
+    irdl.regions(else_branch: %v19, then_branch: %v20)
   }
   irdl.operation @if_v21 {
     %v1 = irdl.any
     irdl.operands(cond: %v1)
     %v2 = irdl.any
-    irdl.results(outputs: variadic %v2)
-    %v3 = irdl.region
-    %v4 = irdl.region
-    irdl.regions(else_branch: %v3, then_branch: %v4)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    irdl.results(outputs_0: optional %v2, outputs_1: optional %v3, outputs_2: optional %v4, outputs_3: optional %v5, outputs_4: optional %v6, outputs_5: optional %v7, outputs_6: optional %v8, outputs_7: optional %v9, outputs_8: optional %v10, outputs_9: optional %v11, outputs_10: optional %v12, outputs_11: optional %v13, outputs_12: optional %v14, outputs_13: optional %v15, outputs_14: optional %v16, outputs_15: optional %v17, outputs_tail: variadic %v18)
+    %v19 = irdl.region
+    %v20 = irdl.region
+    irdl.regions(else_branch: %v19, then_branch: %v20)
   }
   irdl.operation @if_v23 {
     %v1 = irdl.any
     irdl.operands(cond: %v1)
     %v2 = irdl.any
-    irdl.results(outputs: variadic %v2)
-    %v3 = irdl.region
-    %v4 = irdl.region
-    irdl.regions(else_branch: %v3, then_branch: %v4)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    irdl.results(outputs_0: optional %v2, outputs_1: optional %v3, outputs_2: optional %v4, outputs_3: optional %v5, outputs_4: optional %v6, outputs_5: optional %v7, outputs_6: optional %v8, outputs_7: optional %v9, outputs_8: optional %v10, outputs_9: optional %v11, outputs_10: optional %v12, outputs_11: optional %v13, outputs_12: optional %v14, outputs_13: optional %v15, outputs_14: optional %v16, outputs_15: optional %v17, outputs_tail: variadic %v18)
+    %v19 = irdl.region
+    %v20 = irdl.region
+    irdl.regions(else_branch: %v19, then_branch: %v20)
   }
   irdl.operation @if_v24 {
     %v1 = irdl.any
     irdl.operands(cond: %v1)
     %v2 = irdl.any
-    irdl.results(outputs: variadic %v2)
-    %v3 = irdl.region
-    %v4 = irdl.region
-    irdl.regions(else_branch: %v3, then_branch: %v4)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    irdl.results(outputs_0: optional %v2, outputs_1: optional %v3, outputs_2: optional %v4, outputs_3: optional %v5, outputs_4: optional %v6, outputs_5: optional %v7, outputs_6: optional %v8, outputs_7: optional %v9, outputs_8: optional %v10, outputs_9: optional %v11, outputs_10: optional %v12, outputs_11: optional %v13, outputs_12: optional %v14, outputs_13: optional %v15, outputs_14: optional %v16, outputs_15: optional %v17, outputs_tail: variadic %v18)
+    %v19 = irdl.region
+    %v20 = irdl.region
+    irdl.regions(else_branch: %v19, then_branch: %v20)
   }
   irdl.operation @image_decoder {
     %v1 = irdl.any
@@ -1933,91 +2174,379 @@ irdl.dialect @onnx {
     %v1 = irdl.any
     %v2 = irdl.any
     %v3 = irdl.any
-    irdl.operands(m: %v1, cond: %v2, v_initial: variadic %v3)
     %v4 = irdl.any
-    irdl.results(v_final_and_scan_outputs: variadic %v4)
-    %v5 = irdl.region
-    irdl.regions(body: %v5)
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    %v19 = irdl.any
+    irdl.operands(m: %v1, cond: %v2, v_initial_0: optional %v3, v_initial_1: optional %v4, v_initial_2: optional %v5, v_initial_3: optional %v6, v_initial_4: optional %v7, v_initial_5: optional %v8, v_initial_6: optional %v9, v_initial_7: optional %v10, v_initial_8: optional %v11, v_initial_9: optional %v12, v_initial_10: optional %v13, v_initial_11: optional %v14, v_initial_12: optional %v15, v_initial_13: optional %v16, v_initial_14: optional %v17, v_initial_15: optional %v18, v_initial_tail: variadic %v19)
+    %v20 = irdl.any
+    %v21 = irdl.any
+    %v22 = irdl.any
+    %v23 = irdl.any
+    %v24 = irdl.any
+    %v25 = irdl.any
+    %v26 = irdl.any
+    %v27 = irdl.any
+    %v28 = irdl.any
+    %v29 = irdl.any
+    %v30 = irdl.any
+    %v31 = irdl.any
+    %v32 = irdl.any
+    %v33 = irdl.any
+    %v34 = irdl.any
+    %v35 = irdl.any
+    %v36 = irdl.any
+    irdl.results(v_final_and_scan_outputs_0: optional %v20, v_final_and_scan_outputs_1: optional %v21, v_final_and_scan_outputs_2: optional %v22, v_final_and_scan_outputs_3: optional %v23, v_final_and_scan_outputs_4: optional %v24, v_final_and_scan_outputs_5: optional %v25, v_final_and_scan_outputs_6: optional %v26, v_final_and_scan_outputs_7: optional %v27, v_final_and_scan_outputs_8: optional %v28, v_final_and_scan_outputs_9: optional %v29, v_final_and_scan_outputs_10: optional %v30, v_final_and_scan_outputs_11: optional %v31, v_final_and_scan_outputs_12: optional %v32, v_final_and_scan_outputs_13: optional %v33, v_final_and_scan_outputs_14: optional %v34, v_final_and_scan_outputs_15: optional %v35, v_final_and_scan_outputs_tail: variadic %v36)
+    %v37 = irdl.region
+    irdl.regions(body: %v37)
   }
   irdl.operation @loop_v1 {
     %v1 = irdl.any
     %v2 = irdl.any
     %v3 = irdl.any
-    irdl.operands(m: %v1, cond: %v2, v_initial: variadic %v3)
     %v4 = irdl.any
-    irdl.results(v_final_and_scan_outputs: variadic %v4)
-    %v5 = irdl.region
-    irdl.regions(body: %v5)
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    %v19 = irdl.any
+    irdl.operands(m: %v1, cond: %v2, v_initial_0: optional %v3, v_initial_1: optional %v4, v_initial_2: optional %v5, v_initial_3: optional %v6, v_initial_4: optional %v7, v_initial_5: optional %v8, v_initial_6: optional %v9, v_initial_7: optional %v10, v_initial_8: optional %v11, v_initial_9: optional %v12, v_initial_10: optional %v13, v_initial_11: optional %v14, v_initial_12: optional %v15, v_initial_13: optional %v16, v_initial_14: optional %v17, v_initial_15: optional %v18, v_initial_tail: variadic %v19)
+    %v20 = irdl.any
+    %v21 = irdl.any
+    %v22 = irdl.any
+    %v23 = irdl.any
+    %v24 = irdl.any
+    %v25 = irdl.any
+    %v26 = irdl.any
+    %v27 = irdl.any
+    %v28 = irdl.any
+    %v29 = irdl.any
+    %v30 = irdl.any
+    %v31 = irdl.any
+    %v32 = irdl.any
+    %v33 = irdl.any
+    %v34 = irdl.any
+    %v35 = irdl.any
+    %v36 = irdl.any
+    irdl.results(v_final_and_scan_outputs_0: optional %v20, v_final_and_scan_outputs_1: optional %v21, v_final_and_scan_outputs_2: optional %v22, v_final_and_scan_outputs_3: optional %v23, v_final_and_scan_outputs_4: optional %v24, v_final_and_scan_outputs_5: optional %v25, v_final_and_scan_outputs_6: optional %v26, v_final_and_scan_outputs_7: optional %v27, v_final_and_scan_outputs_8: optional %v28, v_final_and_scan_outputs_9: optional %v29, v_final_and_scan_outputs_10: optional %v30, v_final_and_scan_outputs_11: optional %v31, v_final_and_scan_outputs_12: optional %v32, v_final_and_scan_outputs_13: optional %v33, v_final_and_scan_outputs_14: optional %v34, v_final_and_scan_outputs_15: optional %v35, v_final_and_scan_outputs_tail: variadic %v36)
+    %v37 = irdl.region
+    irdl.regions(body: %v37)
   }
   irdl.operation @loop_v11 {
     %v1 = irdl.any
     %v2 = irdl.any
     %v3 = irdl.any
-    irdl.operands(m: %v1, cond: %v2, v_initial: variadic %v3)
     %v4 = irdl.any
-    irdl.results(v_final_and_scan_outputs: variadic %v4)
-    %v5 = irdl.region
-    irdl.regions(body: %v5)
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    %v19 = irdl.any
+    irdl.operands(m: %v1, cond: %v2, v_initial_0: optional %v3, v_initial_1: optional %v4, v_initial_2: optional %v5, v_initial_3: optional %v6, v_initial_4: optional %v7, v_initial_5: optional %v8, v_initial_6: optional %v9, v_initial_7: optional %v10, v_initial_8: optional %v11, v_initial_9: optional %v12, v_initial_10: optional %v13, v_initial_11: optional %v14, v_initial_12: optional %v15, v_initial_13: optional %v16, v_initial_14: optional %v17, v_initial_15: optional %v18, v_initial_tail: variadic %v19)
+    %v20 = irdl.any
+    %v21 = irdl.any
+    %v22 = irdl.any
+    %v23 = irdl.any
+    %v24 = irdl.any
+    %v25 = irdl.any
+    %v26 = irdl.any
+    %v27 = irdl.any
+    %v28 = irdl.any
+    %v29 = irdl.any
+    %v30 = irdl.any
+    %v31 = irdl.any
+    %v32 = irdl.any
+    %v33 = irdl.any
+    %v34 = irdl.any
+    %v35 = irdl.any
+    %v36 = irdl.any
+    irdl.results(v_final_and_scan_outputs_0: optional %v20, v_final_and_scan_outputs_1: optional %v21, v_final_and_scan_outputs_2: optional %v22, v_final_and_scan_outputs_3: optional %v23, v_final_and_scan_outputs_4: optional %v24, v_final_and_scan_outputs_5: optional %v25, v_final_and_scan_outputs_6: optional %v26, v_final_and_scan_outputs_7: optional %v27, v_final_and_scan_outputs_8: optional %v28, v_final_and_scan_outputs_9: optional %v29, v_final_and_scan_outputs_10: optional %v30, v_final_and_scan_outputs_11: optional %v31, v_final_and_scan_outputs_12: optional %v32, v_final_and_scan_outputs_13: optional %v33, v_final_and_scan_outputs_14: optional %v34, v_final_and_scan_outputs_15: optional %v35, v_final_and_scan_outputs_tail: variadic %v36)
+    %v37 = irdl.region
+    irdl.regions(body: %v37)
   }
   irdl.operation @loop_v13 {
     %v1 = irdl.any
     %v2 = irdl.any
     %v3 = irdl.any
-    irdl.operands(m: %v1, cond: %v2, v_initial: variadic %v3)
     %v4 = irdl.any
-    irdl.results(v_final_and_scan_outputs: variadic %v4)
-    %v5 = irdl.region
-    irdl.regions(body: %v5)
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    %v19 = irdl.any
+    irdl.operands(m: %v1, cond: %v2, v_initial_0: optional %v3, v_initial_1: optional %v4, v_initial_2: optional %v5, v_initial_3: optional %v6, v_initial_4: optional %v7, v_initial_5: optional %v8, v_initial_6: optional %v9, v_initial_7: optional %v10, v_initial_8: optional %v11, v_initial_9: optional %v12, v_initial_10: optional %v13, v_initial_11: optional %v14, v_initial_12: optional %v15, v_initial_13: optional %v16, v_initial_14: optional %v17, v_initial_15: optional %v18, v_initial_tail: variadic %v19)
+    %v20 = irdl.any
+    %v21 = irdl.any
+    %v22 = irdl.any
+    %v23 = irdl.any
+    %v24 = irdl.any
+    %v25 = irdl.any
+    %v26 = irdl.any
+    %v27 = irdl.any
+    %v28 = irdl.any
+    %v29 = irdl.any
+    %v30 = irdl.any
+    %v31 = irdl.any
+    %v32 = irdl.any
+    %v33 = irdl.any
+    %v34 = irdl.any
+    %v35 = irdl.any
+    %v36 = irdl.any
+    irdl.results(v_final_and_scan_outputs_0: optional %v20, v_final_and_scan_outputs_1: optional %v21, v_final_and_scan_outputs_2: optional %v22, v_final_and_scan_outputs_3: optional %v23, v_final_and_scan_outputs_4: optional %v24, v_final_and_scan_outputs_5: optional %v25, v_final_and_scan_outputs_6: optional %v26, v_final_and_scan_outputs_7: optional %v27, v_final_and_scan_outputs_8: optional %v28, v_final_and_scan_outputs_9: optional %v29, v_final_and_scan_outputs_10: optional %v30, v_final_and_scan_outputs_11: optional %v31, v_final_and_scan_outputs_12: optional %v32, v_final_and_scan_outputs_13: optional %v33, v_final_and_scan_outputs_14: optional %v34, v_final_and_scan_outputs_15: optional %v35, v_final_and_scan_outputs_tail: variadic %v36)
+    %v37 = irdl.region
+    irdl.regions(body: %v37)
   }
   irdl.operation @loop_v16 {
     %v1 = irdl.any
     %v2 = irdl.any
     %v3 = irdl.any
-    irdl.operands(m: %v1, cond: %v2, v_initial: variadic %v3)
     %v4 = irdl.any
-    irdl.results(v_final_and_scan_outputs: variadic %v4)
-    %v5 = irdl.region
-    irdl.regions(body: %v5)
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    %v19 = irdl.any
+    irdl.operands(m: %v1, cond: %v2, v_initial_0: optional %v3, v_initial_1: optional %v4, v_initial_2: optional %v5, v_initial_3: optional %v6, v_initial_4: optional %v7, v_initial_5: optional %v8, v_initial_6: optional %v9, v_initial_7: optional %v10, v_initial_8: optional %v11, v_initial_9: optional %v12, v_initial_10: optional %v13, v_initial_11: optional %v14, v_initial_12: optional %v15, v_initial_13: optional %v16, v_initial_14: optional %v17, v_initial_15: optional %v18, v_initial_tail: variadic %v19)
+    %v20 = irdl.any
+    %v21 = irdl.any
+    %v22 = irdl.any
+    %v23 = irdl.any
+    %v24 = irdl.any
+    %v25 = irdl.any
+    %v26 = irdl.any
+    %v27 = irdl.any
+    %v28 = irdl.any
+    %v29 = irdl.any
+    %v30 = irdl.any
+    %v31 = irdl.any
+    %v32 = irdl.any
+    %v33 = irdl.any
+    %v34 = irdl.any
+    %v35 = irdl.any
+    %v36 = irdl.any
+    irdl.results(v_final_and_scan_outputs_0: optional %v20, v_final_and_scan_outputs_1: optional %v21, v_final_and_scan_outputs_2: optional %v22, v_final_and_scan_outputs_3: optional %v23, v_final_and_scan_outputs_4: optional %v24, v_final_and_scan_outputs_5: optional %v25, v_final_and_scan_outputs_6: optional %v26, v_final_and_scan_outputs_7: optional %v27, v_final_and_scan_outputs_8: optional %v28, v_final_and_scan_outputs_9: optional %v29, v_final_and_scan_outputs_10: optional %v30, v_final_and_scan_outputs_11: optional %v31, v_final_and_scan_outputs_12: optional %v32, v_final_and_scan_outputs_13: optional %v33, v_final_and_scan_outputs_14: optional %v34, v_final_and_scan_outputs_15: optional %v35, v_final_and_scan_outputs_tail: variadic %v36)
+    %v37 = irdl.region
+    irdl.regions(body: %v37)
   }
   irdl.operation @loop_v19 {
     %v1 = irdl.any
     %v2 = irdl.any
     %v3 = irdl.any
-    irdl.operands(m: %v1, cond: %v2, v_initial: variadic %v3)
     %v4 = irdl.any
-    irdl.results(v_final_and_scan_outputs: variadic %v4)
-    %v5 = irdl.region
-    irdl.regions(body: %v5)
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    %v19 = irdl.any
+    irdl.operands(m: %v1, cond: %v2, v_initial_0: optional %v3, v_initial_1: optional %v4, v_initial_2: optional %v5, v_initial_3: optional %v6, v_initial_4: optional %v7, v_initial_5: optional %v8, v_initial_6: optional %v9, v_initial_7: optional %v10, v_initial_8: optional %v11, v_initial_9: optional %v12, v_initial_10: optional %v13, v_initial_11: optional %v14, v_initial_12: optional %v15, v_initial_13: optional %v16, v_initial_14: optional %v17, v_initial_15: optional %v18, v_initial_tail: variadic %v19)
+    %v20 = irdl.any
+    %v21 = irdl.any
+    %v22 = irdl.any
+    %v23 = irdl.any
+    %v24 = irdl.any
+    %v25 = irdl.any
+    %v26 = irdl.any
+    %v27 = irdl.any
+    %v28 = irdl.any
+    %v29 = irdl.any
+    %v30 = irdl.any
+    %v31 = irdl.any
+    %v32 = irdl.any
+    %v33 = irdl.any
+    %v34 = irdl.any
+    %v35 = irdl.any
+    %v36 = irdl.any
+    irdl.results(v_final_and_scan_outputs_0: optional %v20, v_final_and_scan_outputs_1: optional %v21, v_final_and_scan_outputs_2: optional %v22, v_final_and_scan_outputs_3: optional %v23, v_final_and_scan_outputs_4: optional %v24, v_final_and_scan_outputs_5: optional %v25, v_final_and_scan_outputs_6: optional %v26, v_final_and_scan_outputs_7: optional %v27, v_final_and_scan_outputs_8: optional %v28, v_final_and_scan_outputs_9: optional %v29, v_final_and_scan_outputs_10: optional %v30, v_final_and_scan_outputs_11: optional %v31, v_final_and_scan_outputs_12: optional %v32, v_final_and_scan_outputs_13: optional %v33, v_final_and_scan_outputs_14: optional %v34, v_final_and_scan_outputs_15: optional %v35, v_final_and_scan_outputs_tail: variadic %v36)
+    %v37 = irdl.region
+    irdl.regions(body: %v37)
   }
   irdl.operation @loop_v21 {
     %v1 = irdl.any
     %v2 = irdl.any
     %v3 = irdl.any
-    irdl.operands(m: %v1, cond: %v2, v_initial: variadic %v3)
     %v4 = irdl.any
-    irdl.results(v_final_and_scan_outputs: variadic %v4)
-    %v5 = irdl.region
-    irdl.regions(body: %v5)
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    %v19 = irdl.any
+    irdl.operands(m: %v1, cond: %v2, v_initial_0: optional %v3, v_initial_1: optional %v4, v_initial_2: optional %v5, v_initial_3: optional %v6, v_initial_4: optional %v7, v_initial_5: optional %v8, v_initial_6: optional %v9, v_initial_7: optional %v10, v_initial_8: optional %v11, v_initial_9: optional %v12, v_initial_10: optional %v13, v_initial_11: optional %v14, v_initial_12: optional %v15, v_initial_13: optional %v16, v_initial_14: optional %v17, v_initial_15: optional %v18, v_initial_tail: variadic %v19)
+    %v20 = irdl.any
+    %v21 = irdl.any
+    %v22 = irdl.any
+    %v23 = irdl.any
+    %v24 = irdl.any
+    %v25 = irdl.any
+    %v26 = irdl.any
+    %v27 = irdl.any
+    %v28 = irdl.any
+    %v29 = irdl.any
+    %v30 = irdl.any
+    %v31 = irdl.any
+    %v32 = irdl.any
+    %v33 = irdl.any
+    %v34 = irdl.any
+    %v35 = irdl.any
+    %v36 = irdl.any
+    irdl.results(v_final_and_scan_outputs_0: optional %v20, v_final_and_scan_outputs_1: optional %v21, v_final_and_scan_outputs_2: optional %v22, v_final_and_scan_outputs_3: optional %v23, v_final_and_scan_outputs_4: optional %v24, v_final_and_scan_outputs_5: optional %v25, v_final_and_scan_outputs_6: optional %v26, v_final_and_scan_outputs_7: optional %v27, v_final_and_scan_outputs_8: optional %v28, v_final_and_scan_outputs_9: optional %v29, v_final_and_scan_outputs_10: optional %v30, v_final_and_scan_outputs_11: optional %v31, v_final_and_scan_outputs_12: optional %v32, v_final_and_scan_outputs_13: optional %v33, v_final_and_scan_outputs_14: optional %v34, v_final_and_scan_outputs_15: optional %v35, v_final_and_scan_outputs_tail: variadic %v36)
+    %v37 = irdl.region
+    irdl.regions(body: %v37)
   }
   irdl.operation @loop_v23 {
     %v1 = irdl.any
     %v2 = irdl.any
     %v3 = irdl.any
-    irdl.operands(m: %v1, cond: %v2, v_initial: variadic %v3)
     %v4 = irdl.any
-    irdl.results(v_final_and_scan_outputs: variadic %v4)
-    %v5 = irdl.region
-    irdl.regions(body: %v5)
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    %v19 = irdl.any
+    irdl.operands(m: %v1, cond: %v2, v_initial_0: optional %v3, v_initial_1: optional %v4, v_initial_2: optional %v5, v_initial_3: optional %v6, v_initial_4: optional %v7, v_initial_5: optional %v8, v_initial_6: optional %v9, v_initial_7: optional %v10, v_initial_8: optional %v11, v_initial_9: optional %v12, v_initial_10: optional %v13, v_initial_11: optional %v14, v_initial_12: optional %v15, v_initial_13: optional %v16, v_initial_14: optional %v17, v_initial_15: optional %v18, v_initial_tail: variadic %v19)
+    %v20 = irdl.any
+    %v21 = irdl.any
+    %v22 = irdl.any
+    %v23 = irdl.any
+    %v24 = irdl.any
+    %v25 = irdl.any
+    %v26 = irdl.any
+    %v27 = irdl.any
+    %v28 = irdl.any
+    %v29 = irdl.any
+    %v30 = irdl.any
+    %v31 = irdl.any
+    %v32 = irdl.any
+    %v33 = irdl.any
+    %v34 = irdl.any
+    %v35 = irdl.any
+    %v36 = irdl.any
+    irdl.results(v_final_and_scan_outputs_0: optional %v20, v_final_and_scan_outputs_1: optional %v21, v_final_and_scan_outputs_2: optional %v22, v_final_and_scan_outputs_3: optional %v23, v_final_and_scan_outputs_4: optional %v24, v_final_and_scan_outputs_5: optional %v25, v_final_and_scan_outputs_6: optional %v26, v_final_and_scan_outputs_7: optional %v27, v_final_and_scan_outputs_8: optional %v28, v_final_and_scan_outputs_9: optional %v29, v_final_and_scan_outputs_10: optional %v30, v_final_and_scan_outputs_11: optional %v31, v_final_and_scan_outputs_12: optional %v32, v_final_and_scan_outputs_13: optional %v33, v_final_and_scan_outputs_14: optional %v34, v_final_and_scan_outputs_15: optional %v35, v_final_and_scan_outputs_tail: variadic %v36)
+    %v37 = irdl.region
+    irdl.regions(body: %v37)
   }
   irdl.operation @loop_v24 {
     %v1 = irdl.any
     %v2 = irdl.any
     %v3 = irdl.any
-    irdl.operands(m: %v1, cond: %v2, v_initial: variadic %v3)
     %v4 = irdl.any
-    irdl.results(v_final_and_scan_outputs: variadic %v4)
-    %v5 = irdl.region
-    irdl.regions(body: %v5)
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    %v19 = irdl.any
+    irdl.operands(m: %v1, cond: %v2, v_initial_0: optional %v3, v_initial_1: optional %v4, v_initial_2: optional %v5, v_initial_3: optional %v6, v_initial_4: optional %v7, v_initial_5: optional %v8, v_initial_6: optional %v9, v_initial_7: optional %v10, v_initial_8: optional %v11, v_initial_9: optional %v12, v_initial_10: optional %v13, v_initial_11: optional %v14, v_initial_12: optional %v15, v_initial_13: optional %v16, v_initial_14: optional %v17, v_initial_15: optional %v18, v_initial_tail: variadic %v19)
+    %v20 = irdl.any
+    %v21 = irdl.any
+    %v22 = irdl.any
+    %v23 = irdl.any
+    %v24 = irdl.any
+    %v25 = irdl.any
+    %v26 = irdl.any
+    %v27 = irdl.any
+    %v28 = irdl.any
+    %v29 = irdl.any
+    %v30 = irdl.any
+    %v31 = irdl.any
+    %v32 = irdl.any
+    %v33 = irdl.any
+    %v34 = irdl.any
+    %v35 = irdl.any
+    %v36 = irdl.any
+    irdl.results(v_final_and_scan_outputs_0: optional %v20, v_final_and_scan_outputs_1: optional %v21, v_final_and_scan_outputs_2: optional %v22, v_final_and_scan_outputs_3: optional %v23, v_final_and_scan_outputs_4: optional %v24, v_final_and_scan_outputs_5: optional %v25, v_final_and_scan_outputs_6: optional %v26, v_final_and_scan_outputs_7: optional %v27, v_final_and_scan_outputs_8: optional %v28, v_final_and_scan_outputs_9: optional %v29, v_final_and_scan_outputs_10: optional %v30, v_final_and_scan_outputs_11: optional %v31, v_final_and_scan_outputs_12: optional %v32, v_final_and_scan_outputs_13: optional %v33, v_final_and_scan_outputs_14: optional %v34, v_final_and_scan_outputs_15: optional %v35, v_final_and_scan_outputs_tail: variadic %v36)
+    %v37 = irdl.region
+    irdl.regions(body: %v37)
   }
   irdl.operation @lp_normalization {
     %v1 = irdl.any
@@ -2169,9 +2698,25 @@ irdl.dialect @onnx {
   }
   irdl.operation @max {
     %v1 = irdl.any
-    irdl.operands(data_0: variadic %v1)
     %v2 = irdl.any
-    irdl.results(max: %v2)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(data_0_0: optional %v1, data_0_1: optional %v2, data_0_2: optional %v3, data_0_3: optional %v4, data_0_4: optional %v5, data_0_5: optional %v6, data_0_6: optional %v7, data_0_7: optional %v8, data_0_8: optional %v9, data_0_9: optional %v10, data_0_10: optional %v11, data_0_11: optional %v12, data_0_12: optional %v13, data_0_13: optional %v14, data_0_14: optional %v15, data_0_15: optional %v16, data_0_tail: variadic %v17)
+    %v18 = irdl.any
+    irdl.results(max: %v18)
   }
   irdl.operation @max_pool {
     %v1 = irdl.any
@@ -2257,39 +2802,135 @@ irdl.dialect @onnx {
   }
   irdl.operation @max_v1 {
     %v1 = irdl.any
-    irdl.operands(data_0: variadic %v1)
     %v2 = irdl.any
-    irdl.results(max: %v2)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(data_0_0: optional %v1, data_0_1: optional %v2, data_0_2: optional %v3, data_0_3: optional %v4, data_0_4: optional %v5, data_0_5: optional %v6, data_0_6: optional %v7, data_0_7: optional %v8, data_0_8: optional %v9, data_0_9: optional %v10, data_0_10: optional %v11, data_0_11: optional %v12, data_0_12: optional %v13, data_0_13: optional %v14, data_0_14: optional %v15, data_0_15: optional %v16, data_0_tail: variadic %v17)
+    %v18 = irdl.any
+    irdl.results(max: %v18)
   }
   irdl.operation @max_v12 {
     %v1 = irdl.any
-    irdl.operands(data_0: variadic %v1)
     %v2 = irdl.any
-    irdl.results(max: %v2)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(data_0_0: optional %v1, data_0_1: optional %v2, data_0_2: optional %v3, data_0_3: optional %v4, data_0_4: optional %v5, data_0_5: optional %v6, data_0_6: optional %v7, data_0_7: optional %v8, data_0_8: optional %v9, data_0_9: optional %v10, data_0_10: optional %v11, data_0_11: optional %v12, data_0_12: optional %v13, data_0_13: optional %v14, data_0_14: optional %v15, data_0_15: optional %v16, data_0_tail: variadic %v17)
+    %v18 = irdl.any
+    irdl.results(max: %v18)
   }
   irdl.operation @max_v6 {
     %v1 = irdl.any
-    irdl.operands(data_0: variadic %v1)
     %v2 = irdl.any
-    irdl.results(max: %v2)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(data_0_0: optional %v1, data_0_1: optional %v2, data_0_2: optional %v3, data_0_3: optional %v4, data_0_4: optional %v5, data_0_5: optional %v6, data_0_6: optional %v7, data_0_7: optional %v8, data_0_8: optional %v9, data_0_9: optional %v10, data_0_10: optional %v11, data_0_11: optional %v12, data_0_12: optional %v13, data_0_13: optional %v14, data_0_14: optional %v15, data_0_15: optional %v16, data_0_tail: variadic %v17)
+    %v18 = irdl.any
+    irdl.results(max: %v18)
   }
   irdl.operation @mean {
     %v1 = irdl.any
-    irdl.operands(data_0: variadic %v1)
     %v2 = irdl.any
-    irdl.results(mean: %v2)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(data_0_0: optional %v1, data_0_1: optional %v2, data_0_2: optional %v3, data_0_3: optional %v4, data_0_4: optional %v5, data_0_5: optional %v6, data_0_6: optional %v7, data_0_7: optional %v8, data_0_8: optional %v9, data_0_9: optional %v10, data_0_10: optional %v11, data_0_11: optional %v12, data_0_12: optional %v13, data_0_13: optional %v14, data_0_14: optional %v15, data_0_15: optional %v16, data_0_tail: variadic %v17)
+    %v18 = irdl.any
+    irdl.results(mean: %v18)
   }
   irdl.operation @mean_v1 {
     %v1 = irdl.any
-    irdl.operands(data_0: variadic %v1)
     %v2 = irdl.any
-    irdl.results(mean: %v2)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(data_0_0: optional %v1, data_0_1: optional %v2, data_0_2: optional %v3, data_0_3: optional %v4, data_0_4: optional %v5, data_0_5: optional %v6, data_0_6: optional %v7, data_0_7: optional %v8, data_0_8: optional %v9, data_0_9: optional %v10, data_0_10: optional %v11, data_0_11: optional %v12, data_0_12: optional %v13, data_0_13: optional %v14, data_0_14: optional %v15, data_0_15: optional %v16, data_0_tail: variadic %v17)
+    %v18 = irdl.any
+    irdl.results(mean: %v18)
   }
   irdl.operation @mean_v6 {
     %v1 = irdl.any
-    irdl.operands(data_0: variadic %v1)
     %v2 = irdl.any
-    irdl.results(mean: %v2)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(data_0_0: optional %v1, data_0_1: optional %v2, data_0_2: optional %v3, data_0_3: optional %v4, data_0_4: optional %v5, data_0_5: optional %v6, data_0_6: optional %v7, data_0_7: optional %v8, data_0_8: optional %v9, data_0_9: optional %v10, data_0_10: optional %v11, data_0_11: optional %v12, data_0_12: optional %v13, data_0_13: optional %v14, data_0_14: optional %v15, data_0_15: optional %v16, data_0_tail: variadic %v17)
+    %v18 = irdl.any
+    irdl.results(mean: %v18)
   }
   irdl.operation @mean_variance_normalization {
     %v1 = irdl.any
@@ -2315,27 +2956,91 @@ irdl.dialect @onnx {
   }
   irdl.operation @min {
     %v1 = irdl.any
-    irdl.operands(data_0: variadic %v1)
     %v2 = irdl.any
-    irdl.results(min: %v2)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(data_0_0: optional %v1, data_0_1: optional %v2, data_0_2: optional %v3, data_0_3: optional %v4, data_0_4: optional %v5, data_0_5: optional %v6, data_0_6: optional %v7, data_0_7: optional %v8, data_0_8: optional %v9, data_0_9: optional %v10, data_0_10: optional %v11, data_0_11: optional %v12, data_0_12: optional %v13, data_0_13: optional %v14, data_0_14: optional %v15, data_0_15: optional %v16, data_0_tail: variadic %v17)
+    %v18 = irdl.any
+    irdl.results(min: %v18)
   }
   irdl.operation @min_v1 {
     %v1 = irdl.any
-    irdl.operands(data_0: variadic %v1)
     %v2 = irdl.any
-    irdl.results(min: %v2)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(data_0_0: optional %v1, data_0_1: optional %v2, data_0_2: optional %v3, data_0_3: optional %v4, data_0_4: optional %v5, data_0_5: optional %v6, data_0_6: optional %v7, data_0_7: optional %v8, data_0_8: optional %v9, data_0_9: optional %v10, data_0_10: optional %v11, data_0_11: optional %v12, data_0_12: optional %v13, data_0_13: optional %v14, data_0_14: optional %v15, data_0_15: optional %v16, data_0_tail: variadic %v17)
+    %v18 = irdl.any
+    irdl.results(min: %v18)
   }
   irdl.operation @min_v12 {
     %v1 = irdl.any
-    irdl.operands(data_0: variadic %v1)
     %v2 = irdl.any
-    irdl.results(min: %v2)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(data_0_0: optional %v1, data_0_1: optional %v2, data_0_2: optional %v3, data_0_3: optional %v4, data_0_4: optional %v5, data_0_5: optional %v6, data_0_6: optional %v7, data_0_7: optional %v8, data_0_8: optional %v9, data_0_9: optional %v10, data_0_10: optional %v11, data_0_11: optional %v12, data_0_12: optional %v13, data_0_13: optional %v14, data_0_14: optional %v15, data_0_15: optional %v16, data_0_tail: variadic %v17)
+    %v18 = irdl.any
+    irdl.results(min: %v18)
   }
   irdl.operation @min_v6 {
     %v1 = irdl.any
-    irdl.operands(data_0: variadic %v1)
     %v2 = irdl.any
-    irdl.results(min: %v2)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(data_0_0: optional %v1, data_0_1: optional %v2, data_0_2: optional %v3, data_0_3: optional %v4, data_0_4: optional %v5, data_0_5: optional %v6, data_0_6: optional %v7, data_0_7: optional %v8, data_0_8: optional %v9, data_0_9: optional %v10, data_0_10: optional %v11, data_0_11: optional %v12, data_0_12: optional %v13, data_0_13: optional %v14, data_0_14: optional %v15, data_0_15: optional %v16, data_0_tail: variadic %v17)
+    %v18 = irdl.any
+    irdl.results(min: %v18)
   }
   irdl.operation @mish {
     %v1 = irdl.any
@@ -3342,84 +4047,340 @@ irdl.dialect @onnx {
   }
   irdl.operation @scan {
     %v1 = irdl.any
-    irdl.operands(initial_state_and_scan_inputs: variadic %v1)
     %v2 = irdl.any
-    irdl.results(final_state_and_scan_outputs: variadic %v2)
-    %v3 = irdl.base "#builtin.integer"
-    irdl.attributes {"num_scan_inputs" = %v3}
-    %v4 = irdl.region
-    irdl.regions(body: %v4)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(initial_state_and_scan_inputs_0: optional %v1, initial_state_and_scan_inputs_1: optional %v2, initial_state_and_scan_inputs_2: optional %v3, initial_state_and_scan_inputs_3: optional %v4, initial_state_and_scan_inputs_4: optional %v5, initial_state_and_scan_inputs_5: optional %v6, initial_state_and_scan_inputs_6: optional %v7, initial_state_and_scan_inputs_7: optional %v8, initial_state_and_scan_inputs_8: optional %v9, initial_state_and_scan_inputs_9: optional %v10, initial_state_and_scan_inputs_10: optional %v11, initial_state_and_scan_inputs_11: optional %v12, initial_state_and_scan_inputs_12: optional %v13, initial_state_and_scan_inputs_13: optional %v14, initial_state_and_scan_inputs_14: optional %v15, initial_state_and_scan_inputs_15: optional %v16, initial_state_and_scan_inputs_tail: variadic %v17)
+    %v18 = irdl.any
+    %v19 = irdl.any
+    %v20 = irdl.any
+    %v21 = irdl.any
+    %v22 = irdl.any
+    %v23 = irdl.any
+    %v24 = irdl.any
+    %v25 = irdl.any
+    %v26 = irdl.any
+    %v27 = irdl.any
+    %v28 = irdl.any
+    %v29 = irdl.any
+    %v30 = irdl.any
+    %v31 = irdl.any
+    %v32 = irdl.any
+    %v33 = irdl.any
+    %v34 = irdl.any
+    irdl.results(final_state_and_scan_outputs_0: optional %v18, final_state_and_scan_outputs_1: optional %v19, final_state_and_scan_outputs_2: optional %v20, final_state_and_scan_outputs_3: optional %v21, final_state_and_scan_outputs_4: optional %v22, final_state_and_scan_outputs_5: optional %v23, final_state_and_scan_outputs_6: optional %v24, final_state_and_scan_outputs_7: optional %v25, final_state_and_scan_outputs_8: optional %v26, final_state_and_scan_outputs_9: optional %v27, final_state_and_scan_outputs_10: optional %v28, final_state_and_scan_outputs_11: optional %v29, final_state_and_scan_outputs_12: optional %v30, final_state_and_scan_outputs_13: optional %v31, final_state_and_scan_outputs_14: optional %v32, final_state_and_scan_outputs_15: optional %v33, final_state_and_scan_outputs_tail: variadic %v34)
+    %v35 = irdl.base "#builtin.integer"
+    irdl.attributes {"num_scan_inputs" = %v35}
+    %v36 = irdl.region
+    irdl.regions(body: %v36)
   }
   irdl.operation @scan_v16 {
     %v1 = irdl.any
-    irdl.operands(initial_state_and_scan_inputs: variadic %v1)
     %v2 = irdl.any
-    irdl.results(final_state_and_scan_outputs: variadic %v2)
-    %v3 = irdl.base "#builtin.integer"
-    irdl.attributes {"num_scan_inputs" = %v3}
-    %v4 = irdl.region
-    irdl.regions(body: %v4)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(initial_state_and_scan_inputs_0: optional %v1, initial_state_and_scan_inputs_1: optional %v2, initial_state_and_scan_inputs_2: optional %v3, initial_state_and_scan_inputs_3: optional %v4, initial_state_and_scan_inputs_4: optional %v5, initial_state_and_scan_inputs_5: optional %v6, initial_state_and_scan_inputs_6: optional %v7, initial_state_and_scan_inputs_7: optional %v8, initial_state_and_scan_inputs_8: optional %v9, initial_state_and_scan_inputs_9: optional %v10, initial_state_and_scan_inputs_10: optional %v11, initial_state_and_scan_inputs_11: optional %v12, initial_state_and_scan_inputs_12: optional %v13, initial_state_and_scan_inputs_13: optional %v14, initial_state_and_scan_inputs_14: optional %v15, initial_state_and_scan_inputs_15: optional %v16, initial_state_and_scan_inputs_tail: variadic %v17)
+    %v18 = irdl.any
+    %v19 = irdl.any
+    %v20 = irdl.any
+    %v21 = irdl.any
+    %v22 = irdl.any
+    %v23 = irdl.any
+    %v24 = irdl.any
+    %v25 = irdl.any
+    %v26 = irdl.any
+    %v27 = irdl.any
+    %v28 = irdl.any
+    %v29 = irdl.any
+    %v30 = irdl.any
+    %v31 = irdl.any
+    %v32 = irdl.any
+    %v33 = irdl.any
+    %v34 = irdl.any
+    irdl.results(final_state_and_scan_outputs_0: optional %v18, final_state_and_scan_outputs_1: optional %v19, final_state_and_scan_outputs_2: optional %v20, final_state_and_scan_outputs_3: optional %v21, final_state_and_scan_outputs_4: optional %v22, final_state_and_scan_outputs_5: optional %v23, final_state_and_scan_outputs_6: optional %v24, final_state_and_scan_outputs_7: optional %v25, final_state_and_scan_outputs_8: optional %v26, final_state_and_scan_outputs_9: optional %v27, final_state_and_scan_outputs_10: optional %v28, final_state_and_scan_outputs_11: optional %v29, final_state_and_scan_outputs_12: optional %v30, final_state_and_scan_outputs_13: optional %v31, final_state_and_scan_outputs_14: optional %v32, final_state_and_scan_outputs_15: optional %v33, final_state_and_scan_outputs_tail: variadic %v34)
+    %v35 = irdl.base "#builtin.integer"
+    irdl.attributes {"num_scan_inputs" = %v35}
+    %v36 = irdl.region
+    irdl.regions(body: %v36)
   }
   irdl.operation @scan_v19 {
     %v1 = irdl.any
-    irdl.operands(initial_state_and_scan_inputs: variadic %v1)
     %v2 = irdl.any
-    irdl.results(final_state_and_scan_outputs: variadic %v2)
-    %v3 = irdl.base "#builtin.integer"
-    irdl.attributes {"num_scan_inputs" = %v3}
-    %v4 = irdl.region
-    irdl.regions(body: %v4)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(initial_state_and_scan_inputs_0: optional %v1, initial_state_and_scan_inputs_1: optional %v2, initial_state_and_scan_inputs_2: optional %v3, initial_state_and_scan_inputs_3: optional %v4, initial_state_and_scan_inputs_4: optional %v5, initial_state_and_scan_inputs_5: optional %v6, initial_state_and_scan_inputs_6: optional %v7, initial_state_and_scan_inputs_7: optional %v8, initial_state_and_scan_inputs_8: optional %v9, initial_state_and_scan_inputs_9: optional %v10, initial_state_and_scan_inputs_10: optional %v11, initial_state_and_scan_inputs_11: optional %v12, initial_state_and_scan_inputs_12: optional %v13, initial_state_and_scan_inputs_13: optional %v14, initial_state_and_scan_inputs_14: optional %v15, initial_state_and_scan_inputs_15: optional %v16, initial_state_and_scan_inputs_tail: variadic %v17)
+    %v18 = irdl.any
+    %v19 = irdl.any
+    %v20 = irdl.any
+    %v21 = irdl.any
+    %v22 = irdl.any
+    %v23 = irdl.any
+    %v24 = irdl.any
+    %v25 = irdl.any
+    %v26 = irdl.any
+    %v27 = irdl.any
+    %v28 = irdl.any
+    %v29 = irdl.any
+    %v30 = irdl.any
+    %v31 = irdl.any
+    %v32 = irdl.any
+    %v33 = irdl.any
+    %v34 = irdl.any
+    irdl.results(final_state_and_scan_outputs_0: optional %v18, final_state_and_scan_outputs_1: optional %v19, final_state_and_scan_outputs_2: optional %v20, final_state_and_scan_outputs_3: optional %v21, final_state_and_scan_outputs_4: optional %v22, final_state_and_scan_outputs_5: optional %v23, final_state_and_scan_outputs_6: optional %v24, final_state_and_scan_outputs_7: optional %v25, final_state_and_scan_outputs_8: optional %v26, final_state_and_scan_outputs_9: optional %v27, final_state_and_scan_outputs_10: optional %v28, final_state_and_scan_outputs_11: optional %v29, final_state_and_scan_outputs_12: optional %v30, final_state_and_scan_outputs_13: optional %v31, final_state_and_scan_outputs_14: optional %v32, final_state_and_scan_outputs_15: optional %v33, final_state_and_scan_outputs_tail: variadic %v34)
+    %v35 = irdl.base "#builtin.integer"
+    irdl.attributes {"num_scan_inputs" = %v35}
+    %v36 = irdl.region
+    irdl.regions(body: %v36)
   }
   irdl.operation @scan_v21 {
     %v1 = irdl.any
-    irdl.operands(initial_state_and_scan_inputs: variadic %v1)
     %v2 = irdl.any
-    irdl.results(final_state_and_scan_outputs: variadic %v2)
-    %v3 = irdl.base "#builtin.integer"
-    irdl.attributes {"num_scan_inputs" = %v3}
-    %v4 = irdl.region
-    irdl.regions(body: %v4)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(initial_state_and_scan_inputs_0: optional %v1, initial_state_and_scan_inputs_1: optional %v2, initial_state_and_scan_inputs_2: optional %v3, initial_state_and_scan_inputs_3: optional %v4, initial_state_and_scan_inputs_4: optional %v5, initial_state_and_scan_inputs_5: optional %v6, initial_state_and_scan_inputs_6: optional %v7, initial_state_and_scan_inputs_7: optional %v8, initial_state_and_scan_inputs_8: optional %v9, initial_state_and_scan_inputs_9: optional %v10, initial_state_and_scan_inputs_10: optional %v11, initial_state_and_scan_inputs_11: optional %v12, initial_state_and_scan_inputs_12: optional %v13, initial_state_and_scan_inputs_13: optional %v14, initial_state_and_scan_inputs_14: optional %v15, initial_state_and_scan_inputs_15: optional %v16, initial_state_and_scan_inputs_tail: variadic %v17)
+    %v18 = irdl.any
+    %v19 = irdl.any
+    %v20 = irdl.any
+    %v21 = irdl.any
+    %v22 = irdl.any
+    %v23 = irdl.any
+    %v24 = irdl.any
+    %v25 = irdl.any
+    %v26 = irdl.any
+    %v27 = irdl.any
+    %v28 = irdl.any
+    %v29 = irdl.any
+    %v30 = irdl.any
+    %v31 = irdl.any
+    %v32 = irdl.any
+    %v33 = irdl.any
+    %v34 = irdl.any
+    irdl.results(final_state_and_scan_outputs_0: optional %v18, final_state_and_scan_outputs_1: optional %v19, final_state_and_scan_outputs_2: optional %v20, final_state_and_scan_outputs_3: optional %v21, final_state_and_scan_outputs_4: optional %v22, final_state_and_scan_outputs_5: optional %v23, final_state_and_scan_outputs_6: optional %v24, final_state_and_scan_outputs_7: optional %v25, final_state_and_scan_outputs_8: optional %v26, final_state_and_scan_outputs_9: optional %v27, final_state_and_scan_outputs_10: optional %v28, final_state_and_scan_outputs_11: optional %v29, final_state_and_scan_outputs_12: optional %v30, final_state_and_scan_outputs_13: optional %v31, final_state_and_scan_outputs_14: optional %v32, final_state_and_scan_outputs_15: optional %v33, final_state_and_scan_outputs_tail: variadic %v34)
+    %v35 = irdl.base "#builtin.integer"
+    irdl.attributes {"num_scan_inputs" = %v35}
+    %v36 = irdl.region
+    irdl.regions(body: %v36)
   }
   irdl.operation @scan_v23 {
     %v1 = irdl.any
-    irdl.operands(initial_state_and_scan_inputs: variadic %v1)
     %v2 = irdl.any
-    irdl.results(final_state_and_scan_outputs: variadic %v2)
-    %v3 = irdl.base "#builtin.integer"
-    irdl.attributes {"num_scan_inputs" = %v3}
-    %v4 = irdl.region
-    irdl.regions(body: %v4)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(initial_state_and_scan_inputs_0: optional %v1, initial_state_and_scan_inputs_1: optional %v2, initial_state_and_scan_inputs_2: optional %v3, initial_state_and_scan_inputs_3: optional %v4, initial_state_and_scan_inputs_4: optional %v5, initial_state_and_scan_inputs_5: optional %v6, initial_state_and_scan_inputs_6: optional %v7, initial_state_and_scan_inputs_7: optional %v8, initial_state_and_scan_inputs_8: optional %v9, initial_state_and_scan_inputs_9: optional %v10, initial_state_and_scan_inputs_10: optional %v11, initial_state_and_scan_inputs_11: optional %v12, initial_state_and_scan_inputs_12: optional %v13, initial_state_and_scan_inputs_13: optional %v14, initial_state_and_scan_inputs_14: optional %v15, initial_state_and_scan_inputs_15: optional %v16, initial_state_and_scan_inputs_tail: variadic %v17)
+    %v18 = irdl.any
+    %v19 = irdl.any
+    %v20 = irdl.any
+    %v21 = irdl.any
+    %v22 = irdl.any
+    %v23 = irdl.any
+    %v24 = irdl.any
+    %v25 = irdl.any
+    %v26 = irdl.any
+    %v27 = irdl.any
+    %v28 = irdl.any
+    %v29 = irdl.any
+    %v30 = irdl.any
+    %v31 = irdl.any
+    %v32 = irdl.any
+    %v33 = irdl.any
+    %v34 = irdl.any
+    irdl.results(final_state_and_scan_outputs_0: optional %v18, final_state_and_scan_outputs_1: optional %v19, final_state_and_scan_outputs_2: optional %v20, final_state_and_scan_outputs_3: optional %v21, final_state_and_scan_outputs_4: optional %v22, final_state_and_scan_outputs_5: optional %v23, final_state_and_scan_outputs_6: optional %v24, final_state_and_scan_outputs_7: optional %v25, final_state_and_scan_outputs_8: optional %v26, final_state_and_scan_outputs_9: optional %v27, final_state_and_scan_outputs_10: optional %v28, final_state_and_scan_outputs_11: optional %v29, final_state_and_scan_outputs_12: optional %v30, final_state_and_scan_outputs_13: optional %v31, final_state_and_scan_outputs_14: optional %v32, final_state_and_scan_outputs_15: optional %v33, final_state_and_scan_outputs_tail: variadic %v34)
+    %v35 = irdl.base "#builtin.integer"
+    irdl.attributes {"num_scan_inputs" = %v35}
+    %v36 = irdl.region
+    irdl.regions(body: %v36)
   }
   irdl.operation @scan_v24 {
     %v1 = irdl.any
-    irdl.operands(initial_state_and_scan_inputs: variadic %v1)
     %v2 = irdl.any
-    irdl.results(final_state_and_scan_outputs: variadic %v2)
-    %v3 = irdl.base "#builtin.integer"
-    irdl.attributes {"num_scan_inputs" = %v3}
-    %v4 = irdl.region
-    irdl.regions(body: %v4)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(initial_state_and_scan_inputs_0: optional %v1, initial_state_and_scan_inputs_1: optional %v2, initial_state_and_scan_inputs_2: optional %v3, initial_state_and_scan_inputs_3: optional %v4, initial_state_and_scan_inputs_4: optional %v5, initial_state_and_scan_inputs_5: optional %v6, initial_state_and_scan_inputs_6: optional %v7, initial_state_and_scan_inputs_7: optional %v8, initial_state_and_scan_inputs_8: optional %v9, initial_state_and_scan_inputs_9: optional %v10, initial_state_and_scan_inputs_10: optional %v11, initial_state_and_scan_inputs_11: optional %v12, initial_state_and_scan_inputs_12: optional %v13, initial_state_and_scan_inputs_13: optional %v14, initial_state_and_scan_inputs_14: optional %v15, initial_state_and_scan_inputs_15: optional %v16, initial_state_and_scan_inputs_tail: variadic %v17)
+    %v18 = irdl.any
+    %v19 = irdl.any
+    %v20 = irdl.any
+    %v21 = irdl.any
+    %v22 = irdl.any
+    %v23 = irdl.any
+    %v24 = irdl.any
+    %v25 = irdl.any
+    %v26 = irdl.any
+    %v27 = irdl.any
+    %v28 = irdl.any
+    %v29 = irdl.any
+    %v30 = irdl.any
+    %v31 = irdl.any
+    %v32 = irdl.any
+    %v33 = irdl.any
+    %v34 = irdl.any
+    irdl.results(final_state_and_scan_outputs_0: optional %v18, final_state_and_scan_outputs_1: optional %v19, final_state_and_scan_outputs_2: optional %v20, final_state_and_scan_outputs_3: optional %v21, final_state_and_scan_outputs_4: optional %v22, final_state_and_scan_outputs_5: optional %v23, final_state_and_scan_outputs_6: optional %v24, final_state_and_scan_outputs_7: optional %v25, final_state_and_scan_outputs_8: optional %v26, final_state_and_scan_outputs_9: optional %v27, final_state_and_scan_outputs_10: optional %v28, final_state_and_scan_outputs_11: optional %v29, final_state_and_scan_outputs_12: optional %v30, final_state_and_scan_outputs_13: optional %v31, final_state_and_scan_outputs_14: optional %v32, final_state_and_scan_outputs_15: optional %v33, final_state_and_scan_outputs_tail: variadic %v34)
+    %v35 = irdl.base "#builtin.integer"
+    irdl.attributes {"num_scan_inputs" = %v35}
+    %v36 = irdl.region
+    irdl.regions(body: %v36)
   }
   irdl.operation @scan_v8 {
     %v1 = irdl.any
     %v2 = irdl.any
-    irdl.operands(sequence_lens: %v1, initial_state_and_scan_inputs: variadic %v2)
     %v3 = irdl.any
-    irdl.results(final_state_and_scan_outputs: variadic %v3)
-    %v4 = irdl.base "#builtin.integer"
-    irdl.attributes {"num_scan_inputs" = %v4}
-    %v5 = irdl.region
-    irdl.regions(body: %v5)
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    irdl.operands(sequence_lens: %v1, initial_state_and_scan_inputs_0: optional %v2, initial_state_and_scan_inputs_1: optional %v3, initial_state_and_scan_inputs_2: optional %v4, initial_state_and_scan_inputs_3: optional %v5, initial_state_and_scan_inputs_4: optional %v6, initial_state_and_scan_inputs_5: optional %v7, initial_state_and_scan_inputs_6: optional %v8, initial_state_and_scan_inputs_7: optional %v9, initial_state_and_scan_inputs_8: optional %v10, initial_state_and_scan_inputs_9: optional %v11, initial_state_and_scan_inputs_10: optional %v12, initial_state_and_scan_inputs_11: optional %v13, initial_state_and_scan_inputs_12: optional %v14, initial_state_and_scan_inputs_13: optional %v15, initial_state_and_scan_inputs_14: optional %v16, initial_state_and_scan_inputs_15: optional %v17, initial_state_and_scan_inputs_tail: variadic %v18)
+    %v19 = irdl.any
+    %v20 = irdl.any
+    %v21 = irdl.any
+    %v22 = irdl.any
+    %v23 = irdl.any
+    %v24 = irdl.any
+    %v25 = irdl.any
+    %v26 = irdl.any
+    %v27 = irdl.any
+    %v28 = irdl.any
+    %v29 = irdl.any
+    %v30 = irdl.any
+    %v31 = irdl.any
+    %v32 = irdl.any
+    %v33 = irdl.any
+    %v34 = irdl.any
+    %v35 = irdl.any
+    irdl.results(final_state_and_scan_outputs_0: optional %v19, final_state_and_scan_outputs_1: optional %v20, final_state_and_scan_outputs_2: optional %v21, final_state_and_scan_outputs_3: optional %v22, final_state_and_scan_outputs_4: optional %v23, final_state_and_scan_outputs_5: optional %v24, final_state_and_scan_outputs_6: optional %v25, final_state_and_scan_outputs_7: optional %v26, final_state_and_scan_outputs_8: optional %v27, final_state_and_scan_outputs_9: optional %v28, final_state_and_scan_outputs_10: optional %v29, final_state_and_scan_outputs_11: optional %v30, final_state_and_scan_outputs_12: optional %v31, final_state_and_scan_outputs_13: optional %v32, final_state_and_scan_outputs_14: optional %v33, final_state_and_scan_outputs_15: optional %v34, final_state_and_scan_outputs_tail: variadic %v35)
+    %v36 = irdl.base "#builtin.integer"
+    irdl.attributes {"num_scan_inputs" = %v36}
+    %v37 = irdl.region
+    irdl.regions(body: %v37)
   }
   irdl.operation @scan_v9 {
     %v1 = irdl.any
-    irdl.operands(initial_state_and_scan_inputs: variadic %v1)
     %v2 = irdl.any
-    irdl.results(final_state_and_scan_outputs: variadic %v2)
-    %v3 = irdl.base "#builtin.integer"
-    irdl.attributes {"num_scan_inputs" = %v3}
-    %v4 = irdl.region
-    irdl.regions(body: %v4)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(initial_state_and_scan_inputs_0: optional %v1, initial_state_and_scan_inputs_1: optional %v2, initial_state_and_scan_inputs_2: optional %v3, initial_state_and_scan_inputs_3: optional %v4, initial_state_and_scan_inputs_4: optional %v5, initial_state_and_scan_inputs_5: optional %v6, initial_state_and_scan_inputs_6: optional %v7, initial_state_and_scan_inputs_7: optional %v8, initial_state_and_scan_inputs_8: optional %v9, initial_state_and_scan_inputs_9: optional %v10, initial_state_and_scan_inputs_10: optional %v11, initial_state_and_scan_inputs_11: optional %v12, initial_state_and_scan_inputs_12: optional %v13, initial_state_and_scan_inputs_13: optional %v14, initial_state_and_scan_inputs_14: optional %v15, initial_state_and_scan_inputs_15: optional %v16, initial_state_and_scan_inputs_tail: variadic %v17)
+    %v18 = irdl.any
+    %v19 = irdl.any
+    %v20 = irdl.any
+    %v21 = irdl.any
+    %v22 = irdl.any
+    %v23 = irdl.any
+    %v24 = irdl.any
+    %v25 = irdl.any
+    %v26 = irdl.any
+    %v27 = irdl.any
+    %v28 = irdl.any
+    %v29 = irdl.any
+    %v30 = irdl.any
+    %v31 = irdl.any
+    %v32 = irdl.any
+    %v33 = irdl.any
+    %v34 = irdl.any
+    irdl.results(final_state_and_scan_outputs_0: optional %v18, final_state_and_scan_outputs_1: optional %v19, final_state_and_scan_outputs_2: optional %v20, final_state_and_scan_outputs_3: optional %v21, final_state_and_scan_outputs_4: optional %v22, final_state_and_scan_outputs_5: optional %v23, final_state_and_scan_outputs_6: optional %v24, final_state_and_scan_outputs_7: optional %v25, final_state_and_scan_outputs_8: optional %v26, final_state_and_scan_outputs_9: optional %v27, final_state_and_scan_outputs_10: optional %v28, final_state_and_scan_outputs_11: optional %v29, final_state_and_scan_outputs_12: optional %v30, final_state_and_scan_outputs_13: optional %v31, final_state_and_scan_outputs_14: optional %v32, final_state_and_scan_outputs_15: optional %v33, final_state_and_scan_outputs_tail: variadic %v34)
+    %v35 = irdl.base "#builtin.integer"
+    irdl.attributes {"num_scan_inputs" = %v35}
+    %v36 = irdl.region
+    irdl.regions(body: %v36)
   }
   irdl.operation @scatter {
     %v1 = irdl.any
@@ -3504,9 +4465,25 @@ irdl.dialect @onnx {
   }
   irdl.operation @sequence_construct {
     %v1 = irdl.any
-    irdl.operands(inputs: variadic %v1)
     %v2 = irdl.any
-    irdl.results(output_sequence: %v2)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(inputs_0: optional %v1, inputs_1: optional %v2, inputs_2: optional %v3, inputs_3: optional %v4, inputs_4: optional %v5, inputs_5: optional %v6, inputs_6: optional %v7, inputs_7: optional %v8, inputs_8: optional %v9, inputs_9: optional %v10, inputs_10: optional %v11, inputs_11: optional %v12, inputs_12: optional %v13, inputs_13: optional %v14, inputs_14: optional %v15, inputs_15: optional %v16, inputs_tail: variadic %v17)
+    %v18 = irdl.any
+    irdl.results(output_sequence: %v18)
   }
   irdl.operation @sequence_empty {
     %v1 = irdl.any
@@ -3536,11 +4513,43 @@ irdl.dialect @onnx {
   irdl.operation @sequence_map {
     %v1 = irdl.any
     %v2 = irdl.any
-    irdl.operands(input_sequence: %v1, additional_inputs: variadic %v2)
     %v3 = irdl.any
-    irdl.results(out_sequence: variadic %v3)
-    %v4 = irdl.region
-    irdl.regions(body: %v4)
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    irdl.operands(input_sequence: %v1, additional_inputs_0: optional %v2, additional_inputs_1: optional %v3, additional_inputs_2: optional %v4, additional_inputs_3: optional %v5, additional_inputs_4: optional %v6, additional_inputs_5: optional %v7, additional_inputs_6: optional %v8, additional_inputs_7: optional %v9, additional_inputs_8: optional %v10, additional_inputs_9: optional %v11, additional_inputs_10: optional %v12, additional_inputs_11: optional %v13, additional_inputs_12: optional %v14, additional_inputs_13: optional %v15, additional_inputs_14: optional %v16, additional_inputs_15: optional %v17, additional_inputs_tail: variadic %v18)
+    %v19 = irdl.any
+    %v20 = irdl.any
+    %v21 = irdl.any
+    %v22 = irdl.any
+    %v23 = irdl.any
+    %v24 = irdl.any
+    %v25 = irdl.any
+    %v26 = irdl.any
+    %v27 = irdl.any
+    %v28 = irdl.any
+    %v29 = irdl.any
+    %v30 = irdl.any
+    %v31 = irdl.any
+    %v32 = irdl.any
+    %v33 = irdl.any
+    %v34 = irdl.any
+    %v35 = irdl.any
+    irdl.results(out_sequence_0: optional %v19, out_sequence_1: optional %v20, out_sequence_2: optional %v21, out_sequence_3: optional %v22, out_sequence_4: optional %v23, out_sequence_5: optional %v24, out_sequence_6: optional %v25, out_sequence_7: optional %v26, out_sequence_8: optional %v27, out_sequence_9: optional %v28, out_sequence_10: optional %v29, out_sequence_11: optional %v30, out_sequence_12: optional %v31, out_sequence_13: optional %v32, out_sequence_14: optional %v33, out_sequence_15: optional %v34, out_sequence_tail: variadic %v35)
+    %v36 = irdl.region
+    irdl.regions(body: %v36)
   }
   irdl.operation @shape {
     %v1 = irdl.any
@@ -3804,7 +4813,23 @@ irdl.dialect @onnx {
     %v2 = irdl.any
     irdl.operands(input: %v1, split: %v2)
     %v3 = irdl.any
-    irdl.results(outputs: variadic %v3)
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    %v19 = irdl.any
+    irdl.results(outputs_0: optional %v3, outputs_1: optional %v4, outputs_2: optional %v5, outputs_3: optional %v6, outputs_4: optional %v7, outputs_5: optional %v8, outputs_6: optional %v9, outputs_7: optional %v10, outputs_8: optional %v11, outputs_9: optional %v12, outputs_10: optional %v13, outputs_11: optional %v14, outputs_12: optional %v15, outputs_13: optional %v16, outputs_14: optional %v17, outputs_15: optional %v18, outputs_tail: variadic %v19)
   }
   irdl.operation @split_to_sequence {
     %v1 = irdl.any
@@ -3825,20 +4850,68 @@ irdl.dialect @onnx {
     %v2 = irdl.any
     irdl.operands(input: %v1, split: %v2)
     %v3 = irdl.any
-    irdl.results(outputs: variadic %v3)
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    %v19 = irdl.any
+    irdl.results(outputs_0: optional %v3, outputs_1: optional %v4, outputs_2: optional %v5, outputs_3: optional %v6, outputs_4: optional %v7, outputs_5: optional %v8, outputs_6: optional %v9, outputs_7: optional %v10, outputs_8: optional %v11, outputs_9: optional %v12, outputs_10: optional %v13, outputs_11: optional %v14, outputs_12: optional %v15, outputs_13: optional %v16, outputs_14: optional %v17, outputs_15: optional %v18, outputs_tail: variadic %v19)
   }
   irdl.operation @split_v13 {
     %v1 = irdl.any
     %v2 = irdl.any
     irdl.operands(input: %v1, split: %v2)
     %v3 = irdl.any
-    irdl.results(outputs: variadic %v3)
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    %v19 = irdl.any
+    irdl.results(outputs_0: optional %v3, outputs_1: optional %v4, outputs_2: optional %v5, outputs_3: optional %v6, outputs_4: optional %v7, outputs_5: optional %v8, outputs_6: optional %v9, outputs_7: optional %v10, outputs_8: optional %v11, outputs_9: optional %v12, outputs_10: optional %v13, outputs_11: optional %v14, outputs_12: optional %v15, outputs_13: optional %v16, outputs_14: optional %v17, outputs_15: optional %v18, outputs_tail: variadic %v19)
   }
   irdl.operation @split_v2 {
     %v1 = irdl.any
     irdl.operands(input: %v1)
     %v2 = irdl.any
-    irdl.results(outputs: variadic %v2)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    irdl.results(outputs_0: optional %v2, outputs_1: optional %v3, outputs_2: optional %v4, outputs_3: optional %v5, outputs_4: optional %v6, outputs_5: optional %v7, outputs_6: optional %v8, outputs_7: optional %v9, outputs_8: optional %v10, outputs_9: optional %v11, outputs_10: optional %v12, outputs_11: optional %v13, outputs_12: optional %v14, outputs_13: optional %v15, outputs_14: optional %v16, outputs_15: optional %v17, outputs_tail: variadic %v18)
   }
   irdl.operation @sqrt {
     %v1 = irdl.any
@@ -3965,21 +5038,69 @@ irdl.dialect @onnx {
   }
   irdl.operation @sum {
     %v1 = irdl.any
-    irdl.operands(data_0: variadic %v1)
     %v2 = irdl.any
-    irdl.results(sum: %v2)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(data_0_0: optional %v1, data_0_1: optional %v2, data_0_2: optional %v3, data_0_3: optional %v4, data_0_4: optional %v5, data_0_5: optional %v6, data_0_6: optional %v7, data_0_7: optional %v8, data_0_8: optional %v9, data_0_9: optional %v10, data_0_10: optional %v11, data_0_11: optional %v12, data_0_12: optional %v13, data_0_13: optional %v14, data_0_14: optional %v15, data_0_15: optional %v16, data_0_tail: variadic %v17)
+    %v18 = irdl.any
+    irdl.results(sum: %v18)
   }
   irdl.operation @sum_v1 {
     %v1 = irdl.any
-    irdl.operands(data_0: variadic %v1)
     %v2 = irdl.any
-    irdl.results(sum: %v2)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(data_0_0: optional %v1, data_0_1: optional %v2, data_0_2: optional %v3, data_0_3: optional %v4, data_0_4: optional %v5, data_0_5: optional %v6, data_0_6: optional %v7, data_0_7: optional %v8, data_0_8: optional %v9, data_0_9: optional %v10, data_0_10: optional %v11, data_0_11: optional %v12, data_0_12: optional %v13, data_0_13: optional %v14, data_0_14: optional %v15, data_0_15: optional %v16, data_0_tail: variadic %v17)
+    %v18 = irdl.any
+    irdl.results(sum: %v18)
   }
   irdl.operation @sum_v6 {
     %v1 = irdl.any
-    irdl.operands(data_0: variadic %v1)
     %v2 = irdl.any
-    irdl.results(sum: %v2)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(data_0_0: optional %v1, data_0_1: optional %v2, data_0_2: optional %v3, data_0_3: optional %v4, data_0_4: optional %v5, data_0_5: optional %v6, data_0_6: optional %v7, data_0_7: optional %v8, data_0_8: optional %v9, data_0_9: optional %v10, data_0_10: optional %v11, data_0_11: optional %v12, data_0_12: optional %v13, data_0_13: optional %v14, data_0_14: optional %v15, data_0_15: optional %v16, data_0_tail: variadic %v17)
+    %v18 = irdl.any
+    irdl.results(sum: %v18)
   }
   irdl.operation @swiglu {
     %v1 = irdl.any
@@ -4306,9 +5427,25 @@ irdl.dialect @onnx_ml {
   }
   irdl.operation @feature_vectorizer {
     %v1 = irdl.any
-    irdl.operands(x: variadic %v1)
     %v2 = irdl.any
-    irdl.results(y: %v2)
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(x_0: optional %v1, x_1: optional %v2, x_2: optional %v3, x_3: optional %v4, x_4: optional %v5, x_5: optional %v6, x_6: optional %v7, x_7: optional %v8, x_8: optional %v9, x_9: optional %v10, x_10: optional %v11, x_11: optional %v12, x_12: optional %v13, x_13: optional %v14, x_14: optional %v15, x_15: optional %v16, x_tail: variadic %v17)
+    %v18 = irdl.any
+    irdl.results(y: %v18)
   }
   irdl.operation @imputer {
     %v1 = irdl.any
@@ -4450,38 +5587,166 @@ irdl.dialect @onnx_training {
     %v1 = irdl.any
     %v2 = irdl.any
     %v3 = irdl.any
-    irdl.operands(r: %v1, t: %v2, inputs: variadic %v3)
     %v4 = irdl.any
-    irdl.results(outputs: variadic %v4)
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    %v19 = irdl.any
+    irdl.operands(r: %v1, t: %v2, inputs_0: optional %v3, inputs_1: optional %v4, inputs_2: optional %v5, inputs_3: optional %v6, inputs_4: optional %v7, inputs_5: optional %v8, inputs_6: optional %v9, inputs_7: optional %v10, inputs_8: optional %v11, inputs_9: optional %v12, inputs_10: optional %v13, inputs_11: optional %v14, inputs_12: optional %v15, inputs_13: optional %v16, inputs_14: optional %v17, inputs_15: optional %v18, inputs_tail: variadic %v19)
+    %v20 = irdl.any
+    %v21 = irdl.any
+    %v22 = irdl.any
+    %v23 = irdl.any
+    %v24 = irdl.any
+    %v25 = irdl.any
+    %v26 = irdl.any
+    %v27 = irdl.any
+    %v28 = irdl.any
+    %v29 = irdl.any
+    %v30 = irdl.any
+    %v31 = irdl.any
+    %v32 = irdl.any
+    %v33 = irdl.any
+    %v34 = irdl.any
+    %v35 = irdl.any
+    %v36 = irdl.any
+    irdl.results(outputs_0: optional %v20, outputs_1: optional %v21, outputs_2: optional %v22, outputs_3: optional %v23, outputs_4: optional %v24, outputs_5: optional %v25, outputs_6: optional %v26, outputs_7: optional %v27, outputs_8: optional %v28, outputs_9: optional %v29, outputs_10: optional %v30, outputs_11: optional %v31, outputs_12: optional %v32, outputs_13: optional %v33, outputs_14: optional %v34, outputs_15: optional %v35, outputs_tail: variadic %v36)
   }
   irdl.operation @adam {
     %v1 = irdl.any
     %v2 = irdl.any
     %v3 = irdl.any
-    irdl.operands(r: %v1, t: %v2, inputs: variadic %v3)
     %v4 = irdl.any
-    irdl.results(outputs: variadic %v4)
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    %v19 = irdl.any
+    irdl.operands(r: %v1, t: %v2, inputs_0: optional %v3, inputs_1: optional %v4, inputs_2: optional %v5, inputs_3: optional %v6, inputs_4: optional %v7, inputs_5: optional %v8, inputs_6: optional %v9, inputs_7: optional %v10, inputs_8: optional %v11, inputs_9: optional %v12, inputs_10: optional %v13, inputs_11: optional %v14, inputs_12: optional %v15, inputs_13: optional %v16, inputs_14: optional %v17, inputs_15: optional %v18, inputs_tail: variadic %v19)
+    %v20 = irdl.any
+    %v21 = irdl.any
+    %v22 = irdl.any
+    %v23 = irdl.any
+    %v24 = irdl.any
+    %v25 = irdl.any
+    %v26 = irdl.any
+    %v27 = irdl.any
+    %v28 = irdl.any
+    %v29 = irdl.any
+    %v30 = irdl.any
+    %v31 = irdl.any
+    %v32 = irdl.any
+    %v33 = irdl.any
+    %v34 = irdl.any
+    %v35 = irdl.any
+    %v36 = irdl.any
+    irdl.results(outputs_0: optional %v20, outputs_1: optional %v21, outputs_2: optional %v22, outputs_3: optional %v23, outputs_4: optional %v24, outputs_5: optional %v25, outputs_6: optional %v26, outputs_7: optional %v27, outputs_8: optional %v28, outputs_9: optional %v29, outputs_10: optional %v30, outputs_11: optional %v31, outputs_12: optional %v32, outputs_13: optional %v33, outputs_14: optional %v34, outputs_15: optional %v35, outputs_tail: variadic %v36)
   }
   irdl.operation @gradient {
     %v1 = irdl.any
-    irdl.operands(inputs: variadic %v1)
     %v2 = irdl.any
-    irdl.results(outputs: variadic %v2)
-    %v3 = irdl.base "#builtin.array"
-    %v4 = irdl.base "#builtin.string"
-    irdl.attributes {"xs" = %v3, "y" = %v4}
+    %v3 = irdl.any
+    %v4 = irdl.any
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    irdl.operands(inputs_0: optional %v1, inputs_1: optional %v2, inputs_2: optional %v3, inputs_3: optional %v4, inputs_4: optional %v5, inputs_5: optional %v6, inputs_6: optional %v7, inputs_7: optional %v8, inputs_8: optional %v9, inputs_9: optional %v10, inputs_10: optional %v11, inputs_11: optional %v12, inputs_12: optional %v13, inputs_13: optional %v14, inputs_14: optional %v15, inputs_15: optional %v16, inputs_tail: variadic %v17)
+    %v18 = irdl.any
+    %v19 = irdl.any
+    %v20 = irdl.any
+    %v21 = irdl.any
+    %v22 = irdl.any
+    %v23 = irdl.any
+    %v24 = irdl.any
+    %v25 = irdl.any
+    %v26 = irdl.any
+    %v27 = irdl.any
+    %v28 = irdl.any
+    %v29 = irdl.any
+    %v30 = irdl.any
+    %v31 = irdl.any
+    %v32 = irdl.any
+    %v33 = irdl.any
+    %v34 = irdl.any
+    irdl.results(outputs_0: optional %v18, outputs_1: optional %v19, outputs_2: optional %v20, outputs_3: optional %v21, outputs_4: optional %v22, outputs_5: optional %v23, outputs_6: optional %v24, outputs_7: optional %v25, outputs_8: optional %v26, outputs_9: optional %v27, outputs_10: optional %v28, outputs_11: optional %v29, outputs_12: optional %v30, outputs_13: optional %v31, outputs_14: optional %v32, outputs_15: optional %v33, outputs_tail: variadic %v34)
+    %v35 = irdl.base "#builtin.array"
+    %v36 = irdl.base "#builtin.string"
+    irdl.attributes {"xs" = %v35, "y" = %v36}
   }
   irdl.operation @momentum {
     %v1 = irdl.any
     %v2 = irdl.any
     %v3 = irdl.any
-    irdl.operands(r: %v1, t: %v2, inputs: variadic %v3)
     %v4 = irdl.any
-    irdl.results(outputs: variadic %v4)
-    %v5 = irdl.base "#builtin.float"
-    %v6 = irdl.base "#builtin.float"
-    %v7 = irdl.base "#builtin.string"
-    %v8 = irdl.base "#builtin.float"
-    irdl.attributes {"alpha" = %v5, "beta" = %v6, "mode" = %v7, "norm_coefficient" = %v8}
+    %v5 = irdl.any
+    %v6 = irdl.any
+    %v7 = irdl.any
+    %v8 = irdl.any
+    %v9 = irdl.any
+    %v10 = irdl.any
+    %v11 = irdl.any
+    %v12 = irdl.any
+    %v13 = irdl.any
+    %v14 = irdl.any
+    %v15 = irdl.any
+    %v16 = irdl.any
+    %v17 = irdl.any
+    %v18 = irdl.any
+    %v19 = irdl.any
+    irdl.operands(r: %v1, t: %v2, inputs_0: optional %v3, inputs_1: optional %v4, inputs_2: optional %v5, inputs_3: optional %v6, inputs_4: optional %v7, inputs_5: optional %v8, inputs_6: optional %v9, inputs_7: optional %v10, inputs_8: optional %v11, inputs_9: optional %v12, inputs_10: optional %v13, inputs_11: optional %v14, inputs_12: optional %v15, inputs_13: optional %v16, inputs_14: optional %v17, inputs_15: optional %v18, inputs_tail: variadic %v19)
+    %v20 = irdl.any
+    %v21 = irdl.any
+    %v22 = irdl.any
+    %v23 = irdl.any
+    %v24 = irdl.any
+    %v25 = irdl.any
+    %v26 = irdl.any
+    %v27 = irdl.any
+    %v28 = irdl.any
+    %v29 = irdl.any
+    %v30 = irdl.any
+    %v31 = irdl.any
+    %v32 = irdl.any
+    %v33 = irdl.any
+    %v34 = irdl.any
+    %v35 = irdl.any
+    %v36 = irdl.any
+    irdl.results(outputs_0: optional %v20, outputs_1: optional %v21, outputs_2: optional %v22, outputs_3: optional %v23, outputs_4: optional %v24, outputs_5: optional %v25, outputs_6: optional %v26, outputs_7: optional %v27, outputs_8: optional %v28, outputs_9: optional %v29, outputs_10: optional %v30, outputs_11: optional %v31, outputs_12: optional %v32, outputs_13: optional %v33, outputs_14: optional %v34, outputs_15: optional %v35, outputs_tail: variadic %v36)
+    %v37 = irdl.base "#builtin.float"
+    %v38 = irdl.base "#builtin.float"
+    %v39 = irdl.base "#builtin.string"
+    %v40 = irdl.base "#builtin.float"
+    irdl.attributes {"alpha" = %v37, "beta" = %v38, "mode" = %v39, "norm_coefficient" = %v40}
   }
 }

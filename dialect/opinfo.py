@@ -13,6 +13,10 @@ from typing import Any
 
 SINGLE, OPTIONAL, VARIADIC = "single", "optional", "variadic"
 
+# An ONNX variadic parameter is this many independently typed IRDL slots plus a variadic tail
+# of one type (see `variadic_slots` in tools/gen_onnx_dialect.py for why).
+VARIADIC_SLOTS = 16
+
 # ONNX AttributeProto.AttributeType names; GRAPH/GRAPHS attributes become regions.
 ATTR_KINDS = (
     "FLOAT", "INT", "STRING", "TENSOR", "GRAPH", "SPARSE_TENSOR", "TYPE_PROTO",
@@ -88,3 +92,13 @@ class OpInfo:
             if name == type_str:
                 return allowed
         return None
+
+
+# `onnx.custom`: a node of a domain without schemas (custom ops, `com.microsoft`), with any
+# inputs, outputs and attributes; `domain` and `op_type` say what it is.
+CUSTOM_OP = OpInfo(
+    "onnx", "custom", "", "", (1,),
+    inputs=(Param("inputs", "inputs", "T", VARIADIC, False, 0),),
+    outputs=(Param("outputs", "outputs", "T", VARIADIC, False, 0),),
+    attributes=(Attr("domain", "STRING", True), Attr("op_type", "STRING", True)),
+)

@@ -13,7 +13,7 @@ from functools import lru_cache
 from mlir import ir
 
 from onnxc.dialect.names import DOMAIN_TO_DIALECT
-from onnxc.dialect.opinfo import OpInfo
+from onnxc.dialect.opinfo import CUSTOM_OP, OpInfo
 from onnxc.dialect.optable import OPS
 
 

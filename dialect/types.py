@@ -106,9 +106,10 @@ def tensor_type(onnx_dtype: int, shape: list[int] | None) -> ir.Type:
     """`tensor<...>` for a shape of static sizes and -1 for unknown dims; None means unranked."""
     elem = element_type(onnx_dtype)
     if shape is None:
-        return ir.UnrankedTensorType.get(elem)
+        return ir.UnrankedTensorType.get(elem, loc=ir.Location.unknown())
     dyn = ir.ShapedType.get_dynamic_size()
-    return ir.RankedTensorType.get([dyn if d < 0 else d for d in shape], elem)
+    # The location only serves diagnostics of invalid shapes, which callers rule out first.
+    return ir.RankedTensorType.get([dyn if d < 0 else d for d in shape], elem, loc=ir.Location.unknown())
 
 
 def _wrap(kind: str, inner: ir.Type) -> ir.Type:
@@ -206,6 +207,7 @@ def type_to_proto(t: ir.Type) -> onnx.TypeProto:
         tp.tensor_type.elem_type = onnx_element_type(st.element_type).onnx_dtype
         if st.has_rank:
             shape = tp.tensor_type.shape
+            shape.SetInParent()  # a rank-0 shape has no dims but is still a known shape
             for d in st.shape:
                 dim = shape.dim.add()
                 if d >= 0 and not ir.ShapedType.is_dynamic_size(d):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from onnxc.dialect.attributes import kind_of
+from onnxc.dialect.attributes import kind_of, onnx_attributes
 from onnxc.dialect.opinfo import OPTIONAL, VARIADIC, OpInfo, Param
 from onnxc.dialect.table import op_info
 from onnxc.dialect.types import UnsupportedTypeError, type_string
@@ -98,10 +98,8 @@ def _check_values(
 
 def _check_attributes(info: OpInfo, op: ir.Operation) -> list[str]:
     problems: list[str] = []
-    present = dict(op.attributes.items())
+    present = onnx_attributes(op)
     for name, attr in present.items():
-        if "." in name or name in ("operandSegmentSizes", "resultSegmentSizes"):
-            continue  # discardable attributes (dialect-prefixed) are not ONNX attributes
         spec = info.attr(name)
         if spec is None:
             problems.append(f"has unknown attribute '{name}' ({info.op_type} has: {', '.join(a.name for a in info.attributes) or 'none'})")

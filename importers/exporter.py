@@ -399,8 +399,8 @@ class _ModelExporter:
         elif name == "onnx.custom":
             node.op_type = _str(op.attributes, "op_type")
             node.domain = _str(op.attributes, "domain")
-            for key, value in op.attributes.items():
-                if key in ("domain", "op_type") or "." in key:
+            for key, value in attr_mod.onnx_attributes(op).items():
+                if key in ("domain", "op_type"):
                     continue
                 node.attribute.append(self._custom_attribute(key, value))
         elif name.split(".")[0] in _ONNX_DIALECTS:
@@ -409,9 +409,7 @@ class _ModelExporter:
                 raise self.fail(f"{op.location}: '{name}' is not an op of the ONNX dialect")
             node.op_type = info.op_type
             node.domain = info.domain
-            for key, value in op.attributes.items():
-                if "." in key:
-                    continue
+            for key, value in attr_mod.onnx_attributes(op).items():
                 node.attribute.append(self._attribute(info, key, value, op))
             for region, gname in zip(op.regions, info.regions):
                 if not region.blocks:

@@ -29,7 +29,7 @@ import onnx.defs
 from onnx import helper
 
 from onnxc.dialect.names import DOMAIN_TO_DIALECT, is_valid_irdl_name, sanitize_operand_name, versioned_name
-from onnxc.dialect.opinfo import OPTIONAL, SINGLE, VARIADIC, Attr, OpInfo, Param
+from onnxc.dialect.opinfo import CUSTOM_OP, OPTIONAL, SINGLE, VARIADIC, VARIADIC_SLOTS, Attr, OpInfo, Param
 
 DIALECT_DIR = Path(__file__).resolve().parent.parent / "dialect"
 OPTABLE_PATH = DIALECT_DIR / "optable.py"
@@ -169,6 +169,19 @@ _IRDL_ATTR_BASE = {
 }
 
 
+def variadic_slots(name: str) -> list[tuple[str, str]]:
+    """The IRDL operands (or results) standing for one ONNX variadic parameter.
+
+    IRDL in LLVM 22 binds a constraint variable to the first type it matches, and every element
+    of a variadic group is checked against the same variable, so a variadic group can only hold
+    values of one identical type (IRDLLoading.cpp, `irdlOpVerifier`). ONNX variadics differ in
+    shape (Concat) or type (If, Loop, custom ops). Each ONNX variadic is therefore
+    `VARIADIC_SLOTS` optional slots, each with its own variable, then a variadic tail for a run
+    of values of one type; the builder fills `operandSegmentSizes`/`resultSegmentSizes`.
+    """
+    return [(f"{name}_{i}", "optional") for i in range(VARIADIC_SLOTS)] + [(f"{name}_tail", "variadic")]
+
+
 def _irdl_op(op: OpInfo) -> list[str]:
     body: list[str] = [f"  irdl.operation @{op.name} {{"]
     counter = 0
@@ -184,8 +197,10 @@ def _irdl_op(op: OpInfo) -> list[str]:
             return
         items = []
         for p in ps:
-            prefix = "variadic " if p.option == VARIADIC else ""
-            items.append(f"{p.name}: {prefix}{fresh('irdl.any')}")
+            if p.option == VARIADIC:
+                items.extend(f"{name}: {variadicity} {fresh('irdl.any')}" for name, variadicity in variadic_slots(p.name))
+            else:
+                items.append(f"{p.name}: {fresh('irdl.any')}")
         body.append(f"    irdl.{kind}({', '.join(items)})")
 
     params("operands", op.inputs)
@@ -229,15 +244,7 @@ _ONNX_EXTRAS = """\
     %v1 = irdl.base "!builtin.none"
     irdl.results(none: %v1)
   }
-  irdl.operation @custom {
-    %v1 = irdl.any
-    %v2 = irdl.any
-    %v3 = irdl.base "#builtin.string"
-    %v4 = irdl.base "#builtin.string"
-    irdl.operands(inputs: variadic %v1)
-    irdl.results(outputs: variadic %v2)
-    irdl.attributes {"domain" = %v3, "op_type" = %v4}
-  }"""
+"""
 
 
 def render_irdl(ops: list[OpInfo]) -> str:
@@ -250,6 +257,7 @@ def render_irdl(ops: list[OpInfo]) -> str:
         lines.append(f"irdl.dialect @{dialect} {{")
         if dialect == "onnx":
             lines.append(_ONNX_EXTRAS)
+            lines.extend(_irdl_op(CUSTOM_OP))
         for op in by_dialect[dialect]:
             lines.extend(_irdl_op(op))
         lines.append("}")

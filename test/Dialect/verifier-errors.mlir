@@ -46,7 +46,7 @@ func.func @none_for_required(%a: tensor<2xf32>) {
 
 func.func @variadic_min_arity() {
   // expected-error @+1 {{operand 'inputs' is variadic with at least 1 value(s), got 0}}
-  %0 = "onnx.concat"() {axis = 0 : i64} : () -> tensor<2xf32>
+  %0 = "onnx.concat"() {axis = 0 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : () -> tensor<2xf32>
   return
 }
 
@@ -84,8 +84,18 @@ func.func @missing_required_attribute(%a: tensor<2xf32>) {
 
 // -----
 
+// Variadic operands are 16 independently typed IRDL slots and a tail (see DEVELOPERS.md);
+// the segment sizes say how the values fill them.
+func.func @variadic_segments_required(%a: tensor<2xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{'operandSegmentSizes' attribute is expected but not provided}}
+  %0 = "onnx.concat"(%a, %b) {axis = 0 : i64} : (tensor<2xf32>, tensor<3xf32>) -> tensor<5xf32>
+  return
+}
+
+// -----
+
 func.func @custom_without_domain(%a: tensor<2xf32>) {
   // expected-error @+1 {{attribute "domain" is expected but not provided}}
-  %0 = "onnx.custom"(%a) {op_type = "Foo"} : (tensor<2xf32>) -> tensor<2xf32>
+  %0 = "onnx.custom"(%a) {op_type = "Foo", operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<2xf32>) -> tensor<2xf32>
   return
 }

@@ -37,8 +37,8 @@ for opset in (12, 13):
 module = import_model(onnx.parser.parse_model(TEXT.replace("OPSET", "18")), ImportConfig(warn_custom_ops=False))
 print(module)
 # CHECK: "onnx.reduce_sum"(%arg0, %arg1) {keepdims = 1 : i64}
-# CHECK: %[[G:.*]] = "onnx.custom"(%arg0) {domain = "com.microsoft", op_type = "FusedGelu"} : (tensor<2x3xf32>) -> tensor<2x3xf32>
-# CHECK: "onnx.custom"(%arg0, %[[G]]) {domain = "acme", factor = 2.500000e+00 : f32, op_type = "Scale", tags = ["a", "b"]}
+# CHECK: %[[G:.*]] = "onnx.custom"(%arg0) {domain = "com.microsoft", op_type = "FusedGelu", operandSegmentSizes = {{.*}}} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+# CHECK: "onnx.custom"(%arg0, %[[G]]) {domain = "acme", factor = 2.500000e+00 : f32, op_type = "Scale", operandSegmentSizes = {{.*}}, tags = ["a", "b"]}
 
 # Custom ops export back unchanged.
 node = export_model(module).graph.node[2]

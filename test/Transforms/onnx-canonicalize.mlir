@@ -46,7 +46,7 @@ func.func @noops(%x: tensor<1x1x4x4xf32>, %w: tensor<1x1x1x1xf32>) -> tensor<1x1
 func.func @kept(%x: tensor<4xf32>, %r: tensor<f32>, %t: tensor<i1>) -> (tensor<4xf32>, tensor<4xf16>) {
   %d:2 = "onnx.dropout"(%x, %r, %t) : (tensor<4xf32>, tensor<f32>, tensor<i1>) -> (tensor<4xf32>, none)
   %c = "onnx.cast"(%x) {to = 10 : i64} : (tensor<4xf32>) -> tensor<4xf16>
-  "onnx.custom"(%x) {domain = "com.example", op_type = "Print"} : (tensor<4xf32>) -> ()
+  "onnx.custom"(%x) {domain = "com.example", op_type = "Print", operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> ()
   return %d#0, %c : tensor<4xf32>, tensor<4xf16>
 }
 
@@ -79,6 +79,6 @@ func.func @constant_if(%x: tensor<4xf32>) -> tensor<4xf32> {
   }, {
     %1 = "onnx.relu"(%x) : (tensor<4xf32>) -> tensor<4xf32>
     gpu.yield %1 : tensor<4xf32>
-  }) : (tensor<i1>) -> tensor<4xf32>
+  }) {resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<i1>) -> tensor<4xf32>
   return %r : tensor<4xf32>
 }

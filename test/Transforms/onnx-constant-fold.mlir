@@ -67,7 +67,7 @@ func.func @int_math() -> tensor<*xi32> {
   %d = "onnx.constant"() {value = dense<[0, 1, 2, 3, 4, 5]> : tensor<6xi32>} : () -> tensor<6xi32>
   %a = "onnx.constant"() {value = dense<[2]> : tensor<1xi64>} : () -> tensor<1xi64>
   %b = "onnx.constant"() {value = dense<[3]> : tensor<1xi64>} : () -> tensor<1xi64>
-  %s = "onnx.concat"(%a, %b) {axis = 0 : i64} : (tensor<1xi64>, tensor<1xi64>) -> tensor<*xi64>
+  %s = "onnx.concat"(%a, %b) {axis = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<1xi64>, tensor<1xi64>) -> tensor<*xi64>
   %r = "onnx.reshape"(%d, %s) : (tensor<6xi32>, tensor<*xi64>) -> tensor<*xi32>
   return %r : tensor<*xi32>
 }

@@ -152,10 +152,61 @@ def test_verifier_attribute_kind_unknown_and_none_for_required() -> None:
 
 def test_verifier_variadic_min_arity() -> None:
     # IRDL lets a variadic operand be empty; the schema says Concat needs at least one input.
-    msgs = _verify_text('func.func @f() {\n  %0 = "onnx.concat"() {axis = 0 : i64} : () -> tensor<2xf32>\n  return\n}')
+    zeros = ", ".join(["0"] * 17)
+    msgs = _verify_text(
+        'func.func @f() {\n  %0 = "onnx.concat"() {axis = 0 : i64, operandSegmentSizes = array<i32: ' + zeros + '>} : () -> tensor<2xf32>\n  return\n}'
+    )
     assert any("'inputs' is variadic with at least 1 value(s), got 0" in m for m in msgs), msgs
 
 
 def test_generator_check_mode_passes_on_checked_in_table() -> None:
     result = subprocess.run([sys.executable, "-m", "onnxc.tools.gen_onnx_dialect", "--check"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_variadic_values_of_different_types_verify() -> None:
+    """IRDL binds a variadic group to one type; the slot encoding lets ONNX variadics differ:
+    Concat of different shapes, If results of different types, custom ops of mixed types, and a
+    long run of one type in the tail."""
+    from onnxc.dialect import custom_op
+
+    with onnx_context(), ir.Location.unknown():
+        f32 = ir.F32Type.get()
+        i64 = ir.IntegerType.get_signless(64)
+        a, b, c = (ir.RankedTensorType.get([n, 3], f32) for n in (1, 2, 3))
+        cond = ir.RankedTensorType.get([], ir.IntegerType.get_signless(1))
+        many = [a] * 40
+        module = ir.Module.create()
+        with ir.InsertionPoint(module.body):
+            fn = func.FuncOp("f", ([a, b, c, cond, ir.RankedTensorType.get([2], i64)], []))
+            block = fn.add_entry_block()
+            x, y, z, p, q = block.arguments
+            with ir.InsertionPoint(block):
+                onnx_op("Concat", [x, y, z], [ir.RankedTensorType.get([6, 3], f32)], {"axis": 0})
+                onnx_op("Concat", [y, z] * 8 + [x] * 38, [ir.RankedTensorType.get([78, 3], f32)], {"axis": 0})
+                if_op = onnx_op("If", [p], [a, q.type])
+                for region, values in zip(if_op.regions, ([x, q], [x, q])):
+                    with ir.InsertionPoint(region.blocks.append()):
+                        yield_values(values)
+                custom_op("com.microsoft", "Fused", [x, q, y], [b, q.type])
+                func.ReturnOp([])
+        assert module.operation.verify()
+        assert verify_onnx(module) == []
+        text = str(module)
+        assert str(ir.Module.parse(text)) == text
+        del many
+
+
+def test_too_many_differently_typed_variadic_values_is_a_clear_error() -> None:
+    from onnxc.dialect import OnnxBuildError
+
+    with onnx_context(), ir.Location.unknown():
+        f32 = ir.F32Type.get()
+        types = [ir.RankedTensorType.get([n + 1, 3], f32) for n in range(20)]
+        module = ir.Module.create()
+        with ir.InsertionPoint(module.body):
+            fn = func.FuncOp("f", (types, []))
+            block = fn.add_entry_block()
+            with ir.InsertionPoint(block):
+                with pytest.raises(OnnxBuildError, match="at most 16 differently typed values followed by values of one type"):
+                    onnx_op("Concat", list(block.arguments), [ir.RankedTensorType.get([210, 3], f32)], {"axis": 0})
