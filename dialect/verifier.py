@@ -145,5 +145,6 @@ def verify_onnx(root: ir.Operation | ir.OpView | ir.Module) -> list[VerifyError]
             errors.append(VerifyError(op.location, op.name, message))
         return ir.WalkResult.ADVANCE
 
-    root.operation.walk(visit)
+    with root.operation.context:  # walking and printing locations need a current context
+        root.operation.walk(visit)
     return errors

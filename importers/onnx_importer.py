@@ -416,7 +416,7 @@ class ModelImporter:
             from onnxc.importers.validate import validate_model
         except ModuleNotFoundError:  # pragma: no cover - the validator is a sibling module
             return
-        problems = validate_model(self.model, self.config)
+        problems = validate_model(self.model, self.config, self.base_dir)
         if problems:
             raise ImportError_(f"model{self._model_label()} is invalid ({len(problems)} problem(s))", problems)
 
