@@ -237,7 +237,7 @@ def _assertion_reason(msg: str) -> str:
         s = line.strip()
         if not s:
             continue
-        if re.match(r"^(x|y|ACTUAL|DESIRED):", s) or s.startswith("Max relative"):
+        if re.match(r"^(x|y|ACTUAL|DESIRED):", s) or s.startswith(("Max relative", "First ", "Mismatch at")):
             if s.startswith(("ACTUAL: dtype", "DESIRED: dtype")):
                 keep.append(s)
                 continue
@@ -595,7 +595,7 @@ def render_xfails(cases: Sequence[Case], results: Mapping[str, Mapping[str, Any]
     """The text of backend_xfails.py for these results."""
     xf: list[tuple[str, str]] = []
     ex: list[tuple[str, str]] = []
-    for case in cases:
+    for case in sorted(cases, key=lambda c: c.name):
         r = results.get(case.name)
         if r is None or r["status"] == "pass":
             continue
@@ -713,7 +713,7 @@ def render_conformance(cases: Sequence[Case], failing: Mapping[str, tuple[str, s
     out += ["", "## Failing cases", "", f"{len(failing)} cases, with the stage they stop at and the first line of the reason "
             "(the same list is `test/python/backend_xfails.py`).", ""]
     for g in GROUPS:
-        gf = [c for c in cases if c.group == g and c.name in failing]
+        gf = sorted((c for c in cases if c.group == g and c.name in failing), key=lambda c: c.name)
         if not gf:
             continue
         out += [f"### {g} ({len(gf)})", "", "| case | reason |", "|---|---|"]
