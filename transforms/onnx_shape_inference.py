@@ -148,7 +148,7 @@ class OnnxShapeInferencePass(ModulePass):
         module = module.operation
         with module.context, ir.Location.unknown():
             inferer = _Inferer(self.max_value_elements)
-            for fn in U.functions(module):
+            for fn in U.functions_callees_first(module):
                 inferer.run_function(fn)
             if self.strict and inferer.conflicts:
                 raise PassFailure(self.name, inferer.conflicts)
@@ -158,7 +158,7 @@ def infer_shapes(module: ir.Operation, *, strict: bool = False) -> list[tuple[ir
     """Run shape inference on `module`; returns the disagreements found (empty when none)."""
     inferer = _Inferer(64)
     with module.operation.context, ir.Location.unknown():
-        for fn in U.functions(module.operation):
+        for fn in U.functions_callees_first(module.operation):
             inferer.run_function(fn)
     if strict and inferer.conflicts:
         raise PassFailure(OnnxShapeInferencePass.name, inferer.conflicts)

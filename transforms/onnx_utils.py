@@ -111,6 +111,43 @@ def functions(module: ir.Operation) -> list[ir.Operation]:
     return [op for op in block_ops(module.regions[0].blocks[0]) if op.name == "func.func"]
 
 
+def functions_callees_first(module: ir.Operation) -> list[ir.Operation]:
+    """The module's functions ordered so that a function comes after every function it calls
+    (where the calls form no cycle), so that refined callee signatures reach their callers."""
+    funcs = functions(module)
+    by_name = {ir.StringAttr(f.attributes["sym_name"]).value: f for f in funcs if "sym_name" in f.attributes}
+    calls: dict[int, list[ir.Operation]] = {}
+    for i, f in enumerate(funcs):
+        targets = []
+        for call in collect_ops(f, lambda o: o.name == "func.call"):
+            if "callee" in call.attributes:
+                target = by_name.get(ir.FlatSymbolRefAttr(call.attributes["callee"]).value)
+                if target is not None:
+                    targets.append(target)
+        calls[i] = targets
+    index = {id_key(f): i for i, f in enumerate(funcs)}
+    order: list[ir.Operation] = []
+    state: dict[int, int] = {}  # 1: visiting, 2: done
+
+    def visit(i: int) -> None:
+        if state.get(i):
+            return
+        state[i] = 1
+        for t in calls[i]:
+            visit(index[id_key(t)])
+        state[i] = 2
+        order.append(funcs[i])
+
+    for i in range(len(funcs)):
+        visit(i)
+    return order
+
+
+def id_key(op: ir.Operation) -> int:
+    """A hashable identity of an operation (its position in the function list is not stable)."""
+    return hash(op.operation)
+
+
 # --- attributes ---------------------------------------------------------------------------------
 
 
@@ -470,7 +507,9 @@ def replace_value(old: ir.Value, new: ir.Value) -> bool:
 
 
 def sync_function_type(fn: ir.Operation | None) -> None:
-    """Make a `func.func`'s result types those of its `func.return` operands (after refinement)."""
+    """Make a `func.func`'s result types those of its `func.return` operands (after refinement),
+    and the results of every `func.call` of it too, so call sites stay valid. A result whose
+    returned value contradicts the declared type (not a refinement) keeps the declared type."""
     if fn is None:
         return
     fn = fn.operation
@@ -481,10 +520,24 @@ def sync_function_type(fn: ir.Operation | None) -> None:
     if len(rets) != 1:
         return
     ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+    old_results = list(ftype.results)
     new_results = [v.type for v in rets[0].operands]
-    if list(ftype.results) == new_results:
+    if old_results == new_results or len(old_results) != len(new_results):
         return
+    if any(refine_type(o, n) != n for o, n in zip(old_results, new_results) if o != n):
+        return  # not a refinement: leave the signature (and the mismatch) for the verifier to report
     fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(list(ftype.inputs), new_results))
+    module = fn.parent
+    if module is None or "sym_name" not in fn.attributes:
+        return
+    name = ir.StringAttr(fn.attributes["sym_name"]).value
+    for call in collect_ops(module.operation, lambda o: o.name == "func.call"):
+        callee = call.attributes["callee"] if "callee" in call.attributes else None
+        if callee is None or ir.FlatSymbolRefAttr(callee).value != name:
+            continue
+        for res, t in zip(call.results, new_results):
+            if res.type != t:
+                res.set_type(t)
 
 
 def replace_op(old: ir.Operation, new_values: Sequence[ir.Value]) -> bool:

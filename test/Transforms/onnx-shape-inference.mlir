@@ -212,3 +212,23 @@ func.func @if_known_condition(%x: tensor<2x3xf32>) -> tensor<*xf32> {
   }) {resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<*xi1>) -> tensor<*xf32>
   return %r : tensor<*xf32>
 }
+
+// -----
+
+// Model-local functions (private, called with func.call) are inferred before their callers; a
+// refined callee signature updates its call sites, and the caller continues from there.
+// CHECK-LABEL: func.func @caller
+// CHECK-SAME: -> tensor<2x3xf32>
+// CHECK: call @callee(%arg0) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+// CHECK: "onnx.relu"{{.*}} -> tensor<2x3xf32>
+// CHECK-LABEL: func.func private @callee
+// CHECK-SAME: -> tensor<2x3xf32>
+func.func @caller(%x: tensor<2x3xf32>) -> tensor<*xf32> {
+  %0 = func.call @callee(%x) : (tensor<2x3xf32>) -> tensor<*xf32>
+  %1 = "onnx.relu"(%0) : (tensor<*xf32>) -> tensor<*xf32>
+  return %1 : tensor<*xf32>
+}
+func.func private @callee(%x: tensor<2x3xf32>) -> tensor<*xf32> {
+  %0 = "onnx.neg"(%x) : (tensor<2x3xf32>) -> tensor<*xf32>
+  return %0 : tensor<*xf32>
+}
