@@ -43,7 +43,17 @@ def _model(op: str, inputs: list[tuple[str, np.ndarray]], n_out: int = 1, inits:
     return m
 
 
+BYTE_CODED = ("float8", "float4", "int4", "uint4", "int2", "uint2")
+
+
+def _byte_coded(dt: np.dtype) -> bool:
+    """float8/float4/int4/int2 (ml_dtypes): lowered as the bytes that store them."""
+    return str(dt).startswith(BYTE_CODED)
+
+
 def _signless(a: np.ndarray) -> np.ndarray:
+    if _byte_coded(a.dtype):
+        return a.view(np.int8)
     return a.view(a.dtype.str.replace("u", "i")) if a.dtype.kind == "u" else a
 
 
@@ -81,9 +91,11 @@ def check(m: onnx.ModelProto, feeds: list[np.ndarray], expected: list[np.ndarray
     assert len(got) >= len(expected)
     for g, r in zip(got, expected):
         r = np.asarray(r)
-        g = g.view(r.dtype) if r.dtype.kind == "u" else g
+        g = g.view(r.dtype) if r.dtype.kind == "u" or _byte_coded(r.dtype) else g
         assert g.shape == r.shape, (g.shape, r.shape)
-        if r.dtype == np.bool_ or r.dtype.kind in "iu":
+        if _byte_coded(r.dtype):
+            np.testing.assert_array_equal(g.astype(np.float32), r.astype(np.float32))
+        elif r.dtype == np.bool_ or r.dtype.kind in "iu":
             np.testing.assert_array_equal(g, r)
         else:
             np.testing.assert_allclose(g.astype(np.float64), r.astype(np.float64), rtol=rtol, atol=atol)
@@ -860,3 +872,44 @@ def test_split_and_topk_runtime_sizes() -> None:
         kv = np.array([k], np.int64)
         for g, w in zip(f2(x, kv), ReferenceEvaluator(m2).run(None, {"x": x, "k": kv})):
             np.testing.assert_array_equal(g, w)
+
+
+MINI = [TP.FLOAT8E4M3FN, TP.FLOAT8E4M3FNUZ, TP.FLOAT8E5M2, TP.FLOAT8E5M2FNUZ, TP.FLOAT4E2M1]
+SPECIAL = np.array([0.0, -0.0, 1e-9, 0.3, -3.5, 5.5, 7.0, 100.0, 1000.0, 1e9, np.inf, -np.inf, np.nan, 0.0078125, 2.5, -0.75], np.float32)
+
+
+@pytest.mark.parametrize("to", MINI, ids=lambda t: TP.DataType.Name(t))
+@pytest.mark.parametrize("saturate", [1, 0])
+def test_cast_to_and_from_small_floats(to: int, saturate: int) -> None:
+    x = SPECIAL.reshape(4, 4)
+    kw = {} if to == TP.FLOAT4E2M1 else {"saturate": saturate}
+    check(_model("Cast", [("x", x)], to=to, out_types=[to], **kw), [x])
+    check(_model("Cast", [("x", x.astype(np.float16))], to=to, out_types=[to], **kw), [x.astype(np.float16)])
+    y = x.astype(helper.tensor_dtype_to_np_dtype(to))
+    check(_model("Cast", [("y", y)], to=TP.FLOAT, out_types=[F]), [y])
+    check(_model("Cast", [("y", y)], to=TP.FLOAT16, out_types=[F16]), [y])
+
+
+@pytest.mark.parametrize("to", [TP.INT4, TP.UINT4, TP.INT2, TP.UINT2], ids=lambda t: TP.DataType.Name(t))
+def test_cast_small_ints(to: int) -> None:
+    x = np.array([-9.7, -1.5, 0.4, 2.6, 7.9, 17.2], np.float32)
+    check(_model("Cast", [("x", x)], to=to, out_types=[to]), [x])
+    i = np.array([-9, -1, 3, 7, 17, 0], np.int32)
+    check(_model("Cast", [("i", i)], to=to, out_types=[to]), [i])
+    y = i.astype(helper.tensor_dtype_to_np_dtype(to))
+    check(_model("Cast", [("y", y)], to=TP.FLOAT, out_types=[F]), [y])
+    check(_model("Cast", [("y", y)], to=TP.INT8, out_types=[TP.INT8]), [y])
+
+
+def test_quantize_small_types_and_blocks() -> None:
+    x = rnd(2, 4, lo=-3, hi=3)
+    s = np.array(0.5, np.float32)
+    for zp in (np.array(1, helper.tensor_dtype_to_np_dtype(TP.INT4)), np.array(0, helper.tensor_dtype_to_np_dtype(TP.FLOAT8E4M3FN))):
+        check(_model("QuantizeLinear", [("x", x), ("s", s), ("z", zp)]), [x, s, zp])
+        q = x.astype(zp.dtype)
+        check(_model("DequantizeLinear", [("q", q), ("s", s), ("z", zp)]), [q, s, zp])
+    sb = np.array([[0.1, 0.2], [0.3, 0.4]], np.float32)
+    zb = np.array([[1, 2], [3, 4]], np.uint8)
+    check(_model("QuantizeLinear", [("x", x), ("s", sb), ("z", zb)], axis=1, block_size=2), [x, sb, zb])
+    qb = rnd(2, 4, dtype=np.uint8, lo=0, hi=255)
+    check(_model("DequantizeLinear", [("q", qb), ("s", sb), ("z", zb)], axis=1, block_size=2), [qb, sb, zb])

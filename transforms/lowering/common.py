@@ -112,12 +112,20 @@ _LOWERABLE_ELEMENTS = ("f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i
 
 
 def element_supported(t: ir.Type) -> bool:
-    """Element types the lowering handles (no strings, complex or sub-byte floats yet)."""
-    return str(t) in _LOWERABLE_ELEMENTS
+    """Element types the lowering handles (no strings or complex; float8/float4/int4/int2 as
+    bytes, see `minifloat.py`)."""
+    from onnxc.transforms.lowering.minifloat import is_exotic
+
+    return str(t) in _LOWERABLE_ELEMENTS or is_exotic(t)
 
 
 def convert_element(t: ir.Type) -> ir.Type:
-    """Signless version of an element type (`ui8` -> `i8`); other types unchanged."""
+    """Signless version of an element type (`ui8` -> `i8`); float8/float4/int4/int2 become the
+    `i8` bytes that store them; other types unchanged."""
+    from onnxc.transforms.lowering.minifloat import is_exotic
+
+    if is_exotic(t):
+        return ir.IntegerType.get_signless(8)
     if isinstance(t, ir.IntegerType) and not ir.IntegerType(t).is_signless:
         return ir.IntegerType.get_signless(ir.IntegerType(t).width)
     return t
@@ -573,9 +581,33 @@ def broadcast_to(v: ir.Value, shape: Sequence[Dim]) -> ir.Value:
 # --- scalar conversions --------------------------------------------------------------------------
 
 
-def convert_scalar(x: ir.Value, src: ir.Type, dst: ir.Type) -> ir.Value:
+def convert_scalar(x: ir.Value, src: ir.Type, dst: ir.Type, saturate: bool = False) -> ir.Value:
     """Convert a scalar from ONNX element type `src` to `dst` (both may be unsigned: the
-    signedness picks extui/uitofp/fptoui; the values themselves are signless)."""
+    signedness picks extui/uitofp/fptoui; the values themselves are signless). float8/float4/
+    int4/int2 go through their byte codes (`minifloat.py`); `saturate` is ONNX Cast's flag for
+    float8 results."""
+    from onnxc.transforms.lowering import minifloat as mf
+
+    if str(src) == str(dst):
+        return x
+    f32 = ir.F32Type.get()
+    i32 = ir.IntegerType.get_signless(32)
+    if str(src) in mf.MINIFLOATS:
+        return convert_scalar(mf.decode(x, mf.MINIFLOATS[str(src)]), f32, dst, saturate)
+    if str(src) in mf.SMALL_INTS:
+        bits, signed = mf.SMALL_INTS[str(src)]
+        return convert_scalar(mf.small_int_to_i32(x, bits, signed), i32, dst, saturate)
+    if str(dst) in mf.MINIFLOATS:
+        return mf.encode(convert_scalar(x, src, f32), mf.MINIFLOATS[str(dst)], saturate)
+    if str(dst) in mf.SMALL_INTS:
+        bits, _ = mf.SMALL_INTS[str(dst)]
+        if is_float(src):
+            wide = ir.F64Type.get() if str(src) == "f64" else f32
+            xi = arith.fptosi(ir.IntegerType.get_signless(64), convert_scalar(x, src, wide))
+            return mf.i64_to_small_int(xi, bits)
+        if is_bool(src):
+            x = arith.extui(ir.IntegerType.get_signless(8), x)
+        return mf.i64_to_small_int(x, bits)
     s, d = convert_element(src), convert_element(dst)
     if str(s) == str(d):
         return x
@@ -615,11 +647,19 @@ def _float_same_width(x: ir.Value, s: ir.Type, d: ir.Type) -> ir.Value:
     return arith.truncf(d, arith.extf(ir.F32Type.get(), x))
 
 
-def convert_tensor(v: ir.Value, src: ir.Type, dst: ir.Type) -> ir.Value:
+def convert_tensor(v: ir.Value, src: ir.Type, dst: ir.Type, saturate: bool = False) -> ir.Value:
     """Elementwise conversion of a tensor from ONNX element type `src` to `dst`."""
-    if str(convert_element(src)) == str(convert_element(dst)):
+    if str(src) == str(dst):
         return v
-    return elementwise([v], convert_element(dst), lambda x: convert_scalar(x, src, dst))
+    if str(convert_element(src)) == str(convert_element(dst)) and not _byte_coded(src) and not _byte_coded(dst):
+        return v
+    return elementwise([v], convert_element(dst), lambda x: convert_scalar(x, src, dst, saturate))
+
+
+def _byte_coded(t: ir.Type) -> bool:
+    from onnxc.transforms.lowering.minifloat import is_exotic
+
+    return is_exotic(t)
 
 
 def cast_to_type(v: ir.Value, t: ir.Type) -> ir.Value:

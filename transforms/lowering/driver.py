@@ -25,6 +25,7 @@ from mlir.dialects import func
 
 from onnxc.dialect.table import schema_for
 from onnxc.errors import DiagnosticsError
+from onnxc.transforms.lowering.minifloat import is_exotic
 from onnxc.transforms.lowering.common import (
     LoweringError,
     Node,
@@ -40,6 +41,13 @@ from onnxc.transforms.lowering.common import (
 )
 
 ONNX_DIALECTS = ("onnx", "onnx_ml", "onnx_training", "onnx_preview")
+# Ops that may see float8/float4/int4/int2 tensors (stored as bytes): conversions, and ops that
+# only move elements around.
+BYTE_CODED_OPS = frozenset(
+    {"Cast", "CastLike", "QuantizeLinear", "DequantizeLinear", "Identity", "Reshape", "Flatten", "Squeeze",
+     "Unsqueeze", "Transpose", "Concat", "Slice", "Gather", "GatherElements", "GatherND", "Split", "Expand",
+     "Tile", "Shape", "Size", "Where", "If", "Loop"}
+)  # fmt: skip
 # Ops whose regions the walk knows (ONNX ops with GRAPH attributes are the patterns' business).
 _PASSTHROUGH_TERMINATORS = ("func.return", "gpu.yield")
 
@@ -88,6 +96,9 @@ def check_op(op: ir.Operation) -> list[str]:
     if info.since_version < pat.min_version:
         return [f"{who}: only version {pat.min_version} and newer are lowered; run onnx-upgrade-ops first"]
     problems: list[str] = []
+    exotic = [t for t in [v.type for v in op.operands] + [r.type for r in op.results] if isinstance(t, (ir.RankedTensorType, ir.UnrankedTensorType)) and is_exotic(elem_of(t))]
+    if exotic and info.op_type not in BYTE_CODED_OPS:
+        return [f"{who}: element type {elem_of(exotic[0])} is only lowered for casts, (de)quantization and data movement"]
     deferred = False
     for i, v in enumerate(op.operands):
         p = _type_problem(v.type, f"input {i}")

@@ -553,11 +553,14 @@ def _check_cast(node: Node) -> str | None:
 @lowers("Cast", "CastLike", check=_check_cast)
 def lower_cast(node: Node) -> list[ir.Value]:
     """Cast/CastLike: a per-element conversion keeping the ONNX signedness of both sides."""
+    from onnxc.transforms.lowering.minifloat import is_exotic
+
     src, dst = node.in_elem(0), node.out_elem(0)
     x = node.input(0)
-    if str(convert_element(src)) == str(convert_element(dst)):
+    if str(src) == str(dst) or (str(convert_element(src)) == str(convert_element(dst)) and not is_exotic(src) and not is_exotic(dst)):
         return [x]
-    return [elementwise([x], convert_element(dst), lambda v: convert_scalar(v, src, dst))]
+    saturate = bool(int(node.attr("saturate", 1)))
+    return [elementwise([x], convert_element(dst), lambda v: convert_scalar(v, src, dst, saturate))]
 
 
 

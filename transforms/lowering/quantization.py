@@ -27,11 +27,20 @@ from onnxc.transforms.lowering.common import (
     static_shape,
 )
 
-_QTYPES = ("i8", "ui8", "i16", "ui16", "i32")
+_QTYPES = ("i8", "ui8", "i16", "ui16", "i32", "i4", "ui4", "i2", "ui2", "f8E4M3FN", "f8E4M3FNUZ", "f8E5M2", "f8E5M2FNUZ", "f4E2M1FN")
 
 
-def _along(node: Node, v: ir.Value, r: int) -> ir.Value:
-    """A scale or zero point of rank <= 1 viewed for broadcasting against a rank-r input."""
+def _along(node: Node, v: ir.Value, r: int, x: ir.Value | None = None) -> ir.Value:
+    """A scale or zero point viewed for broadcasting against a rank-r input: rank 0 as is, 1-D
+    along `axis`, and blocked (same rank as x, `block_size`) expanded to x's shape."""
+    block = int(node.attr("block_size", 0) or 0)
+    if block and x is not None and rank_of(v) == r and r > 0:
+        from onnxc.transforms.lowering.common import affine_map, elem_of, empty, generic, identity_map
+
+        axis = normalize_axis(int(node.attr("axis", 1)), r)
+        exprs = [ir.AffineDimExpr.get(i) if i != axis else ir.AffineFloorDivExpr.get(ir.AffineDimExpr.get(i), ir.AffineConstantExpr.get(block)) for i in range(r)]
+        m = affine_map(r, exprs)
+        return generic([v], [empty(shape_of(x), elem_of(v.type))], [m, identity_map(r)], ["parallel"] * r, lambda a: [a[0]])[0]
     if rank_of(v) == 0 or r <= 1:
         return v
     axis = normalize_axis(int(node.attr("axis", 1)), r)
@@ -39,13 +48,12 @@ def _along(node: Node, v: ir.Value, r: int) -> ir.Value:
 
 
 def _check(node: Node, qtype_index: int) -> str | None:
-    if int(node.attr("block_size", 0) or 0):
-        return "blocked quantization is not lowered"
+    blocked = bool(int(node.attr("block_size", 0) or 0))
     t = str(node.in_elem(qtype_index) if qtype_index == 0 else node.out_elem(0))
     if t not in _QTYPES:
         return f"quantized type {t} is not lowered"
-    if len(static_shape(node.onnx_types[1])) > 1:
-        return "scale of rank > 1 (blocked) is not lowered"
+    if len(static_shape(node.onnx_types[1])) > 1 and not blocked:
+        return "a scale of rank > 1 needs block_size"
     return None
 
 
@@ -56,10 +64,10 @@ def lower_dequantize(node: Node) -> list[ir.Value]:
     r = rank_of(x)
     qe = node.in_elem(0)
     fe = node.in_elem(1)
-    ins = [x, _along(node, node.input(1), r)]
+    ins = [x, _along(node, node.input(1), r, x)]
     has_zp = node.has(2)
     if has_zp:
-        ins.append(_along(node, node.input(2), r))
+        ins.append(_along(node, node.input(2), r, x))
     f = convert_element(fe)
 
     def body(*a: ir.Value) -> ir.Value:
@@ -80,16 +88,29 @@ def lower_quantize(node: Node) -> list[ir.Value]:
     qe = node.out_elem(0)
     q = convert_element(qe)
     f32 = ir.F32Type.get()
-    ins = [x, _along(node, node.input(1), r)]
+    ins = [x, _along(node, node.input(1), r, x)]
     has_zp = node.has(2)
     if has_zp:
-        ins.append(_along(node, node.input(2), r))
-    w = bitwidth(q)
-    lo, hi = (0, (1 << w) - 1) if is_unsigned(qe) else (-(1 << (w - 1)), (1 << (w - 1)) - 1)
+        ins.append(_along(node, node.input(2), r, x))
+    from onnxc.transforms.lowering.minifloat import MINIFLOATS, SMALL_INTS
+
+    float_q = str(qe) in MINIFLOATS
+    if str(qe) in SMALL_INTS:
+        w, signed = SMALL_INTS[str(qe)]
+        lo, hi = (-(1 << (w - 1)), (1 << (w - 1)) - 1) if signed else (0, (1 << w) - 1)
+    else:
+        w = bitwidth(q)
+        lo, hi = (0, (1 << w) - 1) if is_unsigned(qe) else (-(1 << (w - 1)), (1 << (w - 1)) - 1)
     se = node.in_elem(1)
+    saturate = bool(int(node.attr("saturate", 1)))
 
     def body(*a: ir.Value) -> ir.Value:
         v = arith.divf(convert_scalar(a[0], xe, f32), convert_scalar(a[1], se, f32))
+        if float_q:
+            # float8/float4 outputs: no integer rounding; the conversion rounds and saturates.
+            if has_zp:
+                v = arith.addf(v, convert_scalar(a[2], qe, f32))
+            return convert_scalar(v, f32, qe, saturate)
         v = math.roundeven(v)
         if has_zp:
             v = arith.addf(v, convert_scalar(a[2], qe, f32))
