@@ -913,3 +913,16 @@ def test_quantize_small_types_and_blocks() -> None:
     check(_model("QuantizeLinear", [("x", x), ("s", sb), ("z", zb)], axis=1, block_size=2), [x, sb, zb])
     qb = rnd(2, 4, dtype=np.uint8, lo=0, hi=255)
     check(_model("DequantizeLinear", [("q", qb), ("s", sb), ("z", zb)], axis=1, block_size=2), [qb, sb, zb])
+
+
+def test_resize_runtime_scales_sizes_roi() -> None:
+    x = rnd(1, 2, 4, 5)
+    scales = np.array([1, 1, 1.5, 0.6], np.float32)
+    m = _model("Resize", [("x", x), ("roi", np.array([], np.float32)), ("scales", scales)], mode="linear")
+    check(m, [x, np.array([], np.float32), scales])
+    sizes = np.array([3, 7], np.int64)
+    m2 = _model("Resize", [("x", x), ("sizes", sizes)], node_inputs=["x", "", "", "sizes"], axes=[2, 3], mode="cubic", keep_aspect_ratio_policy="not_smaller")
+    check(m2, [x, sizes])
+    roi = np.array([0.2, 0.1, 0.9, 1.3], np.float32)
+    m3 = _model("Resize", [("x", x), ("roi", roi), ("sizes", sizes)], node_inputs=["x", "roi", "", "sizes"], axes=[2, 3], mode="nearest", coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=-1.0)
+    check(m3, [x, roi, sizes])

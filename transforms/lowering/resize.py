@@ -20,10 +20,12 @@ from mlir import ir
 from mlir.dialects import arith, math, tensor
 
 from onnxc.transforms.lowering.common import (
+    Dim,
     Node,
     const_index,
     const_scalar,
     convert_element,
+    convert_scalar,
     convert_tensor,
     elem_of,
     empty,
@@ -55,12 +57,10 @@ def _plan(node: Node) -> tuple[list[float], list[int], list[float] | None] | str
     axes = node.attr("axes")
     axes = [a + r if a < 0 else a for a in axes] if axes else list(range(r))
     roi_in = node.const(1) if node.has(1) else None
-    if node.has(1) and roi_in is None:
-        return "roi must be a constant"
     scales_c = node.const(2) if node.has(2) else None
     sizes_c = node.const(3) if node.has(3) else None
-    if node.has(2) and scales_c is None or node.has(3) and sizes_c is None:
-        return "scales and sizes must be constants"
+    if (node.has(1) and roi_in is None) or (node.has(2) and scales_c is None) or (node.has(3) and sizes_c is None):
+        return "runtime"
     if scales_c is not None and scales_c.size == 0:
         scales_c = None
     if sizes_c is not None and sizes_c.size == 0:
@@ -105,10 +105,18 @@ def _check_resize(node: Node) -> str | None:
     if mode != "nearest" and not is_float(node.in_elem(0)):
         return f"{mode} resize of integers is not lowered"
     p = _plan(node)
+    if p == "runtime":
+        for i in (1, 2, 3):
+            if node.has(i) and len(static_shape(node.onnx_types[i])) != 1:
+                return "roi, scales and sizes must be 1-D"
+        if not (node.has(2) and static_shape(node.onnx_types[2])[0] not in (0, None)) and not node.has(3):
+            return "one of scales and sizes is needed"
+        return None
     return p if isinstance(p, str) else None
 
 
-def _resize_axis(x: ir.Value, axis: int, scale: float, out_w: int, node: Node, roi: list[float] | None) -> ir.Value:
+def _resize_axis(x: ir.Value, axis: int, scale: float | ir.Value, out_w: Dim, node: Node, roi: tuple[float | ir.Value, float | ir.Value] | None) -> ir.Value:
+    """Resize one axis of x to `out_w` with `scale` (python numbers or f64/index values)."""
     f64 = ir.F64Type.get()
     r = rank_of(x)
     in_w = static_shape(x.type)[axis]
@@ -121,35 +129,46 @@ def _resize_axis(x: ir.Value, axis: int, scale: float, out_w: int, node: Node, r
     a = float(node.attr("cubic_coeff_a", -0.75))
     excl = int(node.attr("exclude_outside", 0) or 0)
     extrap = float(node.attr("extrapolation_value", 0.0))
-    out_wf = scale * in_w
     shape = shape_of(x)
     shape[axis] = out_w
 
     def c(v: float) -> ir.Value:
         return const_scalar(v, f64)
 
+    def fv(v: float | ir.Value) -> ir.Value:
+        return v if isinstance(v, ir.Value) else c(float(v))
+
+    # Values used by the body, built once outside it.
+    scale_v = fv(scale)
+    out_w_v = arith.sitofp(f64, arith.index_cast(ir.IntegerType.get_signless(64), out_w)) if isinstance(out_w, ir.Value) else c(float(out_w))
+    out_wf = arith.mulf(scale_v, c(float(in_w)))  # the unrounded output width
+    one_out = arith.cmpf(F.OEQ, out_wf, c(1.0))
+    r0 = fv(roi[0]) if roi else c(0.0)
+    r1 = fv(roi[1]) if roi else c(1.0)
+
     def body(args: list[ir.Value]) -> list[ir.Value]:
         y = arith.sitofp(f64, arith.index_cast(ir.IntegerType.get_signless(64), index_of(axis)))
         outside = None
+        half = arith.subf(arith.divf(arith.addf(y, c(0.5)), scale_v), c(0.5))
         if ctm == "align_corners":
-            xo = c(0.0) if out_wf == 1 else arith.mulf(y, c((in_w - 1) / (out_wf - 1)))
+            xo = arith.select(one_out, c(0.0), arith.divf(arith.mulf(y, c(float(in_w - 1))), arith.subf(out_wf, c(1.0))))
         elif ctm == "asymmetric":
-            xo = arith.divf(y, c(scale))
+            xo = arith.divf(y, scale_v)
         elif ctm == "tf_crop_and_resize":
-            r0, r1 = (roi[axis], roi[r + axis]) if roi else (0.0, 1.0)
-            if out_wf == 1:
-                xo = c((r1 - r0) * (in_w - 1) / 2 + r0 * (in_w - 1))
-            else:
-                xo = arith.addf(arith.mulf(y, c((r1 - r0) * (in_w - 1) / (out_wf - 1))), c(r0 * (in_w - 1)))
+            span = arith.mulf(arith.subf(r1, r0), c(float(in_w - 1)))
+            start = arith.mulf(r0, c(float(in_w - 1)))
+            single = arith.addf(arith.divf(span, c(2.0)), start)
+            many = arith.addf(arith.divf(arith.mulf(y, span), arith.subf(out_wf, c(1.0))), start)
+            xo = arith.select(one_out, single, many)
             outside = arith.ori(arith.cmpf(F.OLT, xo, c(0.0)), arith.cmpf(F.OGT, xo, c(float(in_w - 1))))
         elif ctm == "pytorch_half_pixel":
-            xo = c(-0.5) if out_wf == 1 else arith.subf(arith.divf(arith.addf(y, c(0.5)), c(scale)), c(0.5))
+            xo = arith.select(one_out, c(-0.5), half)
         elif ctm == "half_pixel_symmetric":
-            adjustment = out_w / out_wf
-            offset = in_w / 2 * (1 - adjustment)
-            xo = arith.addf(c(offset), arith.subf(arith.divf(arith.addf(y, c(0.5)), c(scale)), c(0.5)))
+            adjustment = arith.divf(out_w_v, out_wf)
+            offset = arith.mulf(c(in_w / 2), arith.subf(c(1.0), adjustment))
+            xo = arith.addf(offset, half)
         else:  # half_pixel
-            xo = arith.subf(arith.divf(arith.addf(y, c(0.5)), c(scale)), c(0.5))
+            xo = half
         fl = math.floor(xo)
         ratio = arith.subf(xo, fl)
         base = arith.index_cast(ir.IndexType.get(), arith.fptosi(ir.IntegerType.get_signless(64), fl))
@@ -207,24 +226,75 @@ def _resize_axis(x: ir.Value, axis: int, scale: float, out_w: int, node: Node, r
     return generic([], [empty(shape, elem_of(x.type))], [identity_map(r)], ["parallel"] * r, body)[0]
 
 
+def _runtime_plan(node: Node, x: ir.Value) -> tuple[list[ir.Value], list[Dim], list[tuple[ir.Value, ir.Value]] | None, list[int]]:
+    """Per-axis scale (f64 values) and output size for runtime scales/sizes/roi, the roi per
+    axis, and the axes to resize."""
+    f64 = ir.F64Type.get()
+    i64 = ir.IntegerType.get_signless(64)
+    r = rank_of(x)
+    in_shape = [int(d) for d in static_shape(x.type)]  # type: ignore[arg-type]
+    axes = node.attr("axes")
+    axes = [a + r if a < 0 else a for a in axes] if axes else list(range(r))
+
+    def elem(i: int, j: int) -> ir.Value:
+        v = tensor.extract(node.input(i), [const_index(j)])
+        return convert_scalar(v, node.in_elem(i), f64)
+
+    scales: list[ir.Value] = [const_scalar(1.0, f64)] * r
+    outs: list[Dim] = list(in_shape)
+    sizes_given = node.has(3) and static_shape(node.onnx_types[3])[0] not in (0, None)
+    if sizes_given:
+        for j, a in enumerate(axes):
+            scales[a] = arith.divf(elem(3, j), const_scalar(float(in_shape[a]), f64))
+        policy = node.attr("keep_aspect_ratio_policy", "stretch")
+        if policy != "stretch":
+            pick = arith.minimumf if policy == "not_larger" else arith.maximumf
+            sc = scales[axes[0]]
+            for a in axes[1:]:
+                sc = pick(sc, scales[a])
+            for a in axes:
+                scales[a] = sc
+                outs[a] = arith.index_cast(ir.IndexType.get(), arith.fptosi(i64, arith.addf(arith.mulf(sc, const_scalar(float(in_shape[a]), f64)), const_scalar(0.5, f64))))
+        else:
+            for j, a in enumerate(axes):
+                outs[a] = arith.index_cast(ir.IndexType.get(), arith.fptosi(i64, elem(3, j)))
+    else:
+        for j, a in enumerate(axes):
+            scales[a] = elem(2, j)
+            outs[a] = arith.index_cast(ir.IndexType.get(), arith.fptosi(i64, math.floor(arith.mulf(scales[a], const_scalar(float(in_shape[a]), f64)))))
+    roi = None
+    if node.has(1) and static_shape(node.onnx_types[1])[0] not in (0, None):
+        n = len(axes)
+        roi = [(const_scalar(0.0, f64), const_scalar(1.0, f64))] * r
+        for j, a in enumerate(axes):
+            roi[a] = (elem(1, j), elem(1, n + j))
+    return scales, outs, roi, axes
+
+
 @lowers("Resize", "Upsample", check=_check_resize)
 def lower_resize(node: Node) -> list[ir.Value]:
-    """Resize/Upsample: separable per-axis interpolation in f64 (see the module docstring)."""
+    """Resize/Upsample: separable per-axis interpolation in f64 (see the module docstring).
+    Runtime scales/sizes/roi give dynamic output dims and resize every listed axis."""
     x = node.input(0)
-    scales, out, roi = _plan(node)  # type: ignore[misc]
     onnx_elem = node.in_elem(0)
-    elem = convert_element(onnx_elem)
     mode = node.attr("mode", "nearest")
     f64 = ir.F64Type.get()
     work = x if mode == "nearest" else convert_tensor(x, onnx_elem, f64)
     ctm = node.attr("coordinate_transformation_mode", "half_pixel")
-    for axis in range(rank_of(x)):
-        in_w = static_shape(work.type)[axis]
-        full_roi = roi is None or (pymath.isclose(roi[axis], 0.0) and pymath.isclose(roi[rank_of(x) + axis], 1.0))
-        if pymath.isclose(scales[axis], 1.0) and out[axis] == in_w and (full_roi or ctm != "tf_crop_and_resize"):
-            continue
-        work = _resize_axis(work, axis, scales[axis], out[axis], node, roi)
+    r = rank_of(x)
+    plan = _plan(node)
+    if plan == "runtime":
+        scales_v, outs_v, roi_v, axes = _runtime_plan(node, x)
+        for axis in axes:
+            work = _resize_axis(work, axis, scales_v[axis], outs_v[axis], node, roi_v[axis] if roi_v else None)
+    else:
+        scales, out, roi = plan  # type: ignore[misc]
+        for axis in range(r):
+            in_w = static_shape(work.type)[axis]
+            full_roi = roi is None or (pymath.isclose(roi[axis], 0.0) and pymath.isclose(roi[r + axis], 1.0))
+            if pymath.isclose(scales[axis], 1.0) and out[axis] == in_w and (full_roi or ctm != "tf_crop_and_resize"):
+                continue
+            work = _resize_axis(work, axis, scales[axis], out[axis], node, (roi[axis], roi[r + axis]) if roi else None)
     if mode == "nearest":
         return [work]
     return [convert_tensor(work, f64, onnx_elem)]
-
