@@ -926,3 +926,22 @@ def test_resize_runtime_scales_sizes_roi() -> None:
     roi = np.array([0.2, 0.1, 0.9, 1.3], np.float32)
     m3 = _model("Resize", [("x", x), ("roi", roi), ("sizes", sizes)], node_inputs=["x", "roi", "", "sizes"], axes=[2, 3], mode="nearest", coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=-1.0)
     check(m3, [x, roi, sizes])
+
+
+@LOOPS_BUFFERIZE
+def test_loop_scan_outputs() -> None:
+    # Loop with a carried sum and a scan output collecting it at every iteration.
+    body = helper.make_graph(
+        [helper.make_node("Add", ["acc_in", "x"], ["acc_out"]), helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Identity", ["acc_out"], ["scan"])],
+        "body",
+        [helper.make_tensor_value_info("i", I64, []), helper.make_tensor_value_info("cond_in", B, []), helper.make_tensor_value_info("acc_in", F, [2])],
+        [helper.make_tensor_value_info("cond_out", B, []), helper.make_tensor_value_info("acc_out", F, [2]), helper.make_tensor_value_info("scan", F, [2])],
+    )
+    node = helper.make_node("Loop", ["M", "", "a0"], ["y", "ys"], body=body)
+    ins = [helper.make_tensor_value_info("M", I64, []), helper.make_tensor_value_info("a0", F, [2]), helper.make_tensor_value_info("x", F, [2])]
+    g = helper.make_graph([node], "g", ins, [helper.make_tensor_value_info("y", F, [2]), helper.make_tensor_value_info("ys", F, ["N", 2])])
+    f = _compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]))
+    x = rnd(2)
+    y, ys = f(np.array(3, np.int64), np.zeros(2, np.float32), x)
+    np.testing.assert_allclose(ys, np.stack([x, 2 * x, 3 * x]), rtol=1e-6)
+    np.testing.assert_allclose(y, 3 * x, rtol=1e-6)

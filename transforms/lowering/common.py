@@ -845,3 +845,8 @@ def extract_dims(shape_tensor: ir.Value, onnx_elem: ir.Type) -> list[ir.Value]:
         raise LoweringError("a shape tensor of unknown length")
     return [to_index(tensor.extract(shape_tensor, [const_index(i)]), onnx_elem) for i in range(n)]
 
+
+
+def scalar_of(v: ir.Value) -> ir.Value:
+    """The element of a one-element tensor of any rank (rank 0 or shape [1], [1, 1]...)."""
+    return tensor.extract(v, [const_index(0)] * rank_of(v))

@@ -21,6 +21,12 @@ from onnxc.transforms.lowering.common import (
     const_index,
     const_scalar,
     convert_type,
+    elem_of,
+    empty,
+    expand_unit_dims,
+    extract_slice,
+    insert_slice,
+    tensor_type,
     is_ranked,
     lowers,
     static_shape,
@@ -48,7 +54,7 @@ def _check_ranked_results(node: Node) -> str | None:
 @lowers("If", check=_check_ranked_results)
 def lower_if(node: Node) -> list[ir.Value]:
     """If -> `scf.if` on the scalar condition, each branch lowered into its region."""
-    cond = tensor.extract(node.input(0), [])
+    cond = _scalar(node.input(0))
     types = [node.result_type(i) for i in range(len(node.op.results))]
     op = scf.IfOp(cond, types, has_else=True)
     # Regions are in sorted attribute-name order: else_branch, then_branch.
@@ -61,12 +67,13 @@ def lower_if(node: Node) -> list[ir.Value]:
 
 
 def _check_loop(node: Node) -> str | None:
-    r = _check_ranked_results(node)
-    if r:
-        return r
     n_carried = len(node.op.operands) - 2
-    if len(node.op.results) != n_carried:
-        return "scan outputs of Loop are not lowered"
+    if len(node.op.results) > n_carried:
+        if not node.has(0):
+            return "scan outputs need the trip count M (the buffers are sized by it)"
+        for k in range(n_carried, len(node.op.results)):
+            if _scan_elem_shape(node, k) is None:
+                return f"the element shape of scan output {k - n_carried} must be static"
     for i in (0, 1):
         if node.has(i) and static_shape(node.onnx_types[i]) not in ([], [1]):
             return f"input {i} must be a scalar"
@@ -81,9 +88,30 @@ def lower_loop(node: Node) -> list[ir.Value]:
 
     max_trip = _scalar(node.input(0)) if node.has(0) else None
     cond0 = _scalar(node.input(1)) if node.has(1) else const_scalar(1, i1)
-    carried_types = [node.result_type(i) for i in range(len(node.op.results))]
-    inits = [const_scalar(0, i64), cond0] + _yield_cast(list(node.inputs[2:]), carried_types, "Loop initial values")
-    types = [i64, i1] + carried_types
+    n_carried = len(node.op.operands) - 2
+    n_scan = len(node.op.results) - n_carried
+    # A carried value keeps its declared type; an unranked one takes its initial value's rank
+    # with every dim dynamic (the body may change sizes between iterations).
+    carried_types = []
+    for i in range(n_carried):
+        t = node.result_type(i)
+        if not is_ranked(t):
+            init = node.inputs[2 + i]
+            if init is None:
+                raise node.fail(f"loop-carried value {i} has no initial value")
+            t = tensor_type([None] * len(static_shape(init.type)), elem_of(init.type))
+        carried_types.append(t)
+    # Scan outputs: buffers of M rows filled one row per iteration, cut to the count at the end.
+    buffers = []
+    if n_scan:
+        assert max_trip is not None
+        rows = arith.index_cast(ir.IndexType.get(), arith.maxsi(max_trip, const_scalar(0, i64)))
+        for k in range(n_carried, n_carried + n_scan):
+            eshape = _scan_elem_shape(node, k)
+            assert eshape is not None
+            buffers.append(empty([rows] + eshape, elem_of(node.result_type(k))))
+    inits = [const_scalar(0, i64), cond0] + _yield_cast(list(node.inputs[2:]), carried_types, "Loop initial values") + buffers
+    types = [i64, i1] + carried_types + [b.type for b in buffers]
     op = scf.WhileOp(types, inits)
     before = op.before.blocks.append(*types)
     after = op.after.blocks.append(*types)
@@ -101,7 +129,7 @@ def lower_loop(node: Node) -> list[ir.Value]:
     args = list(body.arguments)
     lw.bind(args[0], cast_to_type_in(after, it_t, args[0].type))
     lw.bind(args[1], cast_to_type_in(after, c_t, args[1].type))
-    for a, v in zip(args[2:], list(after.arguments)[2:]):
+    for a, v in zip(args[2:], list(after.arguments)[2 : 2 + n_carried]):
         lw.bind(a, v)
     vals = lw.lower_block(body, after, "gpu.yield")
     with ir.InsertionPoint(after):
@@ -110,8 +138,40 @@ def lower_loop(node: Node) -> list[ir.Value]:
             raise node.fail("the loop body yields no condition")
         new_c = _scalar(new_c)
         nxt = arith.addi(after.arguments[0], const_scalar(1, i64))
-        scf.YieldOp([nxt, new_c] + _yield_cast(vals[1:], carried_types, "Loop body"))
-    return list(op.results)[2:]
+        row = arith.index_cast(ir.IndexType.get(), after.arguments[0])
+        new_bufs = []
+        for j in range(n_scan):
+            v = vals[1 + n_carried + j]
+            buf = after.arguments[2 + n_carried + j]
+            if v is None:
+                raise node.fail("a scan output is omitted in the body")
+            eshape = static_shape(buf.type)[1:]
+            v = cast_to_type(v, tensor_type(eshape, elem_of(v.type)))
+            new_bufs.append(insert_slice(expand_unit_dims(v, [0]), buf, [row] + [0] * len(eshape)))
+        scf.YieldOp([nxt, new_c] + _yield_cast(vals[1 : 1 + n_carried], carried_types, "Loop body") + new_bufs)
+    results = list(op.results)
+    count = arith.index_cast(ir.IndexType.get(), results[0])
+    scans = []
+    for j in range(n_scan):
+        buf = results[2 + n_carried + j]
+        eshape = static_shape(buf.type)[1:]
+        scans.append(extract_slice(buf, [0] * (1 + len(eshape)), [count] + eshape))
+    return results[2 : 2 + n_carried] + scans
+
+
+def _scan_elem_shape(node: Node, k: int) -> list[int] | None:
+    """Static element shape of Loop output k (a scan output): from its declared type, or from
+    the body's yielded value."""
+    t = node.onnx_result_types[k]
+    if is_ranked(t) and len(static_shape(t)) >= 1 and all(d is not None for d in static_shape(t)[1:]):
+        return [int(d) for d in static_shape(t)[1:]]  # type: ignore[arg-type]
+    body = node.op.regions[0].blocks[0]
+    term = list(body.operations)[-1]
+    n_carried = len(node.op.operands) - 2
+    yt = term.operands[1 + n_carried + (k - n_carried)].type
+    if is_ranked(yt) and all(d is not None for d in static_shape(yt)):
+        return [int(d) for d in static_shape(yt)]  # type: ignore[arg-type]
+    return None
 
 
 def _scalar(v: ir.Value) -> ir.Value:

@@ -77,6 +77,18 @@ def _loc_text(op: ir.Operation) -> str:
         return "loc(unknown)"
 
 
+def _is_subgraph_argument(v: ir.Value) -> bool:
+    """A block argument of an ONNX op's region (Loop/Scan bodies): the control-flow lowering
+    binds it to a ranked value."""
+    if not isinstance(v, ir.BlockArgument):
+        return False
+    try:
+        parent = v.owner.owner
+    except Exception:  # noqa: BLE001
+        return False
+    return parent is not None and _is_onnx(parent.operation if hasattr(parent, "operation") else parent)
+
+
 def check_op(op: ir.Operation) -> list[str]:
     """Reasons why one ONNX op cannot be lowered (empty when it can)."""
     info = schema_for(op)
@@ -105,7 +117,7 @@ def check_op(op: ir.Operation) -> list[str]:
         if p is None and isinstance(v.type, ir.UnrankedTensorType):
             # Every lowering produces ranked tensors: an unranked value computed by an ONNX op
             # gets its rank when lowered, and the pattern's check then runs at lowering time.
-            if isinstance(v, ir.OpResult) and _is_onnx(v.owner):
+            if (isinstance(v, ir.OpResult) and _is_onnx(v.owner)) or _is_subgraph_argument(v):
                 deferred = True
             else:
                 p = f"input {i} is unranked ({v.type}); run onnx-shape-inference first"

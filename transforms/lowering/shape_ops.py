@@ -48,6 +48,7 @@ from onnxc.transforms.lowering.common import (
     normalize_axis,
     rank_of,
     reshape,
+    scalar_of,
     shape_of,
     static_shape,
     tensor_type,
@@ -162,7 +163,7 @@ def lower_range(node: Node) -> list[ir.Value]:
     if cs is not None and cl is not None and cd is not None:
         n: Dim = max(int(np.ceil((float(cl) - float(cs)) / float(cd))), 0)
     else:
-        s, lim, d = (tensor.extract(node.input(i), []) for i in range(3))
+        s, lim, d = (scalar_of(node.input(i)) for i in range(3))
         if fl:
             f64 = ir.F64Type.get()
             w = (lambda v: arith.extf(f64, v) if str(elem) != "f64" else v)  # noqa: E731
@@ -181,8 +182,8 @@ def lower_range(node: Node) -> list[ir.Value]:
 
     def body(a: list[ir.Value]) -> list[ir.Value]:
         i = index_of(0)
-        s = tensor.extract(start, [])
-        d = tensor.extract(delta, [])
+        s = scalar_of(start)
+        d = scalar_of(delta)
         if fl:
             iv = arith.sitofp(elem, arith.index_cast(I64(), i))
             return [arith.addf(s, arith.mulf(iv, d))]
