@@ -945,3 +945,19 @@ def test_loop_scan_outputs() -> None:
     y, ys = f(np.array(3, np.int64), np.zeros(2, np.float32), x)
     np.testing.assert_allclose(ys, np.stack([x, 2 * x, 3 * x]), rtol=1e-6)
     np.testing.assert_allclose(y, 3 * x, rtol=1e-6)
+
+
+def test_unsqueeze_and_slice_with_runtime_axes() -> None:
+    x = rnd(3, 4)
+    m = _model("Unsqueeze", [("x", x), ("a", np.array([0, 2], np.int64))])
+    f = _compile(_with_output_types(m, [x]))
+    for axes in ([0, 2], [-1, 1], [3, 0]):
+        a = np.array(axes, np.int64)
+        np.testing.assert_array_equal(f(x, a)[0], ReferenceEvaluator(m).run(None, {"x": x, "a": a})[0])
+    y = rnd(5, 6)
+    feeds = {"y": y, "s": np.array([4, 1], np.int64), "e": np.array([0, 5], np.int64), "ax": np.array([0, -1], np.int64), "st": np.array([-2, 3], np.int64)}
+    ms = _model("Slice", list(feeds.items()))
+    fs = _compile(_with_output_types(ms, [y]))
+    for ax, st in (([0, -1], [-2, 3]), ([1, 0], [1, 1]), ([-1, 0], [-1, -3])):
+        feeds["ax"], feeds["st"] = np.array(ax, np.int64), np.array(st, np.int64)
+        np.testing.assert_array_equal(fs(*feeds.values())[0], ReferenceEvaluator(ms).run(None, feeds)[0])

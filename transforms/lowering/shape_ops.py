@@ -314,17 +314,44 @@ def lower_squeeze(node: Node) -> list[ir.Value]:
 def _check_unsqueeze(node: Node) -> str | None:
     axes = _axes_of(node, 1, 13)
     if axes is None:
-        return "axes must be a constant"
+        s = static_shape(node.onnx_types[1])
+        if len(s) != 1 or s[0] is None:
+            return "axes must be a constant or a 1-D tensor of static length"
     return None
 
 
 @lowers("Unsqueeze", check=_check_unsqueeze)
 def lower_unsqueeze(node: Node) -> list[ir.Value]:
-    """Unsqueeze -> `tensor.expand_shape`."""
+    """Unsqueeze -> `tensor.expand_shape`. Runtime axes (static count k) select among the
+    C(rank + k, k) static expansions by a bit mask of the axes."""
     x = node.input(0)
-    axes = _axes_of(node, 1, 13) or []
-    out_rank = rank_of(x) + len(axes)
-    return [expand_unit_dims(x, sorted({normalize_axis(a, out_rank) for a in axes}))]
+    axes = _axes_of(node, 1, 13)
+    if axes is not None:
+        out_rank = rank_of(x) + len(axes)
+        return [expand_unit_dims(x, sorted({normalize_axis(a, out_rank) for a in axes}))]
+    from itertools import combinations
+
+    from onnxc.transforms.lowering.indexing import select_case
+
+    k = static_shape(node.onnx_types[1])[0]
+    assert k is not None
+    out_rank = rank_of(x) + k
+    i64 = ir.IntegerType.get_signless(64)
+    mask = const_scalar(0, i64)
+    for j in range(k):
+        a = _runtime_index(node, 1, j)
+        a = arith.select(arith.cmpi(arith.CmpIPredicate.slt, a, const_index(0)), arith.addi(a, const_index(out_rank)), a)
+        mask = arith.ori(mask, arith.shli(const_scalar(1, i64), arith.index_cast(i64, a)))
+    combos = [list(c) for c in combinations(range(out_rank), k)]
+    src = static_shape(x.type)
+    shapes = []
+    for c in combos:
+        it = iter(src)
+        shapes.append([1 if i in c else next(it) for i in range(out_rank)])
+    joined = [s0 if all(sh[i] == s0 for sh in shapes) else None for i, s0 in enumerate(shapes[0])]
+    rtype = tensor_type(joined, elem_of(x.type))
+    keys = [sum(1 << a for a in c) for c in combos]
+    return [select_case(mask, keys, rtype, lambda i: expand_unit_dims(x, combos[i]))]
 
 
 @lowers("Concat")
@@ -425,11 +452,61 @@ def _check_slice(node: Node) -> str | None:
     starts, ends, axes, steps, n = _slice_params(node)
     if n < 0:
         return "starts must be a 1-D tensor of static length"
-    if axes is None or steps is None:
-        return "axes and steps must be constants"
-    if any(s == 0 for s in steps):
+    if steps is not None and any(s == 0 for s in steps):
         return "a step of 0"
     return None
+
+
+def _slice_runtime(node: Node, x: ir.Value, n: int) -> ir.Value:
+    """Slice with runtime axes and/or steps: every dim's (offset, size, stride) is chosen at run
+    time among the sliced axes, and a generic reads x at offset + i * stride."""
+    P_ = arith.CmpIPredicate
+    r = rank_of(x)
+    shape = shape_of(x)
+    zero, one = const_index(0), const_index(1)
+
+    def param(i: int, j: int, const: list[int] | None, default: int | None) -> ir.Value:
+        if const is not None:
+            return const_index(const[j])
+        if not node.has(i):
+            return const_index(default if default is not None else j)
+        return _runtime_index(node, i, j)
+
+    starts, ends, axes_c, steps_c, _ = _slice_params(node)
+    offs: list[ir.Value] = [zero] * r
+    sizes: list[ir.Value] = [dim_value(d) for d in shape]
+    strides: list[ir.Value] = [one] * r
+    for j in range(n):
+        a = param(3, j, axes_c, None)
+        a = arith.select(arith.cmpi(P_.slt, a, zero), arith.addi(a, const_index(r)), a)
+        k = param(4, j, steps_c, 1)
+        sv = param(1, j, starts, None)
+        ev = param(2, j, ends, None)
+        for d in range(r):
+            dd = dim_value(shape[d])
+            s1 = arith.select(arith.cmpi(P_.slt, sv, zero), arith.addi(sv, dd), sv)
+            e1 = arith.select(arith.cmpi(P_.slt, ev, zero), arith.addi(ev, dd), ev)
+            last = arith.subi(dd, one)
+            pos = arith.cmpi(P_.sgt, k, zero)
+            s_pos = arith.minsi(arith.maxsi(s1, zero), dd)
+            e_pos = arith.minsi(arith.maxsi(e1, zero), dd)
+            s_neg = arith.minsi(arith.maxsi(s1, zero), last)
+            e_neg = arith.minsi(arith.maxsi(e1, const_index(-1)), last)
+            n_pos = arith.ceildivsi(arith.subi(e_pos, s_pos), k)
+            n_neg = arith.ceildivsi(arith.subi(s_neg, e_neg), arith.subi(zero, k))
+            size = arith.maxsi(arith.select(pos, n_pos, n_neg), zero)
+            start = arith.select(pos, s_pos, s_neg)
+            hit = arith.cmpi(P_.eq, a, const_index(d))
+            offs[d] = arith.select(hit, start, offs[d])
+            sizes[d] = arith.select(hit, size, sizes[d])
+            strides[d] = arith.select(hit, k, strides[d])
+    init = empty(sizes, elem_of(x.type))
+
+    def body(args: list[ir.Value]) -> list[ir.Value]:
+        idx = [arith.addi(offs[i], arith.muli(index_of(i), strides[i])) for i in range(r)]
+        return [tensor.extract(x, idx)]
+
+    return generic([], [init], [identity_map(r)], ["parallel"] * r, body)[0]
 
 
 def _runtime_index(node: Node, i: int, j: int) -> ir.Value:
@@ -462,7 +539,8 @@ def lower_slice(node: Node) -> list[ir.Value]:
     x = node.input(0)
     r = rank_of(x)
     starts, ends, axes, steps, n_ax = _slice_params(node)
-    assert axes is not None and steps is not None
+    if axes is None or steps is None:
+        return [_slice_runtime(node, x, n_ax)]
     shape = shape_of(x)
     offsets: list[Dim] = [0] * r
     sizes: list[Dim] = list(shape)
