@@ -261,9 +261,26 @@ LIGHT_MODELS = (
 )
 
 
-def light_model(name: str) -> onnx.ModelProto:
-    """The onnx wheel's `light_<name>.onnx` (IR 3, opset 9, weights built by ConstantOfShape)."""
-    return onnx.load(str(LIGHT_DIR / f"light_{name}.onnx"))
+def light_model(name: str, expose_logits: bool = False) -> onnx.ModelProto:
+    """The onnx wheel's `light_<name>.onnx` (IR 3, opset 9, weights built by ConstantOfShape).
+
+    With `expose_logits`, the input of every Softmax that makes a graph output becomes an extra
+    graph output (typed by onnx shape inference): with all weights equal, 7 of the 9 models
+    output a uniform 0.001 whatever the input, which checks nothing, while the logits before the
+    Softmax still depend on every layer's arithmetic.
+    """
+    model = onnx.load(str(LIGHT_DIR / f"light_{name}.onnx"))
+    if expose_logits:
+        outputs = {o.name for o in model.graph.output}
+        inferred = onnx.shape_inference.infer_shapes(model)
+        typed = {v.name: v for v in inferred.graph.value_info}
+        for node in model.graph.node:
+            if node.op_type == "Softmax" and node.output[0] in outputs and node.input[0] not in outputs:
+                if node.input[0] not in typed:
+                    raise ValueError(f"light_{name}: shape inference gave no type for {node.input[0]}")
+                model.graph.output.append(typed[node.input[0]])
+                outputs.add(node.input[0])
+    return model
 
 
 @dataclass(frozen=True)
