@@ -961,3 +961,18 @@ def test_unsqueeze_and_slice_with_runtime_axes() -> None:
     for ax, st in (([0, -1], [-2, 3]), ([1, 0], [1, 1]), ([-1, 0], [-1, -3])):
         feeds["ax"], feeds["st"] = np.array(ax, np.int64), np.array(st, np.int64)
         np.testing.assert_array_equal(fs(*feeds.values())[0], ReferenceEvaluator(ms).run(None, feeds)[0])
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+def test_grid_sample(mode: str, padding: str) -> None:
+    x = rnd(1, 2, 4, 5)
+    g = rnd(1, 3, 6, 2, lo=-1.3, hi=1.3)
+    for align in (0, 1):
+        check(_model("GridSample", [("x", x), ("g", g)], mode=mode, padding_mode=padding, align_corners=align), [x, g], atol=1e-5)
+
+
+def test_grid_sample_3d() -> None:
+    x = rnd(1, 1, 3, 4, 5)
+    g = rnd(1, 2, 3, 2, 3, lo=-1.2, hi=1.2)
+    check(_model("GridSample", [("x", x), ("g", g)], mode="linear", padding_mode="border"), [x, g], atol=1e-5)

@@ -21,6 +21,7 @@ FAMILIES = (
     "quantization",
     "resize",
     "rnn",
+    "grid_sample",
 )
 
 
