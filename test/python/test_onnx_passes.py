@@ -490,3 +490,55 @@ def test_shape_inference_keeps_variadic_tail_uniform() -> None:
         infer_shapes(module.operation)
         assert module.operation.verify()
         assert str(cat.results[0].type) == "tensor<39xi64>"  # 6 * (1 + 2 + 3) + 1 + 2
+
+
+# --- the models shipped with onnx, at old opsets ----------------------------------------------------
+
+_SHIPPED = [
+    "pytorch-converted/test_BatchNorm2d_eval", "pytorch-converted/test_ConstantPad2d", "pytorch-converted/test_GLU_dim",
+    "pytorch-converted/test_Linear", "pytorch-converted/test_LogSoftmax", "pytorch-converted/test_Softmin",
+    "pytorch-converted/test_log_softmax_dim3", "pytorch-converted/test_AvgPool1d_stride", "pytorch-converted/test_PoissonNLLLLoss_no_reduce",
+    "pytorch-operator/test_operator_clip", "pytorch-operator/test_operator_index", "pytorch-operator/test_operator_chunk",
+    "pytorch-operator/test_operator_reduced_mean_keepdim", "pytorch-operator/test_operator_reduced_sum", "pytorch-operator/test_operator_pow",
+    "pytorch-operator/test_operator_add_size1_right_broadcast",
+]  # fmt: skip
+
+
+def _shipped_case(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[np.ndarray]]:
+    import os
+
+    folder = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", name)
+    model = onnx.load(os.path.join(folder, "model.onnx"))
+
+    def read(kind: str) -> list[np.ndarray]:
+        out, i = [], 0
+        while os.path.exists(path := os.path.join(folder, "test_data_set_0", f"{kind}_{i}.pb")):
+            t = onnx.TensorProto()
+            with open(path, "rb") as f:
+                t.ParseFromString(f.read())
+            out.append(onnx.numpy_helper.to_array(t))
+            i += 1
+        return out
+
+    initializers = {t.name for t in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in initializers]
+    return model, dict(zip(names, read("input"))), read("output")
+
+
+@pytest.mark.parametrize("name", _SHIPPED)
+def test_shipped_old_opset_models(name: str) -> None:
+    """pytorch-converted/-operator models of opset 6-9 (legacy broadcast, BatchNormalization-6,
+    Softmax-1 coercion, attribute-to-input changes...): every op ends newest after the four ONNX
+    passes, and the result matches the outputs stored beside the model."""
+    model, feeds, expected = _shipped_case(name)
+    module = import_model(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for p in (OnnxUpgradeOpsPass(), OnnxShapeInferencePass(), OnnxConstantFoldPass(), OnnxCanonicalizePass()):
+            p.run(module.operation)
+    for op in _onnx_ops(module):
+        info = U.info_of(op)
+        assert info is None or is_newest(info), op.name
+    got = ReferenceEvaluator(export_model(module)).run(None, feeds)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-3, atol=1e-4)
