@@ -19,7 +19,8 @@ What it does, in this order:
    `is_test = 1`; a used mask output becomes a constant-true ConstantOfShape); Cast to the input's
    own type (not a saturating float8 cast); Transpose by the identity permutation; Reshape,
    Expand, Squeeze, Unsqueeze and Flatten whose static input type equals the output type.
-3. **`onnx.none` deduplication**: one `onnx.none` per function, at the start of its body.
+3. **Sharing**: one `onnx.none` per function, at the start of its body; identical constants in a
+   block become one.
 4. **Dead code**: ONNX ops none of whose results is used are erased (innermost first, so whole
    dead chains and dead subgraph ops go in one sweep). `onnx.custom` ops are kept unless
    `remove_dead_custom` is set, as their semantics are unknown.
@@ -63,7 +64,7 @@ class OnnxCanonicalizePass(ModulePass):
 def canonicalize(module: ir.Operation, options: OnnxCanonicalizePass | None = None) -> dict[str, int]:
     """Run every step on `module`; returns counts of what was done per step."""
     options = options or OnnxCanonicalizePass()
-    stats = {"constants": 0, "noops": 0, "nones": 0, "dead": 0}
+    stats = {"constants": 0, "noops": 0, "nones": 0, "shared_constants": 0, "dead": 0}
     for op in U.collect_ops(module, U.is_constant_op):
         stats["constants"] += _normalize_constant(op, options.sparse_limit)
     # Ifs innermost first (reverse pre-order): inlining one erases the branch it does not take,
@@ -76,6 +77,7 @@ def canonicalize(module: ir.Operation, options: OnnxCanonicalizePass | None = No
         stats["noops"] += _remove_noop(op)
     for fn in U.functions(module):
         stats["nones"] += _dedupe_nones(fn)
+    stats["shared_constants"] += _dedupe_constants(module)
     if options.remove_dead:
         stats["dead"] += remove_dead_ops(module, options.remove_dead_custom)
     return stats
@@ -263,6 +265,26 @@ def _dedupe_nones(fn: ir.Operation) -> int:
         other.results[0].replace_all_uses_with(keep.results[0])
         other.erase()
     return len(nones) - 1
+
+
+def _dedupe_constants(module: ir.Operation) -> int:
+    """Within each block, identical constants (same value attribute and type: MLIR uniques
+    attributes, so equal means the same object) become one, the first. Exporters repeat small
+    shape constants many times, and IRDL ops are not merged by MLIR's own `cse`."""
+    merged = 0
+    seen: dict[tuple[object, ...], ir.Operation] = {}
+    for op in U.collect_ops(module, U.is_constant_op):
+        if "value" not in op.attributes or len(op.attributes) != 1:
+            continue  # only plain `value` constants (no discardable attributes to lose)
+        key = (op.block, op.name, op.attributes["value"], op.results[0].type)
+        first = seen.get(key)
+        if first is None:
+            seen[key] = op
+            continue
+        op.results[0].replace_all_uses_with(first.results[0])
+        op.erase()
+        merged += 1
+    return merged
 
 
 # --- 4. dead code -----------------------------------------------------------------------------------

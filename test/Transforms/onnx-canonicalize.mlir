@@ -82,3 +82,19 @@ func.func @constant_if(%x: tensor<4xf32>) -> tensor<4xf32> {
   }) {resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<i1>) -> tensor<4xf32>
   return %r : tensor<4xf32>
 }
+
+// -----
+
+// Identical constants in a block become one.
+// CHECK-LABEL: func.func @shared_constants
+// CHECK: %[[C:.*]] = "onnx.constant"() {value = dense<[1, 2]> : tensor<2xi64>}
+// CHECK-NEXT: "onnx.add"(%arg0, %[[C]])
+// CHECK-NEXT: "onnx.mul"(%arg0, %[[C]])
+// CHECK-NOT: dense<[1, 2]>
+func.func @shared_constants(%x: tensor<2xi64>) -> (tensor<2xi64>, tensor<2xi64>) {
+  %0 = "onnx.constant"() {value = dense<[1, 2]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %a = "onnx.add"(%x, %0) : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi64>
+  %1 = "onnx.constant"() {value = dense<[1, 2]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %b = "onnx.mul"(%x, %1) : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi64>
+  return %a, %b : tensor<2xi64>, tensor<2xi64>
+}
