@@ -976,3 +976,18 @@ def test_grid_sample_3d() -> None:
     x = rnd(1, 1, 3, 4, 5)
     g = rnd(1, 2, 3, 2, 3, lo=-1.2, hi=1.2)
     check(_model("GridSample", [("x", x), ("g", g)], mode="linear", padding_mode="border"), [x, g], atol=1e-5)
+
+
+def test_affine_grid_and_if_with_unranked_results() -> None:
+    theta = rnd(2, 2, 3)
+    for align in (0, 1):
+        check(_model("AffineGrid", [("t", theta), ("s", np.array([2, 3, 4, 5], np.int64))], align_corners=align), [theta, np.array([2, 3, 4, 5], np.int64)])
+    # Branches yielding different static shapes: the result type joins them (dynamic dim).
+    then_g = helper.make_graph([helper.make_node("Concat", ["x", "x"], ["t"], axis=0)], "then", [], [helper.make_tensor_value_info("t", F, None)])
+    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [helper.make_tensor_value_info("e", F, None)])
+    node = helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("c", B, []), helper.make_tensor_value_info("x", F, [3])], [helper.make_tensor_value_info("y", F, None)])
+    f = _compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]))
+    x = rnd(3)
+    np.testing.assert_array_equal(f(np.array(True), x)[0], np.concatenate([x, x]))
+    np.testing.assert_array_equal(f(np.array(False), x)[0], -x)

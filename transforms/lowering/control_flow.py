@@ -51,18 +51,41 @@ def _check_ranked_results(node: Node) -> str | None:
     return None
 
 
-@lowers("If", check=_check_ranked_results)
+@lowers("If")
 def lower_if(node: Node) -> list[ir.Value]:
-    """If -> `scf.if` on the scalar condition, each branch lowered into its region."""
+    """If -> `scf.if` on the scalar condition, each branch lowered into its region. A result
+    declared unranked takes the join of the two branches' lowered types (same rank; dims that
+    differ become dynamic): the branches are lowered first into a result-less `scf.if`, then
+    moved into the final one."""
     cond = _scalar(node.input(0))
-    types = [node.result_type(i) for i in range(len(node.op.results))]
-    op = scf.IfOp(cond, types, has_else=True)
+    n_res = len(node.op.results)
     # Regions are in sorted attribute-name order: else_branch, then_branch.
     else_region, then_region = node.op.regions[0], node.op.regions[1]
-    for region, block, what in ((then_region, op.then_block, "then_branch"), (else_region, op.else_block, "else_branch")):
-        vals = node.lowering.lower_block(region.blocks[0], block, "gpu.yield")
-        with ir.InsertionPoint(block):
+    tmp = scf.IfOp(cond, [], has_else=True)
+    then_vals = node.lowering.lower_block(then_region.blocks[0], tmp.then_block, "gpu.yield")
+    else_vals = node.lowering.lower_block(else_region.blocks[0], tmp.else_block, "gpu.yield")
+    types = []
+    for i in range(n_res):
+        t = node.result_type(i)
+        if not is_ranked(t):
+            a, b = then_vals[i], else_vals[i]
+            if a is None or b is None:
+                raise node.fail(f"a branch yields an omitted value for result {i}")
+            sa, sb = static_shape(a.type), static_shape(b.type)
+            if len(sa) != len(sb):
+                raise node.fail(f"the branches yield ranks {len(sa)} and {len(sb)} for result {i}; dynamic ranks are not lowered")
+            t = tensor_type([x if x == y else None for x, y in zip(sa, sb)], elem_of(a.type))
+        types.append(t)
+    op = scf.IfOp(cond, types, has_else=True)
+    for src, dst, vals, what in ((tmp.then_block, op.then_block, then_vals, "then_branch"), (tmp.else_block, op.else_block, else_vals, "else_branch")):
+        with ir.InsertionPoint(dst):
+            anchor = const_index(0).owner
+        for inner in list(src.operations):
+            inner.operation.move_before(anchor)
+        with ir.InsertionPoint(dst):
             scf.YieldOp(_yield_cast(vals, types, f"If {what}"))
+        anchor.erase()
+    tmp.operation.erase()
     return list(op.results)
 
 

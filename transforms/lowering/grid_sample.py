@@ -162,3 +162,56 @@ def lower_grid_sample(node: Node) -> list[ir.Value]:
         return [convert_scalar(acc, f32, node.in_elem(0))]
 
     return generic([], [empty(out_shape, elem)], [identity_map(r)], ["parallel"] * r, body)
+
+
+def _check_affine_grid(node: Node) -> str | None:
+    s = static_shape(node.onnx_types[1])
+    if s not in ([4], [5]):
+        return "size must be a 1-D tensor of 4 or 5 elements"
+    return None
+
+
+@lowers("AffineGrid", check=_check_affine_grid)
+def lower_affine_grid(node: Node) -> list[ir.Value]:
+    """AffineGrid: grid[n, ..., j] = sum_k theta[n, j, k] * (x, y[, z], 1)_k over the normalized
+    base grid (computed in f64 like the reference's arange, rounded once at the end). The size
+    may be a runtime value (dynamic output dims)."""
+    from onnxc.transforms.lowering.common import Dim, extract_dims
+
+    theta = node.input(0)
+    c = node.const_ints(1)
+    sp: list[Dim] = list(c[2:]) if c is not None else list(extract_dims(node.input(1), node.in_elem(1)))[2:]
+    k = len(sp)
+    elem = convert_element(node.in_elem(0))
+    f64 = ir.F64Type.get()
+    i64 = ir.IntegerType.get_signless(64)
+    align = bool(int(node.attr("align_corners", 0)))
+    out_shape = [dim(theta, 0)] + sp + [k]
+    r = len(out_shape)
+
+    def as_f64(d: Dim) -> ir.Value:
+        return const_scalar(float(d), f64) if isinstance(d, int) else arith.sitofp(f64, arith.index_cast(i64, d))
+
+    dims_f = [as_f64(d) for d in sp]
+
+    def base(i: int) -> ir.Value:
+        """Normalized coordinate along spatial dim i (D, H, W order) at this point."""
+        idx = arith.sitofp(f64, arith.index_cast(i64, index_of(1 + i)))
+        one = const_scalar(1.0, f64)
+        if align:
+            step = arith.divf(const_scalar(2.0, f64), arith.subf(dims_f[i], one))
+            return arith.addf(const_scalar(-1.0, f64), arith.mulf(idx, step))
+        step = arith.divf(const_scalar(2.0, f64), dims_f[i])
+        start = arith.addf(const_scalar(-1.0, f64), arith.divf(step, const_scalar(2.0, f64)))
+        return arith.addf(start, arith.mulf(idx, step))
+
+    def body(args: list[ir.Value]) -> list[ir.Value]:
+        n, j = index_of(0), index_of(r - 1)
+        homo = [base(k - 1 - kk) for kk in range(k)] + [const_scalar(1.0, f64)]
+        acc = const_scalar(0.0, f64)
+        for kk, h in enumerate(homo):
+            t = convert_scalar(tensor.extract(theta, [n, j, const_index(kk)]), node.in_elem(0), f64)
+            acc = arith.addf(acc, arith.mulf(t, h))
+        return [convert_scalar(acc, f64, node.in_elem(0))]
+
+    return generic([], [empty(out_shape, elem)], [identity_map(r)], ["parallel"] * r, body)
