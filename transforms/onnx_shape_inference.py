@@ -788,6 +788,23 @@ def _rule_scan(inf: _Inferer, op: ir.Operation, info: OpInfo) -> list[Any] | Non
     return out
 
 
+_REDUCE_OPS = ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
+               "ReduceProd", "ReduceSum", "ReduceSumSquare")  # fmt: skip
+
+
+def _rule_reduce_runtime_axes(inf: _Inferer, op: ir.Operation, info: OpInfo) -> list[Any] | None:
+    """A reduction whose `axes` input is known only at run time still keeps the rank with
+    keepdims=1 (each dim is itself or 1); everything else is onnx's rule."""
+    if len(op.operands) < 2 or U.is_none_value(op.operands[1]) or inf.static_value(op.operands[1]) is not None:
+        return None
+    if int(U.attr_value(op, "keepdims", 1)) != 1:
+        return None
+    dims = inf.shape(op.operands[0])
+    if dims is None:
+        return None
+    return [[1 if d == 1 else None for d in dims]]
+
+
 def _rule_same_as_input(inf: _Inferer, op: ir.Operation, info: OpInfo) -> list[Any] | None:
     """Ops onnx has no inference function for whose output has the input's shape."""
     return [inf.shape(op.operands[0])] + [False] * (len(op.results) - 1)
@@ -838,6 +855,7 @@ _SHAPE_RULES: dict[str, Callable[[_Inferer, ir.Operation, OpInfo], list[Any] | N
     "TreeEnsembleClassifier": _rule_tree_classifier,
     "FeatureVectorizer": _rule_feature_vectorizer,
     "Loop": _rule_loop,
+    **{t: _rule_reduce_runtime_axes for t in _REDUCE_OPS},
     "Scan": _rule_scan,
     "GroupNormalization": _rule_same_as_input,
     "MeanVarianceNormalization": _rule_same_as_input,

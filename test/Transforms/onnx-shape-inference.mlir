@@ -232,3 +232,13 @@ func.func private @callee(%x: tensor<2x3xf32>) -> tensor<*xf32> {
   %0 = "onnx.neg"(%x) : (tensor<2x3xf32>) -> tensor<*xf32>
   return %0 : tensor<*xf32>
 }
+
+// -----
+
+// A reduction over axes known only at run time keeps the rank when keepdims=1.
+// CHECK-LABEL: func.func @reduce_runtime_axes
+// CHECK: "onnx.reduce_sum"{{.*}} -> tensor<?x1x?xf32>
+func.func @reduce_runtime_axes(%x: tensor<2x1x4xf32>, %axes: tensor<?xi64>) -> tensor<*xf32> {
+  %r = "onnx.reduce_sum"(%x, %axes) {keepdims = 1 : i64} : (tensor<2x1x4xf32>, tensor<?xi64>) -> tensor<*xf32>
+  return %r : tensor<*xf32>
+}
