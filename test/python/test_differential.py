@@ -178,9 +178,30 @@ def _seq_mismatch_refused(compiled: CompiledModel, feeds: list[dict[str, np.ndar
         compiled.run({"x": short["x"], "mask": long_["mask"]})
 
 
+# The light models, most expensive first (onnxc compile + run CPU seconds measured on 21 Nov:
+# densenet121 76, inception_v2 20, shufflenet 19, inception_v1 15, vgg19 15, resnet50 12,
+# squeezenet 7, zfnet512 2, bvlc_alexnet 2), so that pytest-xdist starts the long ones first.
+LIGHT_ORDER = (
+    "densenet121",
+    "inception_v2",
+    "shufflenet",
+    "inception_v1",
+    "vgg19",
+    "resnet50",
+    "squeezenet",
+    "zfnet512",
+    "bvlc_alexnet",
+)
+assert sorted(LIGHT_ORDER) == sorted(M.LIGHT_MODELS)
+
 CASES: dict[str, Case] = {
     c.name: c
     for c in [
+        # The light models are 224x224 ImageNet networks: onnx.reference would take minutes.
+        Case(f"light_{n}", lambda n=n: M.light_model(n, expose_logits=True), _one_feed(), second_opinion=False)
+        for n in LIGHT_ORDER
+    ]
+    + [
         Case("resnet_b1", lambda: M.resnet_stack(batch=1), _one_feed()),
         Case("resnet_dynbatch_b2", lambda: M.resnet_stack(batch="N"), _one_feed(N=2)),
         Case(
@@ -195,11 +216,6 @@ CASES: dict[str, Case] = {
             _encoder_feeds("keys"),
             after=_seq_mismatch_refused,
         ),
-    ]
-    + [
-        # The light models are 224x224 ImageNet networks: onnx.reference would take minutes.
-        Case(f"light_{n}", lambda n=n: M.light_model(n, expose_logits=True), _one_feed(), second_opinion=False)
-        for n in M.LIGHT_MODELS
     ]
 }
 
