@@ -991,3 +991,31 @@ def test_affine_grid_and_if_with_unranked_results() -> None:
     x = rnd(3)
     np.testing.assert_array_equal(f(np.array(True), x)[0], np.concatenate([x, x]))
     np.testing.assert_array_equal(f(np.array(False), x)[0], -x)
+
+
+def _training_model(op: str, ins: list[tuple[str, np.ndarray]], n_out: int, **attrs: Any) -> onnx.ModelProto:
+    node = helper.make_node(op, [n for n, _ in ins], [f"out{i}" for i in range(n_out)], domain="ai.onnx.preview.training", **attrs)
+    vis = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape)) for n, a in ins]
+    outs = [helper.make_tensor_value_info(f"out{i}", F, None) for i in range(n_out)]
+    g = helper.make_graph([node], "g", vis, outs)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("ai.onnx.preview.training", 1)])
+
+
+def test_training_optimizers() -> None:
+    r, t = np.array(0.1, np.float32), np.array(3, np.int64)
+    x, g, v, h = rnd(3, 2), rnd(3, 2), rnd(3, 2), rnd(3, 2, lo=0.1)
+    base = [("r", r), ("t", t), ("x", x), ("g", g)]
+    check(_training_model("Adagrad", base + [("h", h)], 2, decay_factor=0.1, epsilon=1e-5, norm_coefficient=0.01), [r, t, x, g, h])
+    for mode in ("standard", "nesterov"):
+        check(_training_model("Momentum", base + [("v", v)], 2, alpha=0.9, beta=0.5, mode=mode, norm_coefficient=0.01), [r, t, x, g, v])
+    check(_training_model("Adam", base + [("v", v), ("h", h)], 3, alpha=0.8, beta=0.95, norm_coefficient=0.01, norm_coefficient_post=0.02), [r, t, x, g, v, h])
+
+
+def test_ml_binarizer_array_feature_extractor() -> None:
+    x = rnd(3, 4)
+    for op, ins, attrs in (("Binarizer", [("x", x)], {"threshold": 0.3}), ("ArrayFeatureExtractor", [("x", x), ("i", np.array([[3], [0]], np.int64))], {})):
+        node = helper.make_node(op, [n for n, _ in ins], ["y"], domain="ai.onnx.ml", **attrs)
+        vis = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape)) for n, a in ins]
+        g = helper.make_graph([node], "g", vis, [helper.make_tensor_value_info("y", F, None)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("ai.onnx.ml", 3)])
+        check(m, [a for _, a in ins])

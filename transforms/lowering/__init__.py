@@ -22,6 +22,8 @@ FAMILIES = (
     "resize",
     "rnn",
     "grid_sample",
+    "training",
+    "ml",
 )
 
 

@@ -529,7 +529,10 @@ def _check_dropout(node: Node) -> str | None:
     if node.has(2):
         c = node.const(2)
         if c is None or bool(c.reshape(-1)[0]):
-            return "training_mode must be a constant false"
+            # Training mode drops nothing only with a ratio of 0 (random masks are not lowered).
+            ratio = node.const(1) if node.has(1) else None
+            if ratio is None or float(ratio.reshape(-1)[0]) != 0.0:
+                return "training_mode must be a constant false (or the ratio a constant 0)"
     return None
 
 
