@@ -1027,3 +1027,19 @@ def test_ml_binarizer_array_feature_extractor() -> None:
         g = helper.make_graph([node], "g", vis, [helper.make_tensor_value_info("y", F, None)])
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("ai.onnx.ml", 3)])
         check(m, [a for _, a in ins])
+
+
+@LOOPS_BUFFERIZE
+def test_scan() -> None:
+    # Running sum over axis 1 of x (reversed), collecting each partial sum along axis 0.
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x_t"], ["s_out"]), helper.make_node("Identity", ["s_out"], ["y_t"])],
+        "body",
+        [helper.make_tensor_value_info("s_in", F, [2]), helper.make_tensor_value_info("x_t", F, [2])],
+        [helper.make_tensor_value_info("s_out", F, [2]), helper.make_tensor_value_info("y_t", F, [2])],
+    )
+    node = helper.make_node("Scan", ["s0", "x"], ["s", "ys"], body=body, num_scan_inputs=1, scan_input_axes=[1], scan_input_directions=[1], scan_output_axes=[0])
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("s0", F, [2]), helper.make_tensor_value_info("x", F, [2, 3])], [helper.make_tensor_value_info("s", F, [2]), helper.make_tensor_value_info("ys", F, [3, 2])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    s0, x = rnd(2), rnd(2, 3)
+    check(m, [s0, x])

@@ -17,15 +17,20 @@ from onnxc.transforms.lowering.common import (
     LoweringError,
     Node,
     cast_to_type,
+    collapse_unit_dims,
     compatible,
     const_index,
     const_scalar,
     convert_type,
+    dim,
     elem_of,
     empty,
     expand_unit_dims,
     extract_slice,
     insert_slice,
+    normalize_axis,
+    rank_of,
+    shape_of,
     tensor_type,
     is_ranked,
     lowers,
@@ -209,3 +214,115 @@ def cast_to_type_in(block: ir.Block, v: ir.Value, t: ir.Type) -> ir.Value:
         return v
     with ir.InsertionPoint(block):
         return cast_to_type(v, want)
+
+
+def _check_scan(node: Node) -> str | None:
+    m = int(node.attr("num_scan_inputs"))
+    n_states = len(node.op.operands) - m
+    if m < 1 or n_states < 0:
+        return "needs at least one scan input"
+    n_out = len(node.op.results) - n_states
+    for k in range(n_out):
+        if _scan_out_elem_shape(node, n_states + k) is None:
+            return f"the element shape of scan output {k} must be static"
+    return None
+
+
+def _scan_out_elem_shape(node: Node, res: int) -> list[int] | None:
+    """Static element shape of Scan result `res` (a scan output): the declared stacked type
+    without its scan axis, or the body's yielded element type."""
+    m = int(node.attr("num_scan_inputs"))
+    n_states = len(node.op.operands) - m
+    k = res - n_states
+    axes = list(node.attr("scan_output_axes") or [])
+    t = node.onnx_result_types[res]
+    if is_ranked(t) and all(d is not None for i, d in enumerate(static_shape(t)) if i != _out_axis(axes, k, len(static_shape(t)))):
+        shape = static_shape(t)
+        ax = _out_axis(axes, k, len(shape))
+        return [int(d) for i, d in enumerate(shape) if i != ax]  # type: ignore[arg-type]
+    body = node.op.regions[0].blocks[0]
+    term = list(body.operations)[-1]
+    yt = term.operands[n_states + k].type
+    if is_ranked(yt) and all(d is not None for d in static_shape(yt)):
+        return [int(d) for d in static_shape(yt)]  # type: ignore[arg-type]
+    return None
+
+
+def _out_axis(axes: list[int], k: int, rank: int) -> int:
+    a = int(axes[k]) if k < len(axes) else 0
+    return a + rank if a < 0 else a
+
+
+@lowers("Scan", check=_check_scan, min_version=9)
+def lower_scan(node: Node) -> list[ir.Value]:
+    """Scan -> `scf.for` over the scan axis: each step slices every scan input (forward or
+    reverse), lowers the body on the states and slices, and writes each scan output element
+    into its stacked buffer (`tensor.insert_slice`, reversed where asked)."""
+    m = int(node.attr("num_scan_inputs"))
+    n_states = len(node.op.operands) - m
+    n_out = len(node.op.results) - n_states
+    in_axes = list(node.attr("scan_input_axes") or [0] * m)
+    in_dirs = list(node.attr("scan_input_directions") or [0] * m)
+    out_axes = list(node.attr("scan_output_axes") or [0] * n_out)
+    out_dirs = list(node.attr("scan_output_directions") or [0] * n_out)
+    scans = [node.input(n_states + j) for j in range(m)]
+    in_axes = [normalize_axis(int(a), rank_of(v)) for a, v in zip(in_axes, scans)]
+    length = dim(scans[0], in_axes[0])
+    length_v = length if isinstance(length, ir.Value) else const_index(length)
+    state_types = []
+    for i in range(n_states):
+        t = node.result_type(i)
+        init = node.inputs[i]
+        if init is None:
+            raise node.fail(f"state {i} has no initial value")
+        if not is_ranked(t):
+            t = tensor_type([None] * rank_of(init), elem_of(init.type))
+        state_types.append(t)
+    inits = _yield_cast(list(node.inputs[:n_states]), state_types, "Scan initial states")
+    buffers = []
+    for k in range(n_out):
+        eshape = _scan_out_elem_shape(node, n_states + k)
+        assert eshape is not None
+        ax = _out_axis(out_axes, k, len(eshape) + 1)
+        bshape: list = list(eshape)
+        bshape.insert(ax, length)
+        buffers.append(empty(bshape, elem_of(node.result_type(n_states + k))))
+    loop = scf.ForOp(const_index(0), length_v, const_index(1), inits + buffers)
+    body = node.op.regions[0].blocks[0]
+    lw = node.lowering
+    with ir.InsertionPoint(loop.body):
+        i = loop.induction_variable
+        rev = arith.subi(arith.subi(length_v, const_index(1)), i)
+        args = list(loop.inner_iter_args)
+        for a, v in zip(list(body.arguments)[:n_states], args[:n_states]):
+            lw.bind(a, v)
+        for j, (a, v) in enumerate(zip(list(body.arguments)[n_states:], scans)):
+            ax = in_axes[j]
+            t = rev if int(in_dirs[j]) else i
+            shape = shape_of(v)
+            offs: list = [0] * len(shape)
+            offs[ax] = t
+            sizes = list(shape)
+            sizes[ax] = 1
+            piece = extract_slice(v, offs, sizes)
+            elem_v = collapse_unit_dims(cast_to_type(piece, tensor_type([1 if d == ax else s for d, s in enumerate(static_shape(piece.type))], elem_of(piece.type))), [ax])
+            lw.bind(a, cast_to_type_in(loop.body, elem_v, a.type))
+    vals = lw.lower_block(body, loop.body, "gpu.yield")
+    with ir.InsertionPoint(loop.body):
+        i = loop.induction_variable
+        rev = arith.subi(arith.subi(length_v, const_index(1)), i)
+        new_bufs = []
+        for k in range(n_out):
+            v = vals[n_states + k]
+            buf = list(loop.inner_iter_args)[n_states + k]
+            if v is None:
+                raise node.fail("a scan output is omitted in the body")
+            eshape = _scan_out_elem_shape(node, n_states + k)
+            assert eshape is not None
+            ax = _out_axis(out_axes, k, len(eshape) + 1)
+            v = cast_to_type(v, tensor_type(eshape, elem_of(v.type)))
+            offs = [0] * (len(eshape) + 1)
+            offs[ax] = rev if int(out_dirs[k]) else i
+            new_bufs.append(insert_slice(expand_unit_dims(v, [ax]), buf, offs))
+        scf.YieldOp(_yield_cast(vals[:n_states], state_types, "Scan body") + new_bufs)
+    return list(loop.results)
