@@ -1038,8 +1038,15 @@ def test_scan() -> None:
         [helper.make_tensor_value_info("s_in", F, [2]), helper.make_tensor_value_info("x_t", F, [2])],
         [helper.make_tensor_value_info("s_out", F, [2]), helper.make_tensor_value_info("y_t", F, [2])],
     )
-    node = helper.make_node("Scan", ["s0", "x"], ["s", "ys"], body=body, num_scan_inputs=1, scan_input_axes=[1], scan_input_directions=[1], scan_output_axes=[0])
-    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("s0", F, [2]), helper.make_tensor_value_info("x", F, [2, 3])], [helper.make_tensor_value_info("s", F, [2]), helper.make_tensor_value_info("ys", F, [3, 2])])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
     s0, x = rnd(2), rnd(2, 3)
-    check(m, [s0, x])
+    for direction in (0, 1):
+        node = helper.make_node("Scan", ["s0", "x"], ["s", "ys"], body=body, num_scan_inputs=1, scan_input_axes=[1], scan_input_directions=[direction], scan_output_axes=[0])
+        g = helper.make_graph([node], "g", [helper.make_tensor_value_info("s0", F, [2]), helper.make_tensor_value_info("x", F, [2, 3])], [helper.make_tensor_value_info("s", F, [2]), helper.make_tensor_value_info("ys", F, [3, 2])])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+        if direction == 0:
+            check(m, [s0, x])
+        else:
+            # The reference runs forward scans only: numpy gives the reversed one.
+            cols = x[:, ::-1]
+            ys = s0 + np.cumsum(cols, axis=1).T
+            check(m, [s0, x], [ys[-1], ys])
