@@ -1031,22 +1031,22 @@ def test_ml_binarizer_array_feature_extractor() -> None:
 
 @LOOPS_BUFFERIZE
 def test_scan() -> None:
-    # Running sum over axis 1 of x (reversed), collecting each partial sum along axis 0.
+    # Running sum over the rows of x, collecting each partial sum (the reference runs forward
+    # scans over axis 0 only: numpy gives the reversed, axis-1 one).
     body = helper.make_graph(
         [helper.make_node("Add", ["s_in", "x_t"], ["s_out"]), helper.make_node("Identity", ["s_out"], ["y_t"])],
         "body",
         [helper.make_tensor_value_info("s_in", F, [2]), helper.make_tensor_value_info("x_t", F, [2])],
         [helper.make_tensor_value_info("s_out", F, [2]), helper.make_tensor_value_info("y_t", F, [2])],
     )
-    s0, x = rnd(2), rnd(2, 3)
-    for direction in (0, 1):
-        node = helper.make_node("Scan", ["s0", "x"], ["s", "ys"], body=body, num_scan_inputs=1, scan_input_axes=[1], scan_input_directions=[direction], scan_output_axes=[0])
-        g = helper.make_graph([node], "g", [helper.make_tensor_value_info("s0", F, [2]), helper.make_tensor_value_info("x", F, [2, 3])], [helper.make_tensor_value_info("s", F, [2]), helper.make_tensor_value_info("ys", F, [3, 2])])
+    s0 = rnd(2)
+    for direction, axis in ((0, 0), (1, 1)):
+        x = rnd(3, 2) if axis == 0 else rnd(2, 3)
+        node = helper.make_node("Scan", ["s0", "x"], ["s", "ys"], body=body, num_scan_inputs=1, scan_input_axes=[axis], scan_input_directions=[direction], scan_output_axes=[0])
+        g = helper.make_graph([node], "g", [helper.make_tensor_value_info("s0", F, [2]), helper.make_tensor_value_info("x", F, list(x.shape))], [helper.make_tensor_value_info("s", F, [2]), helper.make_tensor_value_info("ys", F, [3, 2])])
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
         if direction == 0:
             check(m, [s0, x])
         else:
-            # The reference runs forward scans only: numpy gives the reversed one.
-            cols = x[:, ::-1]
-            ys = s0 + np.cumsum(cols, axis=1).T
+            ys = s0 + np.cumsum(x[:, ::-1], axis=1).T
             check(m, [s0, x], [ys[-1], ys])
