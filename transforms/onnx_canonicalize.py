@@ -144,7 +144,10 @@ def _normalize_constant(op: ir.Operation, sparse_limit: int) -> int:
         new = onnx_op(op.name, [], [attr.type], {"value": attr})  # the same version of Constant
     if U.replace_op(op, [new.result]):
         return 1
-    new.erase()  # a user that cannot take the new type: keep the original spelling
+    # Some user cannot take the new type (a subgraph yield, a variadic tail): the original
+    # spelling stays for it; the new constant serves the others, or goes if it serves none.
+    if not U.has_uses(new):
+        new.erase()
     return 0
 
 
