@@ -1050,3 +1050,12 @@ def test_scan() -> None:
         else:
             ys = s0 + np.cumsum(x[:, ::-1], axis=1).T
             check(m, [s0, x], [ys[-1], ys])
+
+
+@pytest.mark.parametrize("round_mode", ["up", "down", "nearest"])
+@pytest.mark.parametrize("saturate", [1, 0])
+def test_cast_float8_e8m0(round_mode: str, saturate: int) -> None:
+    x = np.array([0.0, 1.0, 1.5, 3.0, 0.75, 1e-40, 3e38, 1.7e38, np.inf, np.nan, -2.5, 0.1], np.float32)
+    check(_model("Cast", [("x", x)], to=TP.FLOAT8E8M0, out_types=[TP.FLOAT8E8M0], saturate=saturate, round_mode=round_mode, opset=24), [x])
+    y = x.astype(helper.tensor_dtype_to_np_dtype(TP.FLOAT8E8M0))
+    check(_model("Cast", [("y", y)], to=TP.FLOAT, out_types=[F], opset=24), [y])

@@ -116,7 +116,7 @@ def element_supported(t: ir.Type) -> bool:
     bytes, see `minifloat.py`)."""
     from onnxc.transforms.lowering.minifloat import is_exotic
 
-    return str(t) in _LOWERABLE_ELEMENTS or is_exotic(t)
+    return str(t) in _LOWERABLE_ELEMENTS or is_exotic(t)  # includes float8 E8M0
 
 
 def convert_element(t: ir.Type) -> ir.Type:
@@ -581,7 +581,7 @@ def broadcast_to(v: ir.Value, shape: Sequence[Dim]) -> ir.Value:
 # --- scalar conversions --------------------------------------------------------------------------
 
 
-def convert_scalar(x: ir.Value, src: ir.Type, dst: ir.Type, saturate: bool = False) -> ir.Value:
+def convert_scalar(x: ir.Value, src: ir.Type, dst: ir.Type, saturate: bool = False, round_mode: str = "up") -> ir.Value:
     """Convert a scalar from ONNX element type `src` to `dst` (both may be unsigned: the
     signedness picks extui/uitofp/fptoui; the values themselves are signless). float8/float4/
     int4/int2 go through their byte codes (`minifloat.py`); `saturate` is ONNX Cast's flag for
@@ -592,6 +592,10 @@ def convert_scalar(x: ir.Value, src: ir.Type, dst: ir.Type, saturate: bool = Fal
         return x
     f32 = ir.F32Type.get()
     i32 = ir.IntegerType.get_signless(32)
+    if str(src) == mf.E8M0:
+        return convert_scalar(mf.decode_e8m0(x), f32, dst, saturate)
+    if str(dst) == mf.E8M0:
+        return mf.encode_e8m0(convert_scalar(x, src, f32), saturate, round_mode)
     if str(src) in mf.MINIFLOATS:
         return convert_scalar(mf.decode(x, mf.MINIFLOATS[str(src)]), f32, dst, saturate)
     if str(src) in mf.SMALL_INTS:

@@ -563,7 +563,8 @@ def lower_cast(node: Node) -> list[ir.Value]:
     if str(src) == str(dst) or (str(convert_element(src)) == str(convert_element(dst)) and not is_exotic(src) and not is_exotic(dst)):
         return [x]
     saturate = bool(int(node.attr("saturate", 1)))
-    return [elementwise([x], convert_element(dst), lambda v: convert_scalar(v, src, dst, saturate))]
+    round_mode = str(node.attr("round_mode", "up"))
+    return [elementwise([x], convert_element(dst), lambda v: convert_scalar(v, src, dst, saturate, round_mode))]
 
 
 

@@ -1,5 +1,5 @@
 """Element types narrower than a byte or without LLVM arithmetic: float8 (E4M3FN, E4M3FNUZ,
-E5M2, E5M2FNUZ), float4 E2M1, and int4/uint4/int2/uint2.
+E5M2, E5M2FNUZ, E8M0), float4 E2M1, and int4/uint4/int2/uint2.
 
 Representation: after lowering, a tensor of any of these types is a tensor of `i8`, one
 element per byte, holding the type's bit pattern in the low bits (zero-extended), which is how
@@ -59,9 +59,12 @@ MINIFLOATS: dict[str, MiniFloat] = {
 SMALL_INTS: dict[str, tuple[int, bool]] = {"i4": (4, True), "ui4": (4, False), "i2": (2, True), "ui2": (2, False)}
 
 
+E8M0 = "f8E8M0FNU"
+
+
 def is_exotic(t: ir.Type) -> bool:
     """Whether an element type is one of the byte-stored types of this module."""
-    return str(t) in MINIFLOATS or str(t) in SMALL_INTS
+    return str(t) in MINIFLOATS or str(t) in SMALL_INTS or str(t) == E8M0
 
 
 def _i32(v: int) -> ir.Value:
@@ -169,3 +172,37 @@ def i64_to_small_int(v: ir.Value, bits: int) -> ir.Value:
     w = ir.IntegerType(v.type).width
     b = arith.trunci(i8, v) if w > 8 else (arith.extui(i8, v) if w < 8 else v)
     return arith.andi(b, arith.constant(i8, ir.IntegerAttr.get(i8, (1 << bits) - 1)))
+
+
+def encode_e8m0(x: ir.Value, saturate: bool, round_mode: str) -> ir.Value:
+    """An f32 scalar as float8 E8M0 (a biased power of two; the sign is dropped), rounding
+    the mantissa away (`up`), by truncation (`down`) or to nearest as the ONNX helper does;
+    NaN and infinity give 0xFF; with `saturate`, rounding never passes 0xFE."""
+    i32 = ir.IntegerType.get_signless(32)
+    i8 = ir.IntegerType.get_signless(8)
+    bits = arith.bitcast(i32, x)
+    e = arith.andi(arith.shrui(bits, _i32(23)), _i32(0xFF))
+    special = arith.cmpi(I.eq, e, _i32(0xFF))
+    if round_mode == "nearest":
+        g = arith.cmpi(I.ne, arith.andi(bits, _i32(0x400000)), _i32(0))
+        rr = arith.cmpi(I.ne, arith.andi(bits, _i32(0x200000)), _i32(0))
+        st = arith.cmpi(I.ne, arith.andi(bits, _i32(0x1FFFFF)), _i32(0))
+        lsb = arith.cmpi(I.ugt, e, _i32(0))
+        up = arith.andi(g, arith.ori(rr, arith.ori(st, lsb)))
+    elif round_mode == "up":
+        up = arith.cmpi(I.ne, arith.andi(bits, _i32(0x7FFFFF)), _i32(0))
+    else:
+        up = arith.cmpi(I.ne, _i32(0), _i32(0))
+    if saturate:
+        up = arith.andi(up, arith.cmpi(I.ne, e, _i32(0xFE)))
+    e = arith.addi(e, arith.extui(i32, up))
+    return arith.trunci(i8, arith.select(special, _i32(0xFF), e))
+
+
+def decode_e8m0(b: ir.Value) -> ir.Value:
+    """A float8 E8M0 code (i8) as f32: 2^(code - 127), NaN for 0xFF."""
+    i32 = ir.IntegerType.get_signless(32)
+    c = arith.extui(i32, b)
+    bits = arith.select(arith.cmpi(I.eq, c, _i32(0)), _i32(0x00400000), arith.shli(c, _i32(23)))
+    v = arith.bitcast(ir.F32Type.get(), bits)
+    return arith.select(arith.cmpi(I.eq, c, _i32(0xFF)), _f32(float("nan")), v)
