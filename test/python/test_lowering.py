@@ -1059,3 +1059,9 @@ def test_cast_float8_e8m0(round_mode: str, saturate: int) -> None:
     check(_model("Cast", [("x", x)], to=TP.FLOAT8E8M0, out_types=[TP.FLOAT8E8M0], saturate=saturate, round_mode=round_mode, opset=24), [x])
     y = x.astype(helper.tensor_dtype_to_np_dtype(TP.FLOAT8E8M0))
     check(_model("Cast", [("y", y)], to=TP.FLOAT, out_types=[F], opset=24), [y])
+
+
+def test_batch_norm_training_mode() -> None:
+    x = rnd(2, 3, 4, 5)
+    s, b, m, v = rnd(3), rnd(3), rnd(3), rnd(3, lo=0.5)
+    check(_model("BatchNormalization", [("x", x), ("s", s), ("b", b), ("m", m), ("v", v)], n_out=3, training_mode=1, momentum=0.8, epsilon=1e-3, opset=15), [x, s, b, m, v], atol=1e-5)

@@ -89,10 +89,11 @@ def mean_and_rstd(x: ir.Value, axes: list[int], elem: ir.Type, eps: float) -> tu
 
 
 def _check_bn(node: Node) -> str | None:
-    if int(node.attr("training_mode", 0)):
-        return "training_mode=1 is not lowered"
-    if any(not isinstance(r.type, ir.NoneType) for r in list(node.op.results)[1:]):
-        return "the running mean/var outputs (training) are not lowered"
+    training = bool(int(node.attr("training_mode", 0)))
+    if not training and any(not isinstance(r.type, ir.NoneType) for r in list(node.op.results)[1:]):
+        return "running mean/var outputs without training_mode"
+    if training and node.version < 14:
+        return "training before opset 14 is not lowered"
     if len(static_shape(node.onnx_types[0])) < 2:
         return "input rank must be >= 2"
     if node.version < 9 and node.has_attr("spatial") and not int(node.attr("spatial")):
@@ -102,7 +103,12 @@ def _check_bn(node: Node) -> str | None:
 
 @lowers("BatchNormalization", check=_check_bn)
 def lower_batch_norm(node: Node) -> list[ir.Value | None]:
-    """BatchNormalization at inference: (x - mean) / sqrt(var + eps) * scale + bias."""
+    """BatchNormalization: (x - mean) / sqrt(var + eps) * scale + bias, with the given mean
+    and var at inference; with `training_mode`, the batch statistics (population variance over
+    every dim but the channels) and the running averages
+    `running = input * momentum + batch * (1 - momentum)` as the extra outputs."""
+    if int(node.attr("training_mode", 0)):
+        return _batch_norm_training(node)
     x = node.input(0)
     elem = convert_element(node.in_elem(0))
     acc = _acc(elem)
@@ -324,3 +330,44 @@ def lower_lrn(node: Node) -> list[ir.Value]:
     b = const_scalar(bias, acc)
     be = const_scalar(beta, acc)
     return [elementwise([x, ssum], elem, lambda v, s: _narrow(arith.divf(_widen(v, elem, acc), math.powf(arith.addf(b, arith.mulf(k, s)), be)), acc, elem), out_shape=shape_of(x))]
+
+
+def _batch_norm_training(node: Node) -> list[ir.Value | None]:
+    x = node.input(0)
+    elem = convert_element(node.in_elem(0))
+    acc = _acc(elem)
+    r = rank_of(x)
+    axes = [0] + list(range(2, r))
+    eps = float(node.attr("epsilon", 1e-5))
+    mom = float(node.attr("momentum", 0.9))
+    cnt = _count(x, axes, acc)
+    s = reduce_dims([x], axes, [0.0], [acc], lambda a: [arith.addf(a[1], _widen(a[0], elem, acc))])[0]
+    mean_c = elementwise([s], acc, lambda v: arith.divf(v, cnt))  # [C]
+    mean_b = _channel_view(mean_c, r)
+
+    def sq(v: ir.Value, m: ir.Value) -> ir.Value:
+        d = arith.subf(_widen(v, elem, acc), m)
+        return arith.mulf(d, d)
+
+    dev = elementwise([x, mean_b], acc, sq, out_shape=shape_of(x))
+    var_c = elementwise([reduce_dims([dev], axes, [0.0], [acc], lambda a: [arith.addf(a[1], a[0])])[0]], acc, lambda v: arith.divf(v, cnt))
+    var_b = _channel_view(var_c, r)
+    scale, bias = _channel_view(node.input(1), r), _channel_view(node.input(2), r)
+    se, be = convert_element(node.in_elem(1)), convert_element(node.in_elem(2))
+    e = const_scalar(eps, acc)
+
+    def norm(v: ir.Value, m: ir.Value, va: ir.Value, sc: ir.Value, b: ir.Value) -> ir.Value:
+        y = arith.mulf(arith.mulf(arith.subf(_widen(v, elem, acc), m), math.rsqrt(arith.addf(va, e))), _widen(sc, se, acc))
+        return _narrow(arith.addf(y, _widen(b, be, acc)), acc, elem)
+
+    y = elementwise([x, mean_b, var_b, scale, bias], elem, norm, out_shape=shape_of(x))
+    results: list[ir.Value | None] = [y]
+    for i, batch in ((3, mean_c), (4, var_c)):
+        if len(node.op.results) > i - 2 and not isinstance(node.op.results[i - 2].type, ir.NoneType):
+            ie = convert_element(node.in_elem(i))
+            k = const_scalar(mom, acc)
+            k1 = const_scalar(1.0 - mom, acc)
+            results.append(elementwise([node.input(i), batch], ie, lambda a, b: _narrow(arith.addf(arith.mulf(_widen(a, ie, acc), k), arith.mulf(b, k1)), acc, ie)))
+        else:
+            results.append(None)
+    return results
