@@ -21,6 +21,11 @@ Each step either
   and `num_outputs` (18), Tile-6, Upsample (7, 9, then Resize-10), Resize (11), RoiAlign-16,
   GridSample-20 (mode names), GroupNormalization-21, LabelEncoder-2, Scatter -> ScatterElements.
 
+Some semantics changed without a signature change, so one dialect op covers both: PRelu-6 and
+PRelu-7 share `onnx.prelu_v6`, but PRelu-6 applies a [C] slope per channel while PRelu-7
+broadcasts it numpy-style. The module's (or function's) `onnx.opset_import` says which one a node
+meant, and such ops get their old meaning spelled out first (the slope gets trailing unit dims).
+
 After every step the new op is checked with the dialect's verifier (type constraints, attribute
 kinds); a step that cannot be done safely (Scan-8's batch axis, a non-constant Tile-1 count,
 BatchNormalization with `spatial = 0`, Erf on integers...) leaves the op at the version it
@@ -130,16 +135,30 @@ class Upgrader:
     def run(self, module: ir.Operation) -> None:
         module = module.operation
         with module.context, ir.Location.unknown():
-            for op in U.collect_ops(module, U.is_onnx_op):
-                self.upgrade(op)
+            module_opsets = _opsets_of(module)
+            for fn in U.functions(module):
+                opsets = {**module_opsets, **_opsets_of(fn)}
+                for op in U.collect_ops(fn, U.is_onnx_op):
+                    self.upgrade(op, opsets)
             _update_opsets(module)
 
-    def upgrade(self, op: ir.Operation) -> ir.Operation:
-        """Upgrade one op as far as possible; returns the op now standing in its place."""
+    def upgrade(self, op: ir.Operation, opsets: dict[str, int] | None = None) -> ir.Operation:
+        """Upgrade one op as far as possible; returns the op now standing in its place.
+
+        `opsets` (domain -> version the model imports) tells semantics apart that one dialect op
+        covers: PRelu-6 and PRelu-7 share a signature but not their broadcasting."""
         info = U.info_of(op)
         if info is None:
             return op
         changed = False
+        bound = (opsets or {}).get(info.domain)
+        fix = _SEMANTIC_FIXES.get((info.domain, info.op_type))
+        if fix is not None and bound is not None and bound < fix[0] and info.since_versions[0] < fix[0]:
+            try:
+                changed = fix[1](op) or changed
+            except Unsupported as exc:
+                self.failures.append((op.location, f"{info.op_type} {info.name} at opset {bound}: {exc}"))
+                return op
         while True:
             dst = next_version(info)
             if dst is None:
@@ -758,6 +777,51 @@ _ADAPTERS: dict[tuple[str, int], Callable[[Step], None]] = {
 }
 
 ADAPTED = tuple(sorted(f"{t}-{v}" for t, v in _ADAPTERS))
+
+
+# --- semantics that changed under one signature -------------------------------------------------------
+
+
+def _prelu_per_channel(op: ir.Operation) -> bool:
+    """PRelu-1/6 apply a rank-1 slope of length C per channel (axis 1); from PRelu-7 the slope
+    broadcasts numpy-style (aligned to the last axis). A [C] slope of an input of rank >= 3 gets
+    trailing unit dims, so that numpy broadcasting applies it per channel."""
+    x, slope = op.operands[0], op.operands[1]
+    xs, ss = U.shape_of(x.type), U.shape_of(slope.type)
+    if xs is None or ss is None:
+        raise Unsupported("needs ranked input and slope to apply the slope per channel")
+    if len(ss) != 1 or len(xs) < 3 or ss[0] == 1:
+        return False  # a scalar-like slope, or a 2-D input: both rules agree
+    if xs[1] >= 0 and ss[0] >= 0 and xs[1] != ss[0]:
+        return False  # not a per-channel slope; numpy rules it is
+    trailing = len(xs) - 2
+    with ir.InsertionPoint(op), op.location:
+        axes = U.make_constant(np.arange(1, 1 + trailing, dtype=np.int64))
+        new_type = U.ranked_type([ss[0]] + [1] * trailing, U.element_type_of(slope.type))
+        unsq = onnx_op("Unsqueeze", [slope, axes], [new_type])
+    op.operands[1] = unsq.result
+    return True
+
+
+# (domain, op type) -> (the first opset with the new semantics, the fix for older ones)
+_SEMANTIC_FIXES: dict[tuple[str, str], tuple[int, Callable[[ir.Operation], bool]]] = {
+    ("", "PRelu"): (7, _prelu_per_channel),
+}
+
+
+def _opsets_of(op: ir.Operation) -> dict[str, int]:
+    """domain -> version from an `onnx.opset_import` attribute (the default domain as "")."""
+    if "onnx.opset_import" not in op.attributes:
+        return {}
+    out: dict[str, int] = {}
+    try:
+        for entry in ir.ArrayAttr(op.attributes["onnx.opset_import"]):
+            pair = ir.ArrayAttr(entry)
+            domain = ir.StringAttr(pair[0]).value
+            out["" if domain == "ai.onnx" else domain] = ir.IntegerAttr(pair[1]).value
+    except (ValueError, TypeError, IndexError):
+        return {}
+    return out
 
 
 # --- opset_import -----------------------------------------------------------------------------------

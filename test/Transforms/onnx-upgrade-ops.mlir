@@ -79,3 +79,19 @@ func.func @not_upgradable(%x: tensor<4xi32>) -> tensor<4xi32> {
   %0 = "onnx.erf_v9"(%x) : (tensor<4xi32>) -> tensor<4xi32>
   return %0 : tensor<4xi32>
 }
+
+// -----
+
+// In a model importing opset 6, PRelu's [C] slope applies per channel (PRelu-7 and later
+// broadcast numpy-style), so the slope gets trailing unit dims before the upgrade; the module's
+// opset is raised to what the upgraded ops need.
+// CHECK: module attributes {onnx.opset_import = {{\[\[}}"", {{[1-9][0-9]}}]]}
+// CHECK-LABEL: func.func @prelu_opset6
+// CHECK: %[[U:.*]] = "onnx.unsqueeze"(%arg1, %{{.*}}) : (tensor<3xf32>, tensor<2xi64>) -> tensor<3x1x1xf32>
+// CHECK: "onnx.prelu"(%arg0, %[[U]])
+module attributes {onnx.opset_import = [["", 6]]} {
+  func.func @prelu_opset6(%x: tensor<2x3x4x5xf32>, %s: tensor<3xf32>) -> tensor<2x3x4x5xf32> {
+    %0 = "onnx.prelu_v6"(%x, %s) : (tensor<2x3x4x5xf32>, tensor<3xf32>) -> tensor<2x3x4x5xf32>
+    return %0 : tensor<2x3x4x5xf32>
+  }
+}

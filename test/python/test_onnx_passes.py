@@ -500,7 +500,8 @@ _SHIPPED = [
     "pytorch-converted/test_log_softmax_dim3", "pytorch-converted/test_AvgPool1d_stride", "pytorch-converted/test_PoissonNLLLLoss_no_reduce",
     "pytorch-operator/test_operator_clip", "pytorch-operator/test_operator_index", "pytorch-operator/test_operator_chunk",
     "pytorch-operator/test_operator_reduced_mean_keepdim", "pytorch-operator/test_operator_reduced_sum", "pytorch-operator/test_operator_pow",
-    "pytorch-operator/test_operator_add_size1_right_broadcast",
+    "pytorch-operator/test_operator_add_size1_right_broadcast", "pytorch-converted/test_PReLU_1d_multiparam",
+    "pytorch-converted/test_PReLU_3d_multiparam",
 ]  # fmt: skip
 
 
