@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import sys
 import types
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import onnx
@@ -162,11 +162,6 @@ def attr_value(op: ir.Operation, name: str, default: Any = None) -> Any:
         if spec is not None and spec.default is not None:
             return spec.default
     return default
-
-
-def plain_attributes(op: ir.Operation) -> dict[str, ir.Attribute]:
-    """The op's attributes as a name -> MLIR attribute dict (regions are not attributes)."""
-    return {name: attr for name, attr in op.attributes.items()}
 
 
 # --- types --------------------------------------------------------------------------------------
@@ -562,17 +557,6 @@ def value_used(v: ir.Value) -> bool:
     return any(True for _ in v.uses)
 
 
-def func_of(op: ir.Operation) -> ir.Operation | None:
-    """The `func.func` enclosing `op`, or None."""
-    cur: Any = op.parent
-    while cur is not None:
-        cur = cur.operation
-        if cur.name == "func.func":
-            return cur
-        cur = cur.parent
-    return None
-
-
 def location_text(op: ir.Operation) -> str:
     """A short description of an op for messages: its ONNX identity and location."""
     info = info_of(op)
@@ -580,16 +564,11 @@ def location_text(op: ir.Operation) -> str:
     return f"{ident} at {op.location}"
 
 
-def iter_results(ops: Iterable[ir.Operation]) -> Iterable[ir.Value]:
-    """Every result of every op of `ops`."""
-    for op in ops:
-        yield from op.results
-
-
 __all__ = [
     "CONSTANT_OP", "CUSTOM_OP", "NONE_OP", "attr_value", "block_ops", "collect_ops", "constant_attr_array",
-    "constant_value", "dense_attr", "element_type_of", "elements_attr", "elements_to_numpy", "func_of", "functions", "has_uses", "info_of",
-    "is_constant", "is_constant_op", "is_none_value", "is_onnx_op", "is_tensor_type", "location_text", "make_constant",
-    "mlir_element_type", "node_proto", "operand_in_variadic_tail", "result_in_variadic_tail", "used_in_variadic_tail", "numpy_dtype_of", "onnx_attribute_proto", "plain_attributes", "ranked_type", "refine_type",
-    "replace_op", "replace_value", "shape_of", "sync_function_type", "terminator", "value_used",
+    "constant_value", "dense_attr", "element_type_of", "elements_attr", "elements_to_numpy", "functions",
+    "functions_callees_first", "has_uses", "info_of", "is_constant", "is_constant_op", "is_none_value", "is_onnx_op",
+    "is_tensor_type", "location_text", "make_constant", "mlir_element_type", "node_proto", "numpy_dtype_of",
+    "onnx_attribute_proto", "operand_in_variadic_tail", "ranked_type", "refine_type", "replace_op", "replace_value",
+    "result_in_variadic_tail", "shape_of", "sync_function_type", "terminator", "used_in_variadic_tail", "value_used",
 ]  # fmt: skip
