@@ -66,7 +66,11 @@ _KIND_GROUP = {"simple": "simple", "pytorch-converted": "pytorch-converted", "py
 #: Failure stages, in pipeline order. A case's stage is where it stopped.
 STAGES: tuple[str, ...] = ("import", "onnx-passes", "lower", "codegen", "run", "result", "error", "crash", "timeout", "skip")
 
-DEFAULT_TIMEOUT_S = 300.0
+#: Seconds a case may take in a generator run before it counts as a timeout (and is excluded).
+DEFAULT_TIMEOUT_S = 240.0
+#: The test suite's safety net against hangs: longer than DEFAULT_TIMEOUT_S, so a case the
+#: generator kept is never killed for being a little slower on another machine.
+PYTEST_TIME_LIMIT_S = 600.0
 
 
 def _check_checkout() -> None:
@@ -160,7 +164,7 @@ def build_backend_test(
     return bt
 
 
-def test_cases_of(bt: Any) -> dict[str, type[unittest.TestCase]]:
+def suite_cases(bt: Any) -> dict[str, type[unittest.TestCase]]:
     """The TestCase classes of a suite from `build_backend_test` (the wrapped ones if wrapped)."""
     return getattr(bt, "_onnxc_cases", None) or bt.test_cases
 
@@ -351,7 +355,7 @@ def run_case(cls: type[unittest.TestCase], name: str) -> dict[str, Any]:
 def _suite_classes() -> dict[str, type[unittest.TestCase]]:
     """case name -> its TestCase class, for the suite with no expectations applied."""
     classes: dict[str, type[unittest.TestCase]] = {}
-    for cls in test_cases_of(build_backend_test("onnxc_conformance")).values():
+    for cls in suite_cases(build_backend_test("onnxc_conformance")).values():
         for attr in vars(cls):
             if attr.startswith("test_"):
                 classes[attr] = cls

@@ -7,7 +7,7 @@ dropped). The expected failures are `backend_xfails.py` (generated with the reas
 `python -m onnxc.tools.gen_conformance`); they are strict: unittest's expectedFailure that passes
 is an "unexpected success", which pytest reports as a failure, so the list cannot go stale.
 `EXCLUDES` (cases that kill the process or run past the time limit) are skipped with their reason.
-A case running past ONNXC_BACKEND_TIMEOUT seconds (default 300) ends its process with a traceback
+A case running past ONNXC_BACKEND_TIMEOUT seconds (default 600) ends its process with a traceback
 (under pytest-xdist the worker is replaced and the case reported failed) rather than hanging CI.
 
 Beside the suite: the backend protocol (`prepare`/`run`/`run_model`/`run_node`/`supports_device`),
@@ -48,9 +48,9 @@ backend_test = gen_conformance.build_backend_test(
     __name__,
     xfails=XFAILS,
     excludes=EXCLUDES,
-    time_limit_s=float(os.environ.get("ONNXC_BACKEND_TIMEOUT", gen_conformance.DEFAULT_TIMEOUT_S)),
+    time_limit_s=float(os.environ.get("ONNXC_BACKEND_TIMEOUT", gen_conformance.PYTEST_TIME_LIMIT_S)),
 )
-globals().update(gen_conformance.test_cases_of(backend_test))
+globals().update(gen_conformance.suite_cases(backend_test))
 
 
 # --- the backend protocol ------------------------------------------------------------------------
@@ -111,7 +111,7 @@ def test_errors_are_onnxc_errors() -> None:
 
 
 def test_suite_is_cpu_only_and_complete() -> None:
-    cases = gen_conformance.test_cases_of(backend_test)
+    cases = gen_conformance.suite_cases(backend_test)
     names = {n for cls in cases.values() for n in vars(cls) if n.startswith("test_")}
     assert names and all(n.endswith("_cpu") for n in names)
     catalog = {c.name for c in gen_conformance.catalog()}
