@@ -1065,3 +1065,9 @@ def test_batch_norm_training_mode() -> None:
     x = rnd(2, 3, 4, 5)
     s, b, m, v = rnd(3), rnd(3), rnd(3), rnd(3, lo=0.5)
     check(_model("BatchNormalization", [("x", x), ("s", s), ("b", b), ("m", m), ("v", v)], n_out=3, training_mode=1, momentum=0.8, epsilon=1e-3, opset=15), [x, s, b, m, v], atol=1e-5)
+
+
+def test_reshape_to_rank0() -> None:
+    x = rnd(1, 1)
+    check(_model("Reshape", [("x", x)], inits={"s": np.array([], np.int64)}, dims={"x": ["A", 1]}), [x])
+    check(_model("Reshape", [("x", x)], inits={"s": np.array([], np.int64)}), [x])

@@ -695,10 +695,11 @@ def reshape(v: ir.Value, shape: Sequence[Dim]) -> ir.Value:
     if len(src) == len(shape) and all(isinstance(o, int) and s == o for s, o in zip(src, shape)):
         return v
     i64 = ir.IntegerType.get_signless(64)
+    if not shape and all(d == 1 for d in src):
+        # To rank 0 from static size-1 dims: a collapse (reshape wants a non-empty shape).
+        return tensor.collapse_shape(tensor_type([], elem), v, ir.ArrayAttr.get([]))
     if all(isinstance(d, int) for d in shape):
-        shp = const_tensor(np.array(list(shape), dtype=np.int64), i64) if shape else None
-        if shp is None:
-            return tensor.collapse_shape(tensor_type([], elem), v, ir.ArrayAttr.get([]))
+        shp = const_tensor(np.array(list(shape), dtype=np.int64).reshape(len(shape)), i64)
     else:
         elems = [arith.index_cast(i64, dim_value(d)) for d in shape]
         shp = tensor.from_elements(ir.RankedTensorType.get([len(shape)], i64), elems)

@@ -48,8 +48,6 @@ BYTE_CODED_OPS = frozenset(
      "Unsqueeze", "Transpose", "Concat", "Slice", "Gather", "GatherElements", "GatherND", "Split", "Expand",
      "Tile", "Shape", "Size", "Where", "If", "Loop"}
 )  # fmt: skip
-# Ops whose regions the walk knows (ONNX ops with GRAPH attributes are the patterns' business).
-_PASSTHROUGH_TERMINATORS = ("func.return", "gpu.yield")
 
 
 def _is_onnx(op: ir.Operation) -> bool:

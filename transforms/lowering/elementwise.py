@@ -83,10 +83,6 @@ def _sigmoid(x: ir.Value, s: Scalar) -> ir.Value:
     return back(arith.divf(c(1.0), arith.addf(c(1.0), math.exp(arith.negf(w)))))
 
 
-def _softplus_f(w: ir.Value, c: Callable[[float], ir.Value]) -> ir.Value:
-    return math.log1p(math.exp(w))
-
-
 def _gelu(x: ir.Value, s: Scalar) -> ir.Value:
     w, back, c = _in_f32(s, x)
     if s.attr("approximate", "none") == "tanh":
