@@ -147,7 +147,7 @@ class OnnxShapeInferencePass(ModulePass):
     def run(self, module: ir.Operation) -> None:
         module = module.operation
         with module.context, ir.Location.unknown():
-            inferer = _Inferer(self.max_value_elements)
+            inferer = _Inferer(self.max_value_elements, check=self.strict)
             for fn in U.functions_callees_first(module):
                 inferer.run_function(fn)
             if self.strict and inferer.conflicts:
@@ -187,8 +187,9 @@ def _schema_of(op_type: str, version: int, domain: str) -> onnx.defs.OpSchema | 
 class _Inferer:
     """The state of one run: symbolic shapes and tracked contents of values, and disagreements."""
 
-    def __init__(self, max_value_elements: int) -> None:
+    def __init__(self, max_value_elements: int, check: bool = True) -> None:
         self.max_value_elements = max_value_elements
+        self.check = check  # infer even fully static results, to report contradictions
         self.shapes: dict[ir.Value, list[Dim] | None] = {}
         self.values: dict[ir.Value, Tracked] = {}
         self.conflicts: list[tuple[ir.Location | None, str]] = []
@@ -389,11 +390,14 @@ class _Inferer:
             self.values_of_constant(op)
             return
         inferred: list[list[Dim] | None | bool] | None = None
-        rule = _SHAPE_RULES.get(info.op_type)
-        if rule is not None:
-            inferred = rule(self, op, info)
-        if inferred is None and not op.regions:
-            inferred = self.onnx_infer(op, info)
+        # With every result already static there is nothing to refine: unless asked to check the
+        # declared types, the type rules are skipped (most ops of most CNNs).
+        if self.check or not all(_fully_static(r.type) for r in op.results):
+            rule = _SHAPE_RULES.get(info.op_type)
+            if rule is not None:
+                inferred = rule(self, op, info)
+            if inferred is None and not op.regions:
+                inferred = self.onnx_infer(op, info)
         if inferred is not None:
             for res, dims in zip(op.results, inferred):
                 if dims is not False:
@@ -713,6 +717,14 @@ def _generalize(a: ir.Type, b: ir.Type) -> ir.Type:
     if sa is None or sb is None or len(sa) != len(sb):
         return ir.UnrankedTensorType.get(elem)
     return U.ranked_type([x if x == y else -1 for x, y in zip(sa, sb)], elem)
+
+
+def _fully_static(t: ir.Type) -> bool:
+    """A `none` type, or a tensor type with a static shape (nothing left to refine)."""
+    if isinstance(t, ir.NoneType):
+        return True
+    shape = U.shape_of(t)
+    return shape is not None and all(d >= 0 for d in shape)
 
 
 def _merge_dims(a: list[Dim] | None, b: list[Dim] | None) -> list[Dim] | None:
