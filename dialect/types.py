@@ -80,6 +80,8 @@ def numpy_dtype(elem: ElementType) -> np.dtype:
     """The numpy dtype holding values of `elem` (ml_dtypes for bfloat16 and the small floats)."""
     if elem.numpy is None:
         raise UnsupportedTypeError(f"element type {elem.type_str} has no numpy dtype")
+    if elem.numpy == "object":  # ONNX strings: numpy holds them as Python objects
+        return np.dtype(object)
     if hasattr(np, elem.numpy):
         return np.dtype(getattr(np, elem.numpy))
     if ml_dtypes is not None and hasattr(ml_dtypes, elem.numpy):

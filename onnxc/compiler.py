@@ -126,9 +126,27 @@ class CompiledModel:
             arrays.append(np.ascontiguousarray(a))
         return arrays
 
+    def _adapt(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """Arrays as the compiled function holds them: ONNX types the lowered code keeps in a
+        signless integer of the same width (unsigned ints, float8/int4 stored as bytes) are
+        passed as views, and a one-element array for a rank-0 argument as a scalar (onnxruntime
+        accepts both spellings of a scalar, and so do ONNX's own test data)."""
+        signature = getattr(self.function, "signature", None)
+        if signature is None:
+            return arrays
+        out = []
+        for a, spec in zip(arrays, signature.inputs):
+            want = spec.dtype
+            if a.dtype != want and a.dtype.itemsize == want.itemsize and want.kind in "iu" and a.dtype.kind != "O":
+                a = a.view(want)
+            if spec.rank == 0 and a.ndim > 0 and a.size == 1:
+                a = a.reshape(())
+            out.append(a)
+        return out
+
     def __call__(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:
         """Run with arrays positionally or by ONNX input name; outputs in graph order."""
-        arrays = self._bind(args, kwargs)
+        arrays = self._adapt(self._bind(args, kwargs))
         results = self.function(*arrays)
         out = []
         for spec, r in zip(self.outputs, results):
