@@ -1071,3 +1071,15 @@ def test_reshape_to_rank0() -> None:
     x = rnd(1, 1)
     check(_model("Reshape", [("x", x)], inits={"s": np.array([], np.int64)}, dims={"x": ["A", 1]}), [x])
     check(_model("Reshape", [("x", x)], inits={"s": np.array([], np.int64)}), [x])
+
+
+@pytest.mark.parametrize("inverse,onesided,length", [(0, 0, None), (0, 1, None), (1, 0, None), (1, 1, None), (0, 0, 6), (0, 1, 12)])
+def test_dft(inverse: int, onesided: int, length: int | None) -> None:
+    x = rnd(2, 8, 2) if inverse or not onesided else rnd(2, 8, 1)
+    inits = {"n": np.array(length, np.int64)} if length else {}
+    names = ["x", "n" if length else "", "ax"]
+    inits["ax"] = np.array(1, np.int64)
+    check(_model("DFT", [("x", x)], inits=inits, node_inputs=names, inverse=inverse, onesided=onesided, opset=20), [x], atol=1e-5)
+    # A runtime axis.
+    y = rnd(4, 6, 2)
+    check(_model("DFT", [("y", y), ("a", np.array(0, np.int64))], node_inputs=["y", "", "a"], inverse=inverse, opset=20), [y, np.array(0, np.int64)], atol=1e-5)

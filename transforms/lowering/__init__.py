@@ -24,6 +24,7 @@ FAMILIES = (
     "grid_sample",
     "training",
     "ml",
+    "spectral",
 )
 
 
