@@ -43,7 +43,7 @@ _VALUE_VARIANTS = ("value_float", "value_floats", "value_int", "value_ints", "va
 
 @dataclass(frozen=True)
 class OnnxCanonicalizePass(ModulePass):
-    """Normalize Constants, remove no-op ops, share one `onnx.none`, erase dead ONNX ops.
+    """Normalize Constants, remove no-op ops, share `onnx.none` and identical constants, erase dead ops.
 
     Options: `remove_dead` (dead-code removal, on by default), `remove_dead_custom` (also erase
     unused `onnx.custom` ops), `sparse_limit` (largest dense size a `sparse_value` Constant is
