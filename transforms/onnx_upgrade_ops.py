@@ -31,8 +31,8 @@ kinds); a step that cannot be done safely (Scan-8's batch axis, a non-constant T
 BatchNormalization with `spatial = 0`, Erf on integers...) leaves the op at the version it
 reached, and the op is reported: all of them in one warning, or, with `strict`, as a pass
 failure. When every op of a domain ends at its newest version, the module's (and functions')
-`onnx.opset_import` entry for that domain is raised to the smallest opset binding all of them, so
-export writes a consistent model.
+`onnx.opset_import` entry for that domain is raised to the smallest opset binding all of them (and
+`onnx.ir_version` to the smallest IR version that opset needs), so export writes a consistent model.
 """
 
 from __future__ import annotations
@@ -860,3 +860,19 @@ def _update_opsets(module: ir.Operation) -> None:
             target.attributes["onnx.opset_import"] = ir.ArrayAttr.get(
                 [ir.ArrayAttr.get([ir.StringAttr.get(d), ir.IntegerAttr.get(i64, v)]) for d, v in new_pairs]
             )
+            if target == module:
+                _raise_ir_version(module, new_pairs)
+
+
+def _raise_ir_version(module: ir.Operation, pairs: list[tuple[str, int]]) -> None:
+    """A model's IR version must be recent enough for its opsets (opset 13 needs IR 7): raise
+    `onnx.ir_version` to the smallest one onnx's version table allows, if it is below."""
+    if "onnx.ir_version" not in module.attributes:
+        return
+    try:
+        current = ir.IntegerAttr(module.attributes["onnx.ir_version"]).value
+        needed = onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid(d, v) for d, v in pairs], ignore_unknown=True)
+    except (ValueError, TypeError, KeyError):
+        return
+    if needed > current:
+        module.attributes["onnx.ir_version"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), int(needed))

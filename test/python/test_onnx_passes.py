@@ -163,6 +163,7 @@ def test_upgrade_numerics(case: str) -> None:
         assert info is None or is_newest(info), op.name
     exported = export_model(module)
     assert exported.opset_import[0].version > model.opset_import[0].version
+    assert exported.ir_version >= onnx.helper.find_min_ir_version_for(list(exported.opset_import), ignore_unknown=True)
     _check(model, module, feeds, expected)
 
 
@@ -540,6 +541,8 @@ def test_shipped_old_opset_models(name: str) -> None:
     for op in _onnx_ops(module):
         info = U.info_of(op)
         assert info is None or is_newest(info), op.name
-    got = ReferenceEvaluator(export_model(module)).run(None, feeds)
+    exported = export_model(module)
+    onnx.checker.check_model(exported)  # opsets raised with the IR version they need
+    got = ReferenceEvaluator(exported).run(None, feeds)
     for g, e in zip(got, expected):
         np.testing.assert_allclose(g, e, rtol=1e-3, atol=1e-4)
