@@ -2,8 +2,9 @@
 
 Per case: its status (pass, not lowered with onnxc's pre-check problems, or the error), onnxc's
 compile time and run time (all runs of the case; wall seconds, CPU seconds of this process in
-parentheses, which stay meaningful on a loaded machine), the case's total wall time (references
-included), and the largest relative and absolute
+parentheses, which stay meaningful on a loaded machine), onnxruntime's CPU time for the same
+runs (one thread, first run of a fresh session: a rough yardstick, not a benchmark; see
+`bench/` for latency), the case's total wall time (references included), and the largest relative and absolute
 difference per reference (onnxruntime, and onnx.reference for the small models), with the same
 comparison as the tests (`test_differential.compare`, formula in that module's docstring). It
 ends with the `EXPECTED_PROBLEMS` dict that matches what onnxc reports now, to paste into the
@@ -57,7 +58,12 @@ def main(argv: list[str]) -> int:
         t = case.timings
         comp = f"{t['compile_s']:.2f} ({t['compile_cpu_s']:.2f})" if "compile_s" in t else "-"
         run = f"{t['run_s']:.3f} ({t['run_cpu_s']:.3f})" if "run_cpu_s" in t else "-"
-        print(f"{name:20s} compile {comp:>15s} s  run {run:>15s} s  total {wall:6.1f} s  {status}  {diffs}", flush=True)
+        ort_run = f"{t['ort_run_cpu_s']:.3f}" if "ort_run_cpu_s" in t else "-"
+        print(
+            f"{name:20s} compile {comp:>15s} s  run {run:>15s} s  ort run (CPU) {ort_run:>6s} s  "
+            f"total {wall:6.1f} s  {status}  {diffs}",
+            flush=True,
+        )
     print("\nEXPECTED_PROBLEMS = {")
     for name, keys in problems.items():
         print(f"    {name!r}: {keys!r},")
