@@ -19,6 +19,7 @@ Each step either
   BatchNormalization (`is_test`, `spatial`, the outputs of 14), Dropout's bool mask (10), Cast's
   string `to` (6), LpPool/GlobalLpPool's float `p` (2), Pad's `paddings` (2), Split's input (2)
   and `num_outputs` (18), Tile-6, Upsample (7, 9, then Resize-10), Resize (11), RoiAlign-16,
+  Scan-9 (the batch axis of Scan-8 becomes a Loop around a Scan-9),
   GridSample-20 (mode names), GroupNormalization-21, LabelEncoder-2, Scatter -> ScatterElements.
 
 Some semantics changed without a signature change, so one dialect op covers both: PRelu-6 and
@@ -27,7 +28,7 @@ broadcasts it numpy-style. The module's (or function's) `onnx.opset_import` says
 meant, and such ops get their old meaning spelled out first (the slope gets trailing unit dims).
 
 After every step the new op is checked with the dialect's verifier (type constraints, attribute
-kinds); a step that cannot be done safely (Scan-8's batch axis, a non-constant Tile-1 count,
+kinds); a step that cannot be done safely (Scan-8 with per-batch sequence lengths, a non-constant Tile-1 count,
 BatchNormalization with `spatial = 0`, Erf on integers...) leaves the op at the version it
 reached, and the op is reported: all of them in one warning, or, with `strict`, as a pass
 failure. When every op of a domain ends at its newest version, the module's (and functions')
@@ -47,7 +48,7 @@ import onnx
 from mlir import ir
 
 from onnxc.dialect import attributes as attrs_mod
-from onnxc.dialect.builder import onnx_op
+from onnxc.dialect.builder import onnx_op, yield_values
 from onnxc.dialect.opinfo import OpInfo
 from onnxc.dialect.optable import OPS
 from onnxc.dialect.table import lookup, op_info
@@ -727,7 +728,43 @@ def _groupnorm_21(s: Step) -> None:
 
 
 def _scan_9(s: Step) -> None:
-    raise Unsupported("Scan-8 has a batch axis and sequence_lens; Scan-9 has neither")
+    """Scan-8 runs its body over a leading batch axis that Scan-9 no longer has: the upgrade is a
+    Loop over the batch whose body takes each batch element (Gather) and runs a Scan-9 with the
+    original body; the Loop's scan outputs stack the per-element results back along axis 0.
+    Per-element sequence lengths (`sequence_lens`) have no Scan-9 form."""
+    op = s.op
+    if not U.is_none_value(op.operands[0]):
+        raise Unsupported("Scan-8 with sequence_lens (per-batch lengths) has no Scan-9 form")
+    values = list(op.operands[1:])
+    n_scan = int(s.get("num_scan_inputs", 0) or 0)
+    directions = list(s.get("directions", None) or [0] * n_scan)
+    if not values or n_scan <= 0 or len(directions) != n_scan or len(op.regions) != 1 or len(op.regions[0].blocks) != 1:
+        raise Unsupported("malformed Scan-8")
+    shapes = [U.shape_of(v.type) for v in values] + [U.shape_of(r.type) for r in op.results]
+    if any(sh is None or len(sh) < 1 for sh in shapes):
+        raise Unsupported("needs ranked inputs and outputs (with their batch axis)")
+
+    def unbatched(t: ir.Type) -> ir.Type:
+        return U.ranked_type(U.shape_of(t)[1:], U.element_type_of(t))
+
+    i64 = ir.IntegerType.get_signless(64)
+    rank0 = len(U.shape_of(values[0].type))
+    shape = s.build("Shape", [values[0]], [U.ranked_type([rank0], i64)]).result
+    zero = s.const(np.array(0, dtype=np.int64))
+    count = s.build("Gather", [shape, zero], [U.ranked_type([], i64)], {"axis": 0}).result
+    true = s.const(np.array(True))
+    loop = s.build("Loop", [count, true], [r.type for r in op.results])
+    body = ir.Block.create_at_start(loop.regions[0], [U.ranked_type([], i64), U.ranked_type([], ir.IntegerType.get_signless(1))])
+    with ir.InsertionPoint(body), op.location:
+        index = body.arguments[0]
+        sliced = [onnx_op("Gather", [v, index], [unbatched(v.type)], {"axis": 0}).result for v in values]
+        inner = onnx_op(s.dst.full_name, sliced, [unbatched(r.type) for r in op.results],
+                        {"num_scan_inputs": n_scan, "scan_input_directions": directions})  # fmt: skip
+        yield_values([body.arguments[1]] + list(inner.results))
+    for block in list(op.regions[0].blocks):
+        block.append_to(inner.regions[0])
+    s.replacement = list(loop.results)
+    s.replacement_op = inner
 
 
 _ADAPTERS: dict[tuple[str, int], Callable[[Step], None]] = {

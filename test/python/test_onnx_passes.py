@@ -547,3 +547,31 @@ def test_shipped_old_opset_models(name: str) -> None:
     got = ReferenceEvaluator(exported).run(None, feeds)
     for g, e in zip(got, expected):
         np.testing.assert_allclose(g, e, rtol=1e-3, atol=1e-4)
+
+
+def test_upgrade_scan8_batch_axis_becomes_loop() -> None:
+    """Scan-8 (leading batch axis) becomes a Loop over the batch around a Scan-9 with the same
+    body. Expected values from numpy (the reference has no Scan-8). `onnx.reference` concatenates
+    Loop scan outputs along axis 0 instead of stacking them (the spec stacks), which leaves the
+    data in the same order, so its results are compared after reshaping."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x_t"], ["s_out"]), helper.make_node("Identity", ["s_out"], ["y_t"])],
+        "body",
+        [_vi("s_in", [2]), _vi("x_t", [2])],
+        [_vi("s_out", [2]), _vi("y_t", [2])],
+    )
+    node = helper.make_node("Scan", ["", "s0", "xs"], ["s", "ys"], body=body, num_scan_inputs=1)
+    model = _model([node], [_vi("s0", [3, 2]), _vi("xs", [3, 4, 2])], [_vi("s", [3, 2]), _vi("ys", [3, 4, 2])], 8)
+    module = import_model(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        OnnxUpgradeOpsPass().run(module.operation)
+    names = [op.name for op in _onnx_ops(module)]
+    assert "onnx.loop" in names and "onnx.scan" in names and "onnx.scan_v8" not in names
+    assert verify_onnx(module.operation) == []
+    s0 = RNG.standard_normal((3, 2)).astype(np.float32)
+    xs = RNG.standard_normal((3, 4, 2)).astype(np.float32)
+    expected = [s0 + xs.sum(1), s0[:, None, :] + np.cumsum(xs, axis=1)]
+    got = ReferenceEvaluator(export_model(module)).run(None, {"s0": s0, "xs": xs})
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(np.asarray(g).reshape(e.shape), e, rtol=1e-5, atol=1e-6)
