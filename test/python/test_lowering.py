@@ -1083,3 +1083,11 @@ def test_dft(inverse: int, onesided: int, length: int | None) -> None:
     # A runtime axis.
     y = rnd(4, 6, 2)
     check(_model("DFT", [("y", y), ("a", np.array(0, np.int64))], node_inputs=["y", "", "a"], inverse=inverse, opset=20), [y, np.array(0, np.int64)], atol=1e-5)
+
+
+def test_pad_runtime_axes_and_conv_transpose_output_shape() -> None:
+    p = rnd(3, 4)
+    pads, axes = np.array([1, 2, 0, 1], np.int64), np.array([1, 0], np.int64)
+    check(_model("Pad", [("x", p), ("p", pads), ("v", np.array(0.5, np.float32)), ("a", axes)]), [p, pads, np.array(0.5, np.float32), axes])
+    x, w = rnd(1, 1, 3, 3), rnd(1, 2, 3, 3)
+    check(_model("ConvTranspose", [("x", x), ("w", w)], strides=[3, 2], output_shape=[10, 8]), [x, w])

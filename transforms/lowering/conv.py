@@ -231,13 +231,12 @@ def _convt_params(node: Node) -> tuple[list[int], list[int], list[int], list[int
     full = [strides[i] * (xs[2 + i] - 1) + opad[i] + (kernel[i] - 1) * dil[i] + 1 for i in range(k)]
     if out_shape or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         target = [int(v) for v in out_shape][-k:] if out_shape else [xs[2 + i] * strides[i] for i in range(k)]
+        # A negative total (output_shape beyond the full result) pads the output with what no
+        # input reaches: the gather below handles negative pads.
         total = [full[i] - target[i] for i in range(k)]
-        if any(t < 0 for t in total):
-            return "output_shape larger than the full transposed convolution"
-        if auto_pad == "SAME_UPPER":
-            lo = [t // 2 for t in total]
-        else:
-            lo = [t - t // 2 for t in total] if auto_pad == "SAME_LOWER" else [t // 2 for t in total]
+        # SAME_UPPER puts the smaller half first; SAME_LOWER and an explicit output_shape the
+        # larger (as the reference does).
+        lo = [t // 2 for t in total] if auto_pad == "SAME_UPPER" else [t - t // 2 for t in total]
         hi = [t - a for t, a in zip(total, lo)]
         return kernel, strides, dil, lo, hi, target
     pads = [int(v) for v in (node.attr("pads") or [0] * (2 * k))]

@@ -712,9 +712,19 @@ def _pad_params(node: Node) -> tuple[list[Dim], list[Dim]]:
         c = node.const_ints(1)
         pads = list(c) if c is not None else list(extract_dims(node.input(1), node.in_elem(1)))
     axes = _pad_axes(node)
-    assert axes is not None
     lo: list[Dim] = [0] * r
     hi: list[Dim] = [0] * r
+    if axes is None:
+        # Runtime axes: each dim's pads are picked at run time among the listed axes.
+        n = len(pads) // 2
+        for j in range(n):
+            a = _runtime_index(node, 3, j)
+            a = arith.select(arith.cmpi(arith.CmpIPredicate.slt, a, const_index(0)), arith.addi(a, const_index(r)), a)
+            for d in range(r):
+                hit = arith.cmpi(arith.CmpIPredicate.eq, a, const_index(d))
+                lo[d] = arith.select(hit, dim_value(pads[j]), dim_value(lo[d]))
+                hi[d] = arith.select(hit, dim_value(pads[j + n]), dim_value(hi[d]))
+        return lo, hi
     n = len(axes)
     for j, a in enumerate(axes):
         lo[a] = pads[j]
@@ -723,8 +733,8 @@ def _pad_params(node: Node) -> tuple[list[Dim], list[Dim]]:
 
 
 def _check_pad(node: Node) -> str | None:
-    if _pad_axes(node) is None:
-        return "axes must be a constant"
+    if _pad_axes(node) is None and len(static_shape(node.onnx_types[3])) != 1:
+        return "axes must be a constant or a 1-D tensor"
     if node.version >= 11:
         s = static_shape(node.onnx_types[1])
         if len(s) != 1 or s[0] is None:
