@@ -1091,3 +1091,9 @@ def test_pad_runtime_axes_and_conv_transpose_output_shape() -> None:
     check(_model("Pad", [("x", p), ("p", pads), ("v", np.array(0.5, np.float32)), ("a", axes)]), [p, pads, np.array(0.5, np.float32), axes])
     x, w = rnd(1, 1, 3, 3), rnd(1, 2, 3, 3)
     check(_model("ConvTranspose", [("x", x), ("w", w)], strides=[3, 2], output_shape=[10, 8]), [x, w])
+
+
+@pytest.mark.parametrize("storage_order", [0, 1])
+def test_maxpool_indices(storage_order: int) -> None:
+    x = rnd(1, 2, 5, 5)
+    check(_model("MaxPool", [("x", x)], n_out=2, out_types=[F, I64], kernel_shape=[2, 2], strides=[2, 2], pads=[1, 1, 0, 0], storage_order=storage_order), [x])

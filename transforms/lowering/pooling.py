@@ -65,9 +65,8 @@ def _check_pool(node: Node) -> str | None:
     if len(xs) < 3:
         return "input rank must be >= 3"
     if node.op_type == "MaxPool" and len(node.op.results) > 1 and not isinstance(node.op.results[1].type, ir.NoneType):
-        return "the Indices output of MaxPool is not lowered"
-    if node.op_type == "MaxPool" and int(node.attr("storage_order", 0)):
-        return "storage_order=1"
+        if any(d is None for d in xs[1:]):
+            return "the Indices output needs static C and spatial dims"
     a = _pool_attrs(node)
     return a if isinstance(a, str) else None
 
@@ -122,7 +121,58 @@ def lower_max_pool(node: Node) -> list[ir.Value | None]:
         comb = arith.maximumf
     else:
         comb = arith.maxui if unsigned else arith.maxsi
-    return [_window_generic(xp, kernel, strides, dil, outs, init, comb), None]
+    if len(node.op.results) < 2 or isinstance(node.op.results[1].type, ir.NoneType):
+        return [_window_generic(xp, kernel, strides, dil, outs, init, comb), None]
+    return list(_max_pool_with_indices(node, x, xp, kernel, strides, dil, lo, outs, init, elem, unsigned))
+
+
+def _max_pool_with_indices(node: Node, x: ir.Value, xp: ir.Value, kernel: list[int], strides: list[int], dil: list[int], lo: list[int], outs: list, init: ir.Value, elem: ir.Type, unsigned: bool) -> tuple[ir.Value, ir.Value]:
+    """MaxPool with Indices: a window generic carrying (max, flat index into the unpadded
+    input, row-major over N, C and the spatial dims); the first maximum wins."""
+    from onnxc.transforms.lowering.common import const_index, index_of
+
+    r = rank_of(x)
+    k = r - 2
+    i64 = ir.IntegerType.get_signless(64)
+    xs = static_shape(x.type)
+    strides_flat = [1] * r
+    for d in range(r - 2, -1, -1):
+        strides_flat[d] = strides_flat[d + 1] * int(xs[d + 1])  # type: ignore[arg-type]
+    if int(node.attr("storage_order", 0)):
+        # Column-major spatial index (the first spatial dim varies fastest).
+        acc = 1
+        for d in range(2, r):
+            strides_flat[d] = acc
+            acc *= int(xs[d])  # type: ignore[arg-type]
+    L = 2 + 2 * k
+    d_ = ir.AffineDimExpr.get
+    x_map = affine_map(L, [d_(0), d_(1)] + [d_(2 + i) * strides[i] + d_(2 + k + i) * dil[i] for i in range(k)])
+    w_map = affine_map(L, [2 + k + i for i in range(k)])
+    o_map = affine_map(L, list(range(2 + k)))
+    window = empty(kernel, elem)
+    idx0 = filled([dim(x, 0), dim(x, 1)] + outs, i64, 0)
+    iters = ["parallel"] * (2 + k) + ["reduction"] * k
+    fl = is_float(elem)
+
+    def body(a: list[ir.Value]) -> list[ir.Value]:
+        v, _, best, best_i = a
+        flat = arith.addi(arith.muli(index_of(0), const_index(strides_flat[0])), arith.muli(index_of(1), const_index(strides_flat[1])))
+        for i in range(k):
+            pos = arith.subi(arith.addi(arith.muli(index_of(2 + i), const_index(strides[i])), arith.muli(index_of(2 + k + i), const_index(dil[i]))), const_index(lo[i]))
+            flat = arith.addi(flat, arith.muli(pos, const_index(strides_flat[2 + i])))
+        first = const_index(0)
+        for i in range(k):
+            first = arith.addi(first, index_of(2 + k + i))
+        is_first = arith.cmpi(arith.CmpIPredicate.eq, first, const_index(0))
+        if fl:
+            better = arith.cmpf(arith.CmpFPredicate.OGT, v, best)
+        else:
+            better = arith.cmpi(arith.CmpIPredicate.ugt if unsigned else arith.CmpIPredicate.sgt, v, best)
+        take = arith.ori(better, is_first)
+        return [arith.select(take, v, best), arith.select(take, arith.index_cast(i64, flat), best_i)]
+
+    vals, idx = generic([xp, window], [init, idx0], [x_map, w_map, o_map, o_map], iters, body)
+    return vals, idx
 
 
 def _check_avg(node: Node) -> str | None:
