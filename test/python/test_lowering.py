@@ -1097,3 +1097,11 @@ def test_pad_runtime_axes_and_conv_transpose_output_shape() -> None:
 def test_maxpool_indices(storage_order: int) -> None:
     x = rnd(1, 2, 5, 5)
     check(_model("MaxPool", [("x", x)], n_out=2, out_types=[F, I64], kernel_shape=[2, 2], strides=[2, 2], pads=[1, 1, 0, 0], storage_order=storage_order), [x])
+
+
+def test_col2im() -> None:
+    x = rnd(1, 2 * 4, 9)
+    img, blk = np.array([4, 4], np.int64), np.array([2, 2], np.int64)
+    check(_model("Col2Im", [("x", x)], inits={"i": img, "b": blk}, opset=18), [x])
+    y = rnd(1, 3 * 4, 9)
+    check(_model("Col2Im", [("y", y), ("i", np.array([5, 4], np.int64)), ("b", blk)], strides=[2, 1], pads=[1, 0, 0, 1], dilations=[1, 2], opset=18), [y, np.array([5, 4], np.int64), blk])

@@ -318,3 +318,71 @@ def lower_conv_transpose(node: Node) -> list[ir.Value]:
     res = generic([shape_op], [init], [red_map, out_map], iters, body)[0]
     res = _merge_dims(res, 1)
     return [res if str(acc) == str(elem) else convert_tensor(res, acc, elem)]
+
+
+def _check_col2im(node: Node) -> str | None:
+    for i in (1, 2):
+        sh = static_shape(node.onnx_types[i])
+        if len(sh) != 1 or sh[0] is None:
+            return "image_shape and block_shape must be 1-D of static length"
+    return None
+
+
+@lowers("Col2Im", check=_check_col2im)
+def lower_col2im(node: Node) -> list[ir.Value]:
+    """Col2Im as a gather: image[n, c, y...] = sum over block offsets b of
+    cols[n, c * prod(block) + flat(b), flat(l)] where y + pad = l * stride + b * dilation.
+    Image and block shapes may be runtime values (dynamic output dims and loop bounds)."""
+    from mlir.dialects import tensor as tensor_d
+
+    from onnxc.transforms.lowering.common import const_index, const_scalar, dim_mul, extract_dims, index_of
+
+    x = node.input(0)
+
+    def dims_of(i: int) -> list[Dim]:
+        c = node.const_ints(i)
+        return list(c) if c is not None else list(extract_dims(node.input(i), node.in_elem(i)))
+
+    image, block = dims_of(1), dims_of(2)
+    k = len(image)
+    elem = convert_element(node.in_elem(0))
+    dil = [int(v) for v in (node.attr("dilations") or [1] * k)]
+    strides = [int(v) for v in (node.attr("strides") or [1] * k)]
+    pads = [int(v) for v in (node.attr("pads") or [0] * (2 * k))]
+    nblocks = [
+        dim_add(dim_floordiv(dim_sub(dim_add(image[i], pads[i] + pads[k + i]), dim_add(dim_mul(block[i], dil[i]), 1 - dil[i])), strides[i]), 1)
+        for i in range(k)
+    ]
+    bsize: Dim = 1
+    for b in block:
+        bsize = dim_mul(bsize, b)
+    n = dim(x, 0)
+    c_out = dim_floordiv(dim(x, 1), bsize)
+    out_shape = [n, c_out] + list(image)
+    L = 2 + 2 * k
+    init = filled(out_shape, elem, 0.0 if is_float(elem) else 0)
+    shape_op = empty(list(block), elem)
+    red_map = affine_map(L, [2 + k + i for i in range(k)])
+    out_map = affine_map(L, list(range(2 + k)))
+    iters = ["parallel"] * (2 + k) + ["reduction"] * k
+
+    def body(a: list[ir.Value]) -> list[ir.Value]:
+        P_ = arith.CmpIPredicate
+        ok = None
+        lflat = const_index(0)
+        bflat = const_index(0)
+        for i in range(k):
+            t = arith.subi(arith.addi(index_of(2 + i), const_index(pads[i])), arith.muli(index_of(2 + k + i), const_index(dil[i])))
+            q = arith.divsi(t, const_index(strides[i]))
+            in_range = arith.andi(arith.cmpi(P_.sge, t, const_index(0)), arith.cmpi(P_.slt, q, dim_value(nblocks[i])))
+            cond = arith.andi(arith.cmpi(P_.eq, arith.muli(q, const_index(strides[i])), t), in_range)
+            ok = cond if ok is None else arith.andi(ok, cond)
+            lflat = arith.addi(arith.muli(lflat, dim_value(nblocks[i])), arith.select(cond, q, const_index(0)))
+            bflat = arith.addi(arith.muli(bflat, dim_value(block[i])), index_of(2 + k + i))
+        ch = arith.addi(arith.muli(index_of(1), dim_value(bsize)), bflat)
+        v = tensor_d.extract(x, [index_of(0), ch, lflat])
+        zero = const_scalar(0.0 if is_float(elem) else 0, elem)
+        v = arith.select(ok, v, zero)
+        return [arith.addf(a[1], v) if is_float(elem) else arith.addi(a[1], v)]
+
+    return generic([shape_op], [init], [red_map, out_map], iters, body)
