@@ -1105,3 +1105,10 @@ def test_col2im() -> None:
     check(_model("Col2Im", [("x", x)], inits={"i": img, "b": blk}, opset=18), [x])
     y = rnd(1, 3 * 4, 9)
     check(_model("Col2Im", [("y", y), ("i", np.array([5, 4], np.int64)), ("b", blk)], strides=[2, 1], pads=[1, 0, 0, 1], dilations=[1, 2], opset=18), [y, np.array([5, 4], np.int64), blk])
+
+
+def test_compress() -> None:
+    x = rnd(3, 4)
+    for axis, cond in ((0, np.array([True, False, True])), (1, np.array([False, True, True])), (None, np.array([True, False, False, True, True]))):
+        attrs = {} if axis is None else {"axis": axis}
+        check(_model("Compress", [("x", x), ("c", cond)], **attrs), [x, cond])
