@@ -36,6 +36,8 @@ from onnxc.importers.onnx_importer import ModelImporter, _opsets, _Scope, _subst
 from onnxc.transforms.pass_base import ModulePass, PassFailure
 
 _ONNX_DIALECTS = ("onnx", "onnx_ml", "onnx_training", "onnx_preview")
+# Rounds of `unlowered_only` expansion: a body's ops may have bodies of their own.
+_MAX_NESTED_EXPANSIONS = 4
 
 
 def _module_opsets(module: ir.Operation) -> dict[str, int]:
@@ -266,6 +268,24 @@ class ExpandSchemaFunctionsPass(ModulePass):
     name = "expand-schema-functions"
     # Only ops of these ONNX op types (comma-separated); empty: every op with a body.
     ops: tuple[str, ...] = ()
+    # Only ops that convert-onnx-to-linalg has no pattern for, so the CPU pipeline lowers any op
+    # with a schema function through its body while direct lowerings (faster) stay preferred.
+    # Bodies may hold such ops themselves, so expansion repeats (bodies are not recursive).
+    unlowered_only: bool = False
 
     def run(self, module: ir.Operation) -> None:
-        expand_schema_functions(module, self.ops)
+        if not self.unlowered_only:
+            expand_schema_functions(module, self.ops)
+            return
+        from onnxc.dialect import all_ops
+        from onnxc.transforms.lowering import lowered_op_types
+
+        lowered = {op_type for _, op_type in lowered_op_types()}
+        wanted = {o.op_type for o in all_ops() if o.has_function} - lowered
+        if self.ops:
+            wanted &= set(self.ops)
+        if not wanted:  # an empty `only` would mean every op
+            return
+        for _ in range(_MAX_NESTED_EXPANSIONS):
+            if not expand_schema_functions(module, tuple(sorted(wanted))):
+                break

@@ -19,8 +19,17 @@ from mlir.passmanager import PassManager
 from onnxc.transforms.pass_base import ModulePass, PassFailure
 from onnxc.transforms.registry import get_pass_class
 
-#: ONNX-level cleanup before conversion, in order. Each is an onnxc pass.
-ONNX_LEVEL_PASSES: tuple[str, ...] = ("onnx-upgrade-ops", "onnx-shape-inference", "onnx-constant-fold", "onnx-canonicalize")
+#: ONNX-level passes before conversion, in order, with their options. Ops without a direct
+#: lowering are replaced by their schema function bodies (one general mechanism for every op the
+#: spec defines as a function); the bodies are written at the model's opset, hence a second upgrade.
+ONNX_LEVEL_PASSES: tuple[tuple[str, dict[str, str]], ...] = (
+    ("onnx-upgrade-ops", {}),
+    ("expand-schema-functions", {"unlowered-only": "true"}),
+    ("onnx-upgrade-ops", {}),
+    ("onnx-shape-inference", {}),
+    ("onnx-constant-fold", {}),
+    ("onnx-canonicalize", {}),
+)
 
 #: The stages a module goes through, in order; each names what the IR is after it.
 STAGES: tuple[str, ...] = ("onnx", "linalg", "vector", "bufferize", "llvm")
@@ -44,12 +53,13 @@ def _run_native(module: Any, pipeline: str) -> None:
     PassManager.parse(f"builtin.module({pipeline})", context=module.context).run(module.operation)
 
 
-def run_onnx_passes(module: Any, passes: tuple[str, ...] = ONNX_LEVEL_PASSES) -> None:
-    """Run the ONNX-level passes that are registered (each is optional until it lands)."""
-    for name in passes:
+def run_onnx_passes(module: Any, passes: tuple[tuple[str, dict[str, str]], ...] = ONNX_LEVEL_PASSES) -> None:
+    """Run the ONNX-level passes, in order."""
+    for name, options in passes:
         cls = get_pass_class(name)
-        if cls is not None:
-            cls().run(module.operation)
+        if cls is None:
+            raise PassFailure(name, [(None, f"the {name} pass is not registered")])
+        cls.from_options(options).run(module.operation)
 
 
 def lower_onnx_module(module: Any, stage: str = "llvm", cpu_options: Any = None) -> None:
