@@ -5,15 +5,21 @@ exported with dynamic batch or sequence sizes compute their reshape targets at r
 (`Shape -> Gather -> Concat -> Reshape`), and without following those chains every downstream
 value would be unranked or fully dynamic.
 
-How, per function, in program order (ops with subgraphs after their subgraphs):
+How: functions callees first (a refined signature updates its `func.call` sites), each in program
+order, ops with subgraphs after their subgraphs:
 
 * **Types** come from onnx's own per-node inference (`onnx.shape_inference.infer_node_outputs`,
   about 10 µs a node), which knows every op of every opset. Our `?` dims go in as `dim_param`
   symbols so onnx carries equalities through (`N` + `N` -> `N`), and small known integer tensors
-  go in as input data (Reshape targets, Slice starts, Resize scales...).
-* **Own rules** take over where partially known shape *values* matter, which onnx's per-node API
-  cannot express: Reshape (0 and -1, with symbolic -1 solved by cancelling symbols), Expand,
-  ConstantOfShape, Tile, Slice with symbolic dims, and If (merging its branches).
+  go in as input data (Reshape targets, Slice starts, Resize scales...). Ops whose results are
+  already static are skipped unless `strict` asks to check them.
+* **Own rules** take over where onnx's per-node API cannot help: partially known shape *values*
+  (Reshape with 0 and -1, the -1 solved by cancelling symbols; Expand; ConstantOfShape; Tile;
+  Slice of symbolic dims), subgraphs (If: the taken branch when the condition is known, else what
+  both branches agree on; Loop and Scan: bodies inferred with the carried values' types, widened
+  until they are a fixpoint, and the stacked scan outputs), reductions over axes known only at
+  run time (keepdims=1 keeps the rank), and ops onnx has no inference for (GroupNormalization,
+  MeanVarianceNormalization, the ai.onnx.ml regressors and classifiers...).
 * **Values**: small integer tensors are tracked element by element as integers, symbolic dims
   (`dim 1 of %x`, products of dims) or unknowns, through Shape, Size, Constant, Gather, Concat,
   Slice, Squeeze/Unsqueeze/Reshape/Flatten/Identity, Cast, Add/Sub/Mul/Div/Max/Min/Neg/Abs,
@@ -22,9 +28,11 @@ How, per function, in program order (ops with subgraphs after their subgraphs):
 A refined result type replaces the declared one only where it is more precise and agrees with it;
 a disagreement (a static size that contradicts the declared one, a different rank) is recorded and
 the declared type kept; with `strict` the pass then fails listing every disagreement. When a
-returned value gets refined, the function's result type follows. Named dims recorded by the
-importer as an `onnx.dim_params` argument attribute (an array of strings, "" for unnamed dims)
-become shared symbols, so two inputs' `batch` dims are known to be equal.
+returned value gets refined, the function's result type follows. A value in the tail of a
+variadic group (past the dialect's independently typed slots) keeps its declared type, as IRDL
+wants one type for the whole tail. Named dims recorded by the importer as an `onnx.dim_params`
+argument attribute (an array of strings, "" for unnamed dims) become shared symbols, so two
+inputs' `batch` dims are known to be equal.
 """
 
 from __future__ import annotations
