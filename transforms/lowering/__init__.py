@@ -1,7 +1,17 @@
 """Patterns lowering ONNX-dialect ops to linalg/tensor/arith/math/scf, one module per op family.
 
+`common.py` holds the registry (`@lowers("Add", ...)`), the `Node` adaptor, type conversion and
+the linalg builders; `driver.py` the pre-check and the function-rebuilding walk;
+`minifloat.py` the byte-coded float8/float4/int4/int2 types. Families: elementwise (math,
+logic, comparisons, Cast, Where, Clip), matmul (MatMul, Gemm), reduction (Reduce*, ArgMax/Min,
+Softmax family), shape_ops (Constant, Reshape, Slice, Gather, Pad, ...), conv (Conv,
+ConvTranspose, Col2Im), pooling, normalization, control_flow (If, Loop, Scan), indexing (Einsum,
+Scatter*, TopK, CumSum, Compress, ...), quantization, resize, rnn (RNN/GRU/LSTM), grid_sample
+(GridSample, AffineGrid), spectral (DFT), training (Adagrad/Momentum/Adam), ml (Binarizer,
+ArrayFeatureExtractor).
+
 `load_patterns()` imports every family module so their `@lowers` registrations are in
-`common.PATTERNS`; the driver (`driver.py`) checks and lowers a module with them.
+`common.PATTERNS`; `lowered_op_types()` lists what they cover.
 """
 
 from __future__ import annotations
