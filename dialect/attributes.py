@@ -110,10 +110,9 @@ def kind_of(attr: ir.Attribute) -> str | None:
 
 
 def _is_elements_attr(attr: ir.Attribute) -> bool:
-    if not (ir.DenseResourceElementsAttr.isinstance(attr) if hasattr(ir.DenseResourceElementsAttr, "isinstance") else False):
-        head = str(attr)[:16]
-        return head.startswith("dense_resource<") or head.startswith("sparse<")
-    return True
+    """Resource, sparse and string (`tensor<...x!onnx.string>`) elements attributes, which the
+    bindings leave as plain `Attribute`s."""
+    return str(attr)[:16].startswith(("dense_resource<", "sparse<", "dense<"))
 
 
 # Attributes MLIR's structure needs that are not ONNX attributes (IRDL's variadic segments).

@@ -22,13 +22,16 @@ from onnxc.transforms.registry import get_pass_class
 #: ONNX-level passes before conversion, in order, with their options. Ops without a direct
 #: lowering are replaced by their schema function bodies (one general mechanism for every op the
 #: spec defines as a function); the bodies are written at the model's opset, hence a second upgrade.
+#: Folding and inlining If with a known condition unlock more inference, hence the second round.
 ONNX_LEVEL_PASSES: tuple[tuple[str, dict[str, str]], ...] = (
     ("onnx-upgrade-ops", {}),
     ("expand-schema-functions", {"unlowered-only": "true"}),
     ("onnx-upgrade-ops", {}),
+    ("onnx-canonicalize", {}),
     ("onnx-shape-inference", {}),
     ("onnx-constant-fold", {}),
     ("onnx-canonicalize", {}),
+    ("onnx-shape-inference", {}),
 )
 
 #: The stages a module goes through, in order; each names what the IR is after it.

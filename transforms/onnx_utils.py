@@ -10,8 +10,6 @@ input (element types numpy cannot spell, types that do not match) are checked in
 from __future__ import annotations
 
 import re
-import sys
-import types
 from typing import Any, Sequence
 
 import numpy as np
@@ -32,23 +30,6 @@ CUSTOM_OP = "onnx.custom"
 ONNX_DIALECTS = ("onnx", "onnx_ml", "onnx_training", "onnx_preview")
 
 
-def _placeholder_dialect_modules() -> None:
-    """Give each ONNX dialect namespace an (empty) `mlir.dialects.<ns>` module.
-
-    Whenever the bindings wrap an operation (`value.owner`, walking, `op.parent`) they look for the
-    Python module of its dialect, and a failed lookup is not remembered: every wrap of an ONNX op
-    cost an import search (about 90 µs, most of the time of these passes on big models). A
-    module in `sys.modules` ends the search at once (0.2 µs). It defines no op classes, so ops
-    stay generic `OpView`s as before. (This belongs with `register_dialects`; it is here until
-    the dialect package does it.)"""
-    for ns in ONNX_DIALECTS:
-        name = f"mlir.dialects.{ns}"
-        if name not in sys.modules:
-            module = types.ModuleType(name, "Placeholder: the ONNX dialects are IRDL dialects with no Python op classes.")
-            sys.modules[name] = module
-
-
-_placeholder_dialect_modules()
 
 
 def is_constant_op(op: ir.Operation) -> bool:
