@@ -17,6 +17,7 @@ PASSES: dict[str, str] = {
     "onnx-shape-inference": "onnxc.transforms.onnx_shape_inference:OnnxShapeInferencePass",
     "onnx-constant-fold": "onnxc.transforms.onnx_constant_fold:OnnxConstantFoldPass",
     "onnx-canonicalize": "onnxc.transforms.onnx_canonicalize:OnnxCanonicalizePass",
+    "onnx-eliminate-sequences": "onnxc.transforms.onnx_sequences:OnnxEliminateSequencesPass",
     "convert-onnx-to-linalg": "onnxc.transforms.convert_onnx_to_linalg:ConvertOnnxToLinalgPass",
     "onnx-to-linalg": "onnxc.transforms.named_pipelines:OnnxToLinalgPipeline",
     "onnx-to-vector": "onnxc.transforms.named_pipelines:OnnxToVectorPipeline",

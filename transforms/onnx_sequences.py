@@ -1,0 +1,598 @@
+"""`onnx-eliminate-sequences`: replace sequence and optional values whose structure is known at
+compile time by the tensors they hold.
+
+Why: the CPU target lowers ranked tensors only; `!onnx.seq<...>` and `!onnx.opt<...>` values have
+no lowering. Yet in most models (and in the ONNX backend tests) a sequence is built and consumed
+with lengths and positions fixed when the model is compiled: SplitToSequence of a static dim,
+then SequenceAt of a constant index; SequenceConstruct then ConcatFromSequence; an Optional that
+is always present. Tracking such a sequence as a compile-time list of tensor SSA values turns its
+ops into plain tensor ops (Slice, Concat, Unsqueeze, Squeeze, Where) that lower like any other.
+
+How: each sweep walks the module in program order. A sequence value's *elements* (a Python list
+of tensor values) and its *length* are derived on demand from the op that produced it:
+
+- SequenceEmpty -> []; SequenceConstruct(x...) -> [x...]; Identity and OptionalGetElement of a
+  sequence -> the input's list;
+- SequenceInsert / SequenceErase at an absent or constant position -> the new list; at a runtime
+  position (a rank-0 tensor) over elements of one static tensor type -> each element becomes a
+  `Where` chain choosing among the candidates by the normalized position (the length is known
+  either way);
+- SplitToSequence with an absent or constant `split` over a static dim -> one Slice per piece
+  (Squeeze for `keepdims=0`); a 1-D `split` of static length gives the length even when its
+  values are runtime values;
+- SequenceMap over sequences of known, equal length -> its body cloned once per element, block
+  arguments bound to the elements (or to the tensor inputs, the same each time); the body may
+  use values from outside, and sequence ops in the clones are handled by the next sweep.
+
+Consumers are then replaced: SequenceAt (constant index, negative too; a runtime index as a
+`Where` chain over elements of one static type), SequenceLength (a constant), ConcatFromSequence
+(Concat, or Unsqueeze then Concat for `new_axis=1`), Identity of a sequence or optional,
+OptionalHasElement (a constant: from a known Optional, and per the spec `true` for a plain tensor
+or sequence input, `false` for an omitted one), OptionalGetElement (of a tensor: the tensor; of a
+sequence: the sequence; of a known present Optional: its value). Producers left without users
+are erased after each sweep. New ops keep the location of the op they replace.
+
+Anything whose structure is not known (a sequence argument of the function, one carried through
+a Loop, an If yielding sequences, a runtime index into elements of differing shapes) is left as it
+is; the lowering's pre-check then names those ops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+from mlir import ir
+
+from onnxc.dialect.builder import onnx_op
+from onnxc.transforms import onnx_utils as U
+from onnxc.transforms.pass_base import ModulePass
+
+#: Sweeps before giving up: one suffices unless SequenceMap bodies hold sequence ops of their own
+#: (each nesting level needs one more); the cap only guards against a rewrite that never settles.
+MAX_SWEEPS = 16
+
+#: Op types whose results are erased once unused (they have no effect besides their results).
+_PRODUCERS = frozenset(
+    {"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SplitToSequence", "SequenceMap", "Optional"}
+)
+
+
+@dataclass(frozen=True)
+class OnnxEliminateSequencesPass(ModulePass):
+    """Replace sequences and optionals of compile-time structure by the tensors they hold.
+
+    Sequence ops with constant (or absent) positions and static split sizes become tensor ops
+    (Slice, Concat, Unsqueeze, Squeeze; `Where` chains for runtime positions over elements of one
+    static type); SequenceMap over known lengths is unrolled; Optional/OptionalHasElement/
+    OptionalGetElement of known presence are resolved. Sequences of unknown structure stay.
+    """
+
+    name = "onnx-eliminate-sequences"
+
+    def run(self, module: ir.Operation) -> None:
+        module = module.operation
+        with module.context, ir.Location.unknown():
+            eliminate_sequences(module)
+
+
+def eliminate_sequences(module: ir.Operation) -> dict[str, int]:
+    """Run sweeps until nothing changes; returns counts of consumers replaced and ops erased."""
+    stats = {"replaced": 0, "erased": 0, "sweeps": 0}
+    for _ in range(MAX_SWEEPS):
+        stats["sweeps"] += 1
+        replaced = _Sweep().run(module)
+        erased = _erase_dead(module)
+        stats["replaced"] += replaced
+        stats["erased"] += erased
+        if not replaced and not erased:
+            break
+    return stats
+
+
+# --- types ------------------------------------------------------------------------------------
+
+
+def _kind(t: ir.Type) -> str:
+    """'seq', 'opt', 'tensor', 'none' or 'other' for a value's type."""
+    if isinstance(t, ir.NoneType):
+        return "none"
+    if U.is_tensor_type(t):
+        return "tensor"
+    text = str(t)
+    for kind in ("seq", "opt"):
+        if text.startswith(f"!onnx.{kind}<"):
+            return kind
+    return "other"
+
+
+def _uniform_static_type(values: list[ir.Value]) -> ir.Type | None:
+    """The one fully static ranked tensor type of all `values`, or None (a runtime choice among
+    them with `Where` is only right when every candidate has exactly the same shape)."""
+    if not values:
+        return None
+    t = values[0].type
+    shape = U.shape_of(t)
+    if shape is None or any(d < 0 for d in shape):
+        return None
+    return t if all(v.type == t for v in values) else None
+
+
+def _with_dim(t: ir.Type, axis: int, size: int | None) -> ir.Type:
+    """`t` with dim `axis` set to `size` (dropped when `size` is None)."""
+    shape = U.shape_of(t)
+    assert shape is not None
+    if size is None:
+        shape = shape[:axis] + shape[axis + 1 :]
+    else:
+        shape = shape[:axis] + [size] + shape[axis + 1 :]
+    return U.ranked_type(shape, U.element_type_of(t))
+
+
+def _scalar_int(v: ir.Value) -> int | None:
+    """The value of a one-element integer constant, or None."""
+    arr = U.constant_value(v, 1)
+    if arr is None or arr.size != 1 or arr.dtype.kind not in "iu":
+        return None
+    return int(arr.reshape(-1)[0])
+
+
+# --- one sweep ----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Sweep:
+    """Derives sequence structure on demand (memoized for the sweep) and replaces consumers."""
+
+    elements_memo: dict[ir.Value, list[ir.Value] | None] = field(default_factory=dict)
+    map_memo: dict[int, list[list[ir.Value]] | None] = field(default_factory=dict)
+
+    def run(self, module: ir.Operation) -> int:
+        handlers: dict[str, Callable[[ir.Operation], list[ir.Value] | None]] = {
+            "SequenceAt": self._sequence_at,
+            "SequenceLength": self._sequence_length,
+            "ConcatFromSequence": self._concat_from_sequence,
+            "OptionalHasElement": self._optional_has_element,
+            "OptionalGetElement": self._optional_get_element,
+            "Identity": self._identity,
+        }
+        replaced = 0
+        for op in U.collect_ops(module, U.is_onnx_op):
+            info = U.info_of(op)
+            handler = handlers.get(info.op_type) if info is not None else None
+            if handler is None or not op.results:
+                continue
+            new = handler(op)
+            if new is not None:
+                _replace(op, new)
+                replaced += 1
+        return replaced
+
+    # -- structure ------------------------------------------------------------------------------
+
+    def elements(self, v: ir.Value) -> list[ir.Value] | None:
+        """The tensor values sequence `v` holds, in order, or None when not known."""
+        if v in self.elements_memo:
+            return self.elements_memo[v]
+        self.elements_memo[v] = None  # guards against cycles (none in SSA, but cheap)
+        got = self._elements(v)
+        self.elements_memo[v] = got
+        return got
+
+    def _elements(self, v: ir.Value) -> list[ir.Value] | None:
+        op = _producer(v)
+        info = U.info_of(op) if op is not None else None
+        if info is None:
+            return None
+        t = info.op_type
+        if t == "SequenceEmpty":
+            return []
+        if t == "SequenceConstruct":
+            return list(op.operands)
+        if t in ("Identity", "OptionalGetElement"):
+            src = op.operands[0]
+            if _kind(src.type) == "seq":
+                return self.elements(src)
+            if _kind(src.type) == "opt":
+                present = _optional_state(src)
+                if present is not None and present[0] and _kind(present[1].type) == "seq":
+                    return self.elements(present[1])
+            return None
+        if t == "SequenceInsert":
+            return self._insert(op)
+        if t == "SequenceErase":
+            return self._erase(op)
+        if t == "SplitToSequence":
+            return self._split(op)
+        if t == "SequenceMap":
+            outs = self._map(op)
+            return None if outs is None else outs[v.result_number]
+        return None
+
+    def length(self, v: ir.Value) -> int | None:
+        """The number of elements of sequence `v`, or None; known in some cases where the
+        elements are not (runtime insert positions, runtime split sizes of static count)."""
+        op = _producer(v)
+        info = U.info_of(op) if op is not None else None
+        if info is None:
+            return None
+        t = info.op_type
+        if t == "SequenceEmpty":
+            return 0
+        if t == "SequenceConstruct":
+            return len(op.operands)
+        if t in ("Identity", "OptionalGetElement") and _kind(op.operands[0].type) == "seq":
+            return self.length(op.operands[0])
+        if t == "SequenceInsert":
+            n = self.length(op.operands[0])
+            return None if n is None else n + 1
+        if t == "SequenceErase":
+            n = self.length(op.operands[0])
+            return None if n is None or n < 1 else n - 1
+        if t == "SplitToSequence":
+            sizes = _split_sizes(op)
+            if sizes is not None:
+                return len(sizes)
+            split = op.operands[1]
+            shape = U.shape_of(split.type)
+            if shape is not None and len(shape) == 1 and shape[0] >= 0:
+                return shape[0]  # one piece per entry, whatever the values
+            return None
+        if t == "SequenceMap":
+            return self.length(op.operands[0])
+        got = self.elements(v)
+        return None if got is None else len(got)
+
+    # -- producers ------------------------------------------------------------------------------
+
+    def _insert(self, op: ir.Operation) -> list[ir.Value] | None:
+        base = self.elements(op.operands[0])
+        if base is None:
+            return None
+        tensor = op.operands[1]
+        pos = op.operands[2] if len(op.operands) > 2 else None
+        n = len(base)
+        if pos is None or U.is_none_value(pos):
+            return base + [tensor]
+        p = _scalar_int(pos)
+        if p is not None:
+            if not -n <= p <= n:
+                return None  # invalid position: leave the op for the runtime check to report
+            p = p + n if p < 0 else p
+            return base[:p] + [tensor] + base[p:]
+        if _uniform_static_type(base + [tensor]) is None or not _is_scalar_index(pos):
+            return None
+        with ir.InsertionPoint(op), op.location:
+            idx = _normalized_index(pos, n)
+            out = []
+            for k in range(n + 1):
+                # k < p: base[k]; k == p: tensor; k > p: base[k - 1].
+                chosen = base[k - 1] if k >= 1 else tensor
+                if k < n:
+                    chosen = _where(_compare("Greater", idx, k), base[k], chosen)
+                out.append(_where(_compare("Equal", idx, k), tensor, chosen))
+        return out
+
+    def _erase(self, op: ir.Operation) -> list[ir.Value] | None:
+        base = self.elements(op.operands[0])
+        if base is None or not base:
+            return None
+        pos = op.operands[1] if len(op.operands) > 1 else None
+        n = len(base)
+        if pos is None or U.is_none_value(pos):
+            return base[:-1]
+        p = _scalar_int(pos)
+        if p is not None:
+            if not -n <= p < n:
+                return None
+            p = p + n if p < 0 else p
+            return base[:p] + base[p + 1 :]
+        if _uniform_static_type(base) is None or not _is_scalar_index(pos):
+            return None
+        with ir.InsertionPoint(op), op.location:
+            idx = _normalized_index(pos, n)
+            # k < p: base[k]; k >= p: base[k + 1].
+            return [_where(_compare("Greater", idx, k), base[k], base[k + 1]) for k in range(n - 1)]
+
+    def _split(self, op: ir.Operation) -> list[ir.Value] | None:
+        sizes = _split_sizes(op)
+        if sizes is None:
+            return None
+        x = op.operands[0]
+        shape = U.shape_of(x.type)
+        assert shape is not None  # _split_sizes needs the rank
+        axis = _split_axis(op, len(shape))
+        squeeze = U.is_none_value(op.operands[1]) and int(U.attr_value(op, "keepdims", 1)) == 0
+        out = []
+        with ir.InsertionPoint(op), op.location:
+            axes = U.make_constant(np.array([axis], dtype=np.int64))
+            start = 0
+            for size in sizes:
+                starts = U.make_constant(np.array([start], dtype=np.int64))
+                ends = U.make_constant(np.array([start + size], dtype=np.int64))
+                piece = onnx_op("Slice", [x, starts, ends, axes], [_with_dim(x.type, axis, size)]).result
+                if squeeze:
+                    piece = onnx_op("Squeeze", [piece, axes], [_with_dim(x.type, axis, None)]).result
+                out.append(piece)
+                start += size
+        return out
+
+    def _map(self, op: ir.Operation) -> list[list[ir.Value]] | None:
+        """SequenceMap unrolled: per result, the list of its elements (memoized per op, since
+        each of its results asks)."""
+        key = U.id_key(op)
+        if key in self.map_memo:
+            return self.map_memo[key]
+        self.map_memo[key] = None
+        got = self._unroll_map(op)
+        self.map_memo[key] = got
+        return got
+
+    def _unroll_map(self, op: ir.Operation) -> list[list[ir.Value]] | None:
+        inputs = list(op.operands)
+        per_input: list[list[ir.Value] | None] = []
+        n: int | None = None
+        for v in inputs:
+            kind = _kind(v.type)
+            if kind == "seq":
+                elems = self.elements(v)
+                if elems is None or (n is not None and len(elems) != n):
+                    return None
+                n = len(elems)
+                per_input.append(elems)
+            elif kind == "tensor":
+                per_input.append(None)
+            else:
+                return None
+        if n is None or len(op.regions) != 1 or len(op.regions[0].blocks) != 1:
+            return None
+        block = op.regions[0].blocks[0]
+        args = list(block.arguments)
+        body = U.block_ops(block)
+        if len(args) != len(inputs) or not body or len(body[-1].operands) != len(op.results):
+            return None
+        outs: list[list[ir.Value]] = [[] for _ in op.results]
+        for i in range(n):
+            mapping: dict[ir.Value, ir.Value] = {}
+            for arg, v, elems in zip(args, inputs, per_input):
+                mapping[arg] = v if elems is None else elems[i]
+            for inner in body[:-1]:
+                clone = inner.clone(ip=ir.InsertionPoint(op))
+                _remap(clone, mapping)
+                for old, new in zip(inner.results, clone.results):
+                    mapping[old] = new
+            for k, v in enumerate(body[-1].operands):
+                outs[k].append(mapping.get(v, v))
+        return outs
+
+    # -- consumers --------------------------------------------------------------------------------
+
+    def _sequence_at(self, op: ir.Operation) -> list[ir.Value] | None:
+        elems = self.elements(op.operands[0])
+        if not elems:
+            return None
+        n = len(elems)
+        pos = op.operands[1]
+        p = _scalar_int(pos)
+        if p is not None:
+            if not -n <= p < n:
+                return None
+            return [elems[p + n if p < 0 else p]]
+        if _uniform_static_type(elems) is None or not _is_scalar_index(pos):
+            return None
+        with ir.InsertionPoint(op), op.location:
+            idx = _normalized_index(pos, n)
+            chosen = elems[-1]
+            for k in range(n - 2, -1, -1):
+                chosen = _where(_compare("Equal", idx, k), elems[k], chosen)
+        return [chosen]
+
+    def _sequence_length(self, op: ir.Operation) -> list[ir.Value] | None:
+        n = self.length(op.operands[0])
+        if n is None:
+            return None
+        with ir.InsertionPoint(op), op.location:
+            return [U.make_constant(np.array(n, dtype=np.int64))]
+
+    def _concat_from_sequence(self, op: ir.Operation) -> list[ir.Value] | None:
+        elems = self.elements(op.operands[0])
+        if not elems or not all(_kind(e.type) == "tensor" for e in elems):
+            return None  # an empty sequence is an error at run time: leave it to be reported
+        axis = int(U.attr_value(op, "axis", 0))
+        new_axis = int(U.attr_value(op, "new_axis", 0))
+        out_type = op.results[0].type
+        with ir.InsertionPoint(op), op.location:
+            if new_axis:
+                axes = U.make_constant(np.array([axis], dtype=np.int64))
+                parts = [onnx_op("Unsqueeze", [e, axes], [_unsqueezed_type(e.type, axis)]).result for e in elems]
+            else:
+                parts = elems
+            if len(parts) == 1 and parts[0].type == out_type:
+                return [parts[0]]
+            return [onnx_op("Concat", parts, [out_type], {"axis": axis}).result]
+
+    def _optional_has_element(self, op: ir.Operation) -> list[ir.Value] | None:
+        has: bool | None = None
+        if not op.operands:
+            has = False
+        else:
+            v = op.operands[0]
+            kind = _kind(v.type)
+            if kind == "none":
+                has = False
+            elif kind in ("tensor", "seq"):
+                has = True
+            elif kind == "opt":
+                state = _optional_state(v)
+                has = None if state is None else state[0]
+        if has is None:
+            return None
+        with ir.InsertionPoint(op), op.location:
+            return [U.make_constant(np.array(has, dtype=np.bool_))]
+
+    def _optional_get_element(self, op: ir.Operation) -> list[ir.Value] | None:
+        v = op.operands[0]
+        kind = _kind(v.type)
+        if kind in ("tensor", "seq"):
+            return [v]
+        if kind == "opt":
+            state = _optional_state(v)
+            if state is not None and state[0]:
+                return [state[1]]
+        return None
+
+    def _identity(self, op: ir.Operation) -> list[ir.Value] | None:
+        v = op.operands[0]
+        return [v] if _kind(v.type) in ("seq", "opt") else None
+
+
+# --- helpers --------------------------------------------------------------------------------------
+
+
+def _producer(v: ir.Value) -> ir.Operation | None:
+    owner = v.owner
+    if not isinstance(owner, (ir.Operation, ir.OpView)):
+        return None  # a block argument
+    return owner.operation
+
+
+def _optional_state(v: ir.Value) -> tuple[bool, ir.Value | None] | None:
+    """(present, value) for an optional whose presence is known, else None."""
+    op = _producer(v)
+    info = U.info_of(op) if op is not None else None
+    if info is None:
+        return None
+    if info.op_type == "Optional":
+        if not op.operands or U.is_none_value(op.operands[0]):
+            return (False, None)
+        return (True, op.operands[0])
+    if info.op_type == "Identity" and _kind(op.operands[0].type) == "opt":
+        return _optional_state(op.operands[0])
+    return None
+
+
+def _split_axis(op: ir.Operation, rank: int) -> int:
+    axis = int(U.attr_value(op, "axis", 0))
+    return axis + rank if axis < 0 else axis
+
+
+def _split_sizes(op: ir.Operation) -> list[int] | None:
+    """The piece sizes of a SplitToSequence known at compile time, or None."""
+    x = op.operands[0]
+    shape = U.shape_of(x.type)
+    if shape is None:
+        return None
+    rank = len(shape)
+    axis = int(U.attr_value(op, "axis", 0))
+    if not -rank <= axis < rank:
+        return None
+    axis = _split_axis(op, rank)
+    dim = shape[axis]
+    split = op.operands[1] if len(op.operands) > 1 else None
+    if split is None or U.is_none_value(split):
+        return None if dim < 0 else [1] * dim
+    arr = U.constant_value(split, 1 << 16)
+    if arr is None or arr.dtype.kind not in "iu":
+        return None
+    if arr.ndim == 0:
+        size = int(arr)
+        if dim < 0 or size <= 0:
+            return None
+        return [size] * (dim // size) + ([dim % size] if dim % size else [])
+    if arr.ndim != 1:
+        return None
+    sizes = [int(s) for s in arr]
+    if any(s < 0 for s in sizes) or (dim >= 0 and sum(sizes) != dim):
+        return None
+    return sizes
+
+
+def _unsqueezed_type(t: ir.Type, axis: int) -> ir.Type:
+    shape = U.shape_of(t)
+    elem = U.element_type_of(t)
+    if shape is None:
+        return ir.UnrankedTensorType.get(elem)
+    a = axis + len(shape) + 1 if axis < 0 else axis
+    return U.ranked_type(shape[:a] + [1] + shape[a:], elem)
+
+
+def _is_scalar_index(v: ir.Value) -> bool:
+    """A rank-0 int32/int64 tensor (a position, as the sequence ops take it)."""
+    shape = U.shape_of(v.type)
+    return shape == [] and str(U.element_type_of(v.type)) in ("i32", "i64")
+
+
+def _scalar_constant(value: int, like: ir.Value) -> ir.Value:
+    dtype = np.int32 if str(U.element_type_of(like.type)) == "i32" else np.int64
+    const = U.make_constant(np.array(value, dtype=dtype))
+    assert const is not None  # int32/int64 scalars always fit an attribute
+    return const
+
+
+def _normalized_index(pos: ir.Value, n: int) -> ir.Value:
+    """`pos + n if pos < 0 else pos`, as ops (at the current insertion point)."""
+    negative = _compare("Less", pos, 0)
+    shifted = onnx_op("Add", [pos, _scalar_constant(n, pos)], [pos.type]).result
+    return onnx_op("Where", [negative, shifted, pos], [pos.type]).result
+
+
+def _compare(op_type: str, idx: ir.Value, k: int) -> ir.Value:
+    bool_t = U.ranked_type([], ir.IntegerType.get_signless(1))
+    return onnx_op(op_type, [idx, _scalar_constant(k, idx)], [bool_t]).result
+
+
+def _where(cond: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
+    if a == b:
+        return a
+    return onnx_op("Where", [cond, a, b], [a.type]).result
+
+
+def _remap(root: ir.Operation, mapping: dict[ir.Value, ir.Value]) -> None:
+    """Point every operand of `root` and of the ops nested in it that `mapping` knows at its
+    image (a cloned body op still uses the original block arguments and earlier body results)."""
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        for i, v in enumerate(op.operands):
+            new = mapping.get(v)
+            if new is not None:
+                op.operands[i] = new
+        return ir.WalkResult.ADVANCE
+
+    root.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+
+
+def _replace(op: ir.Operation, values: list[ir.Value]) -> None:
+    """Replace `op`'s results by `values` and erase it. Where a user cannot take a value of a
+    different type (a subgraph's `gpu.yield`, a non-ONNX op), an Identity to the old type stands
+    between them, so the op always goes."""
+    for res, new in zip(op.results, values):
+        if U.replace_value(res, new):
+            continue
+        with ir.InsertionPoint(op), op.location:
+            cast = onnx_op("Identity", [new], [res.type]).result
+        res.replace_all_uses_with(cast)
+    op.erase()
+
+
+def _erase_dead(module: ir.Operation) -> int:
+    """Erase sequence/optional producers (and Identity/OptionalGetElement of such values) that
+    nothing uses any more; innermost and last first so whole chains go in one pass."""
+
+    def candidate(op: ir.Operation) -> bool:
+        info = U.info_of(op)
+        if info is None:
+            return False
+        if info.op_type in _PRODUCERS:
+            return True
+        return info.op_type in ("Identity", "OptionalGetElement") and any(_kind(r.type) in ("seq", "opt") for r in op.results)
+
+    erased = 0
+    for op in reversed(U.collect_ops(module, candidate)):
+        if not U.has_uses(op):
+            op.erase()
+            erased += 1
+    return erased
+
+
+__all__ = ["MAX_SWEEPS", "OnnxEliminateSequencesPass", "eliminate_sequences"]
