@@ -1,0 +1,261 @@
+"""Numerics of `onnx-eliminate-sequences` end to end: models that build and consume sequences and
+optionals of compile-time structure, compiled for the CPU, against `onnx.reference`.
+
+The pass is put into the ONNX-level pipeline here (after the second `onnx-upgrade-ops`, where it
+belongs) unless the pipeline already has it, so these tests hold before and after the lead wires it
+in. Beside the numerics: sequences whose structure is not known are left for the lowering's check
+to report, never half rewritten.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+import onnxc
+from onnxc.errors import OnnxcError
+from onnxc.importers import import_model
+from onnxc.transforms import named_pipelines
+from onnxc.transforms.onnx_sequences import eliminate_sequences
+from onnxc.transforms.onnx_utils import collect_ops
+
+PASS = ("onnx-eliminate-sequences", {})
+F = TensorProto.FLOAT
+I64 = TensorProto.INT64
+
+
+@pytest.fixture(autouse=True)
+def _pipeline_with_pass(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    passes = list(named_pipelines.ONNX_LEVEL_PASSES)
+    if PASS not in passes:
+        upgrades = [i for i, (name, _) in enumerate(passes) if name == "onnx-upgrade-ops"]
+        passes.insert(upgrades[-1] + 1 if upgrades else 0, PASS)
+    monkeypatch.setattr(named_pipelines, "ONNX_LEVEL_PASSES", tuple(passes))
+    monkeypatch.setattr(named_pipelines.run_onnx_passes, "__defaults__", (tuple(passes),))
+    yield
+
+
+def _model(nodes: list[onnx.NodeProto], inputs: list[Any], outputs: list[Any], opset: int = 21) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "g", inputs, outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+class _OnnxRuntime:
+    """onnxruntime as the oracle, for what onnx.reference 1.23 gets wrong: its SequenceInsert
+    maps position n (the back, per the spec) to the front; its SequenceMap binds only one
+    sequence plus tensors, or exactly two sequences; its Optional of a tensor comes back as a
+    list. onnxruntime 1.31 refuses IR 14, so the model is written at IR 10 (opset 21 needs no
+    newer)."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        ort = pytest.importorskip("onnxruntime")
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
+        copy.ir_version = 10
+        self.session = ort.InferenceSession(copy.SerializeToString(), providers=["CPUExecutionProvider"])
+
+    def run(self, _: None, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return self.session.run(None, feeds)
+
+
+def _check(
+    model: onnx.ModelProto, feeds: dict[str, np.ndarray], *more_feeds: dict[str, np.ndarray], oracle: str = "reference"
+) -> onnxc.CompiledModel:
+    """Compile once, run each feed set, compare every output with onnx.reference (or onnxruntime)."""
+    compiled = onnxc.compile(model)
+    ref = ReferenceEvaluator(model) if oracle == "reference" else _OnnxRuntime(model)
+    for f in (feeds, *more_feeds):
+        want = ref.run(None, f)
+        got = compiled(**f)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6, err_msg=f"feeds {f}")
+    return compiled
+
+
+def _rand(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def test_split_then_concat_on_a_new_axis() -> None:
+    """SplitToSequence without `split` (keepdims=0) then ConcatFromSequence(new_axis=1, axis=-1):
+    a transpose, the way exporters write an unstack/stack pair."""
+    nodes = [
+        helper.make_node("SplitToSequence", ["x"], ["s"], axis=0, keepdims=0),
+        helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=-1, new_axis=1),
+        helper.make_node("SequenceLength", ["s"], ["n"]),
+    ]
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info("x", F, [3, 4, 2])],
+        [helper.make_tensor_value_info("y", F, [4, 2, 3]), helper.make_tensor_value_info("n", I64, [])],
+    )
+    _check(model, {"x": _rand(3, 4, 2)})
+
+
+def test_constant_positions() -> None:
+    """Construct, Insert and Erase at constant positions (negative ones too), At and Length."""
+    c = lambda name, v: helper.make_node("Constant", [], [name], value=helper.make_tensor(name, I64, [], [v]))  # noqa: E731
+    nodes = [
+        helper.make_node("SequenceConstruct", ["a", "b", "c"], ["s0"]),
+        c("m1", -1),
+        c("m3", -3),
+        c("one", 1),
+        helper.make_node("SequenceInsert", ["s0", "d", "m1"], ["s1"]),  # [a, b, d, c]
+        helper.make_node("SequenceErase", ["s1", "m3"], ["s2"]),  # [a, d, c]
+        helper.make_node("SequenceInsert", ["s2", "b"], ["s3"]),  # [a, d, c, b]
+        helper.make_node("SequenceErase", ["s3"], ["s4"]),  # [a, d, c]
+        helper.make_node("SequenceAt", ["s4", "one"], ["y1"]),
+        helper.make_node("SequenceAt", ["s3", "m1"], ["y2"]),
+        helper.make_node("SequenceLength", ["s3"], ["n"]),
+        helper.make_node("ConcatFromSequence", ["s4"], ["cat"], axis=0),
+    ]
+    vi = lambda n: helper.make_tensor_value_info(n, F, [2, 3])  # noqa: E731
+    model = _model(
+        nodes,
+        [vi("a"), vi("b"), vi("c"), vi("d")],
+        [vi("y1"), vi("y2"), helper.make_tensor_value_info("n", I64, []), helper.make_tensor_value_info("cat", F, [6, 3])],
+    )
+    _check(model, {k: _rand(2, 3, seed=i) for i, k in enumerate("abcd")})
+
+
+def test_scalar_and_list_split_sizes() -> None:
+    """A scalar `split` (pieces of 4, 4, 2) and a 1-D one (1, 5, 4), read back by position and
+    concatenated again."""
+    nodes = [
+        helper.make_node("Constant", [], ["four"], value=helper.make_tensor("four", I64, [], [4])),
+        helper.make_node("Constant", [], ["sizes"], value=helper.make_tensor("sizes", I64, [3], [1, 5, 4])),
+        helper.make_node("Constant", [], ["last"], value=helper.make_tensor("last", I64, [], [-1])),
+        helper.make_node("SplitToSequence", ["x", "four"], ["s"], axis=1),
+        helper.make_node("SequenceAt", ["s", "last"], ["tail"]),
+        helper.make_node("SplitToSequence", ["x", "sizes"], ["t"], axis=-1),
+        helper.make_node("ConcatFromSequence", ["t"], ["back"], axis=1),
+        helper.make_node("SequenceLength", ["s"], ["n"]),
+    ]
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info("x", F, [3, 10])],
+        [
+            helper.make_tensor_value_info("tail", F, [3, 2]),
+            helper.make_tensor_value_info("back", F, [3, 10]),
+            helper.make_tensor_value_info("n", I64, []),
+        ],
+    )
+    _check(model, {"x": _rand(3, 10)})
+
+
+def test_runtime_positions() -> None:
+    """Insert, Erase and At at positions given at run time (as overridable initializers are),
+    across the valid ranges, negative ones and the insert-at-the-back position n included."""
+    nodes = [
+        helper.make_node("SequenceConstruct", ["a", "b", "c"], ["s0"]),
+        helper.make_node("SequenceInsert", ["s0", "d", "pi"], ["s1"]),
+        helper.make_node("SequenceErase", ["s1", "pe"], ["s2"]),
+        helper.make_node("SequenceAt", ["s2", "pa"], ["y"]),
+        helper.make_node("ConcatFromSequence", ["s2"], ["all"], axis=0, new_axis=1),
+    ]
+    vi = lambda n: helper.make_tensor_value_info(n, F, [2])  # noqa: E731
+    pos = lambda n: helper.make_tensor_value_info(n, I64, [])  # noqa: E731
+    model = _model(
+        nodes,
+        [vi("a"), vi("b"), vi("c"), vi("d"), pos("pi"), pos("pe"), pos("pa")],
+        [vi("y"), helper.make_tensor_value_info("all", F, [3, 2])],
+    )
+    tensors = {k: _rand(2, seed=i) for i, k in enumerate("abcd")}
+    feeds = [
+        {**tensors, "pi": np.array(pi, np.int64), "pe": np.array(pe, np.int64), "pa": np.array(pa, np.int64)}
+        for pi, pe, pa in [(0, 0, 0), (3, -1, 2), (-3, 2, -1), (1, -4, -3), (-1, 3, 1), (2, 1, -2)]
+    ]
+    _check(model, *feeds, oracle="onnxruntime")
+
+
+def test_sequence_map_with_outer_value() -> None:
+    """SequenceMap over two sequences and a tensor; the body also reads a value of the graph
+    around it. Unrolled per element, then stacked."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["e", "f"], ["s"]), helper.make_node("Mul", ["s", "w"], ["m"]), helper.make_node("Sub", ["m", "k"], ["o"])],
+        "body",
+        [helper.make_tensor_value_info("e", F, [3]), helper.make_tensor_value_info("f", F, [3]), helper.make_tensor_value_info("w", F, [3])],
+        [helper.make_tensor_value_info("o", F, [3])],
+    )
+    nodes = [
+        helper.make_node("Relu", ["x"], ["k"]),
+        helper.make_node("SplitToSequence", ["p"], ["s1"], axis=0, keepdims=0),
+        helper.make_node("SplitToSequence", ["q"], ["s2"], axis=0, keepdims=0),
+        helper.make_node("SequenceMap", ["s1", "s2", "x"], ["r"], body=body),
+        helper.make_node("ConcatFromSequence", ["r"], ["y"], axis=0, new_axis=1),
+    ]
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info("p", F, [4, 3]), helper.make_tensor_value_info("q", F, [4, 3]), helper.make_tensor_value_info("x", F, [3])],
+        [helper.make_tensor_value_info("y", F, [4, 3])],
+        opset=21,
+    )
+    _check(model, {"p": _rand(4, 3, seed=1), "q": _rand(4, 3, seed=2), "x": _rand(3, seed=3)}, oracle="onnxruntime")
+
+
+def test_optionals() -> None:
+    """Optional(x) is present, Optional(type=...) absent, a plain tensor present; getting the
+    element of a present optional is the tensor."""
+    tensor_type = helper.make_tensor_type_proto(F, [2, 2])
+    nodes = [
+        helper.make_node("Optional", ["x"], ["o"]),
+        helper.make_node("Optional", [], ["empty"], type=tensor_type),
+        helper.make_node("OptionalHasElement", ["o"], ["h1"]),
+        helper.make_node("OptionalHasElement", ["empty"], ["h2"]),
+        helper.make_node("OptionalHasElement", ["x"], ["h3"]),
+        helper.make_node("OptionalGetElement", ["o"], ["g"]),
+        helper.make_node("Neg", ["g"], ["y"]),
+    ]
+    b = lambda n: helper.make_tensor_value_info(n, TensorProto.BOOL, [])  # noqa: E731
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info("x", F, [2, 2])],
+        [b("h1"), b("h2"), b("h3"), helper.make_tensor_value_info("y", F, [2, 2])],
+    )
+    _check(model, {"x": _rand(2, 2)}, oracle="onnxruntime")
+
+
+def test_optional_sequence() -> None:
+    """An optional holding a sequence: presence, then the sequence's elements through it."""
+    nodes = [
+        helper.make_node("SequenceConstruct", ["a", "b"], ["s"]),
+        helper.make_node("Optional", ["s"], ["o"]),
+        helper.make_node("OptionalHasElement", ["o"], ["h"]),
+        helper.make_node("OptionalGetElement", ["o"], ["g"]),
+        helper.make_node("Identity", ["g"], ["g2"]),
+        helper.make_node("ConcatFromSequence", ["g2"], ["y"], axis=0),
+    ]
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info("a", F, [2]), helper.make_tensor_value_info("b", F, [3])],
+        [helper.make_tensor_value_info("h", TensorProto.BOOL, []), helper.make_tensor_value_info("y", F, [5])],
+    )
+    _check(model, {"a": _rand(2, seed=1), "b": _rand(3, seed=2)}, oracle="onnxruntime")
+
+
+def test_unknown_structure_is_left_for_the_lowering_check() -> None:
+    """A runtime position into elements of different shapes: the pass keeps the sequence ops
+    (no Where can choose between those), and compiling reports them by name."""
+    nodes = [
+        helper.make_node("SequenceConstruct", ["a", "b"], ["s"], name="build"),
+        helper.make_node("SequenceAt", ["s", "p"], ["y"], name="pick"),
+    ]
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info("a", F, [2]), helper.make_tensor_value_info("b", F, [3]), helper.make_tensor_value_info("p", I64, [])],
+        [helper.make_tensor_value_info("y", F, [None])],
+    )
+    module = import_model(model)
+    eliminate_sequences(module.operation)
+    left = sorted(op.name for op in collect_ops(module.operation) if op.name.startswith("onnx.sequence"))
+    assert left == ["onnx.sequence_at", "onnx.sequence_construct"]
+    with pytest.raises(OnnxcError, match="pick"):
+        onnxc.compile(model)
