@@ -1112,3 +1112,18 @@ def test_compress() -> None:
     for axis, cond in ((0, np.array([True, False, True])), (1, np.array([False, True, True])), (None, np.array([True, False, False, True, True]))):
         attrs = {} if axis is None else {"axis": axis}
         check(_model("Compress", [("x", x), ("c", cond)], **attrs), [x, cond])
+
+
+def test_runtime_tile_squeeze_and_empty_reduce_axes() -> None:
+    x = rnd(2, 1, 3, 1)
+    reps = np.array([2, 1, 1, 3], np.int64)
+    check(_model("Tile", [("x", x), ("r", reps)]), [x, reps])
+    m = _model("Squeeze", [("x", x), ("a", np.array([1, 3], np.int64))])
+    f = _compile(_with_output_types(m, [x]))
+    for axes in ([1, 3], [-1, 1]):
+        a = np.array(axes, np.int64)
+        np.testing.assert_array_equal(f(x, a)[0], ReferenceEvaluator(m).run(None, {"x": x, "a": a})[0])
+    y = rnd(2, 3)
+    empty_axes = np.array([], np.int64)
+    for noop in (0, 1):
+        check(_model("ReduceSum", [("y", y), ("a", empty_axes)], noop_with_empty_axes=noop), [y, empty_axes])

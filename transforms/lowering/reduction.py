@@ -120,7 +120,8 @@ def lower_reduce(node: Node) -> list[ir.Value]:
     k = _runtime_axes_count(node)
     assert k is not None
     if k == 0:
-        return [_reduce_static(node, x, list(range(r)))]
+        # An empty runtime axes list: everything, or nothing with noop_with_empty_axes.
+        return [_reduce_static(node, x, [] if int(node.attr("noop_with_empty_axes", 0)) else list(range(r)))]
     av = node.input(1)
     i64 = ir.IntegerType.get_signless(64)
     mask = const_scalar(0, i64)

@@ -288,7 +288,10 @@ def _axes_of(node: Node, input_index: int, since_input: int) -> list[int] | None
 def _check_squeeze(node: Node) -> str | None:
     axes = _axes_of(node, 1, 13)
     if axes is None:
-        return "axes must be a constant"
+        s = static_shape(node.onnx_types[1])
+        if len(s) != 1 or s[0] is None:
+            return "axes must be a constant or a 1-D tensor of static length"
+        return None
     shape = static_shape(node.onnx_types[0])
     if not axes and any(d is None for d in shape):
         return "Squeeze without axes of a tensor with dynamic dims"
@@ -304,11 +307,48 @@ def lower_squeeze(node: Node) -> list[ir.Value]:
     """Squeeze -> `tensor.collapse_shape` (a dynamic squeezed dim is cast to 1 first)."""
     x = node.input(0)
     shape = static_shape(x.type)
+    if _axes_of(node, 1, 13) is None:
+        return [_squeeze_runtime(node, x)]
     axes = _axes_of(node, 1, 13) or []
     units = sorted({normalize_axis(a, len(shape)) for a in axes}) if axes else [i for i, d in enumerate(shape) if d == 1]
     if any(shape[u] is None for u in units):
         x = cast_to_type(x, tensor_type([1 if i in units else (d if d is not None else None) for i, d in enumerate(shape)], elem_of(x.type)))
     return [collapse_unit_dims(x, units)]
+
+
+def _squeeze_runtime(node: Node, x: ir.Value) -> ir.Value:
+    """Squeeze with runtime axes (static count k): one collapse per choice of k squeezable
+    dims, selected by a bit mask of the axes."""
+    from itertools import combinations
+
+    from onnxc.transforms.lowering.indexing import select_case
+
+    shape = static_shape(x.type)
+    r = len(shape)
+    k = static_shape(node.onnx_types[1])[0]
+    assert k is not None
+    i64 = ir.IntegerType.get_signless(64)
+    mask = const_scalar(0, i64)
+    for j in range(k):
+        a = _runtime_index(node, 1, j)
+        a = arith.select(arith.cmpi(arith.CmpIPredicate.slt, a, const_index(0)), arith.addi(a, const_index(r)), a)
+        mask = arith.ori(mask, arith.shli(const_scalar(1, i64), arith.index_cast(i64, a)))
+    combos = [list(c) for c in combinations(range(r), k) if all(shape[i] in (1, None) for i in c)]
+    if not combos:
+        raise node.fail("no dims can be squeezed")
+    shapes = [[d for i, d in enumerate(shape) if i not in c] for c in combos]
+    joined = [s0 if all(sh[i] == s0 for sh in shapes) else None for i, s0 in enumerate(shapes[0])]
+    rtype = tensor_type(joined, elem_of(x.type))
+
+    def build(i: int) -> ir.Value:
+        c = combos[i]
+        v = x
+        if any(shape[u] is None for u in c):
+            v = cast_to_type(v, tensor_type([1 if j in c else d for j, d in enumerate(shape)], elem_of(x.type)))
+        return collapse_unit_dims(v, c)
+
+    keys = [sum(1 << a for a in c) for c in combos]
+    return select_case(mask, keys, rtype, build)
 
 
 def _check_unsqueeze(node: Node) -> str | None:
@@ -671,24 +711,24 @@ def lower_expand(node: Node) -> list[ir.Value]:
 
 
 def _check_tile(node: Node) -> str | None:
-    if node.const(1) is None:
-        return "repeats must be a constant"
+    s = static_shape(node.onnx_types[1])
+    if len(s) != 1 or s[0] is None:
+        return "repeats must be a 1-D tensor of static length"
     return None
 
 
 @lowers("Tile", check=_check_tile)
 def lower_tile(node: Node) -> list[ir.Value]:
-    """Tile: out[i] = x[i mod d] with out dims d * repeats."""
+    """Tile: out[i] = x[i mod d] with out dims d * repeats (repeats constant or runtime)."""
     x = node.input(0)
-    reps = node.const_ints(1)
-    assert reps is not None
+    reps: list[Dim] = list(node.const_ints(1) or extract_dims(node.input(1), node.in_elem(1)))
     shape = shape_of(x)
     r = len(shape)
     out = [dim_mul(d, k) for d, k in zip(shape, reps)]
     init = empty(out, elem_of(x.type))
 
     def body(a: list[ir.Value]) -> list[ir.Value]:
-        coords = [arith.remui(index_of(i), dim_value(shape[i])) if reps[i] != 1 else index_of(i) for i in range(r)]
+        coords = [index_of(i) if isinstance(reps[i], int) and reps[i] == 1 else arith.remui(index_of(i), dim_value(shape[i])) for i in range(r)]
         return [tensor.extract(x, coords)]
 
     return generic([], [init], [identity_map(r)], ["parallel"] * r, body)
