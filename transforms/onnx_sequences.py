@@ -35,17 +35,27 @@ are erased after each sweep. New ops keep the location of the op they replace.
 Anything whose structure is not known (a sequence argument of the function, one carried through
 a Loop, an If yielding sequences, a runtime index into elements of differing shapes) is left as it
 is; the lowering's pre-check then names those ops.
+
+Function boundaries: `bind_boundary` serves a runtime that specializes a model per call on the
+structure of its sequence/optional inputs (how many elements, which optionals are present, the
+element types). It rewrites the main function so that each such argument becomes its tensors,
+eliminates sequences, and flattens sequence/optional results of known structure into tensors,
+returning the layout of every result so the runtime can regroup them into lists and Nones.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence, Union
 
 import numpy as np
 from mlir import ir
 
+from mlir.dialects import func as func_dialect
+
+from onnxc.dialect import types as types_mod
 from onnxc.dialect.builder import onnx_op
+from onnxc.errors import OnnxcError
 from onnxc.transforms import onnx_utils as U
 from onnxc.transforms.pass_base import ModulePass
 
@@ -595,4 +605,178 @@ def _erase_dead(module: ir.Operation) -> int:
     return erased
 
 
-__all__ = ["MAX_SWEEPS", "OnnxEliminateSequencesPass", "eliminate_sequences"]
+# --- function boundaries -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SeqLayout:
+    """A sequence value of known structure: the layout of each element, in order."""
+
+    elements: tuple["Layout", ...]
+
+
+@dataclass(frozen=True)
+class OptLayout:
+    """An optional value: the layout of its element, or None when absent."""
+
+    value: "Layout | None"
+
+
+#: How a value is laid out in tensors: a tensor (its MLIR type), a sequence, or an optional.
+Layout = Union[ir.Type, SeqLayout, OptLayout]
+
+
+class BoundaryError(OnnxcError):
+    """A sequence/optional input or output of a function cannot be bound to tensors."""
+
+
+def layout_leaves(layout: Layout) -> list[ir.Type]:
+    """The tensor types of a layout, in order (depth first): the flattened values."""
+    if isinstance(layout, SeqLayout):
+        return [t for e in layout.elements for t in layout_leaves(e)]
+    if isinstance(layout, OptLayout):
+        return [] if layout.value is None else layout_leaves(layout.value)
+    return [layout]
+
+
+def _inner_type(t: ir.Type) -> ir.Type:
+    text = str(t)
+    return ir.Type.parse(text[text.index("<") + 1 : -1])
+
+
+def _build_from_layout(layout: Layout, declared: ir.Type, leaves: list[ir.Value], where: str) -> ir.Value:
+    """Ops (at the current insertion point) that rebuild a value of type `declared` laid out as
+    `layout` from its leaf values (consumed from the front of `leaves`)."""
+    kind = _kind(declared)
+    if isinstance(layout, SeqLayout):
+        if kind != "seq":
+            raise BoundaryError(f"{where}: a sequence was given for a value of type {declared}")
+        elems = [_build_from_layout(e, _inner_type(declared), leaves, f"{where}[{i}]") for i, e in enumerate(layout.elements)]
+        if elems:
+            return onnx_op("SequenceConstruct", elems, [declared]).result
+        elem = U.element_type_of(_inner_type(declared))
+        if elem is None:
+            raise BoundaryError(f"{where}: an empty sequence of {_inner_type(declared)} cannot be built")
+        dtype = types_mod.onnx_element_type(elem).onnx_dtype
+        return onnx_op("SequenceEmpty", [], [declared], {"dtype": dtype}).result
+    if isinstance(layout, OptLayout):
+        if kind != "opt":
+            raise BoundaryError(f"{where}: an optional was given for a value of type {declared}")
+        if layout.value is None:
+            return onnx_op("Optional", [None], [declared], {"type": _inner_type(declared)}).result
+        inner = _build_from_layout(layout.value, _inner_type(declared), leaves, where)
+        return onnx_op("Optional", [inner], [declared]).result
+    if kind != "tensor":
+        raise BoundaryError(f"{where}: a tensor was given for a value of type {declared}")
+    return leaves.pop(0)
+
+
+def _main_function(module: ir.Operation) -> ir.Operation:
+    funcs = U.functions(module)
+    if "onnx.main" in module.attributes:
+        name = ir.FlatSymbolRefAttr(module.attributes["onnx.main"]).value
+        funcs = [f for f in funcs if ir.StringAttr(f.attributes["sym_name"]).value == name]
+    if len(funcs) != 1:
+        raise BoundaryError("the module has no single main function to bind")
+    return funcs[0]
+
+
+def _value_name(attrs: list[ir.Attribute], i: int, what: str) -> str:
+    if i < len(attrs):
+        d = ir.DictAttr(attrs[i])
+        if "onnx.name" in d:
+            return ir.StringAttr(d["onnx.name"]).value
+    return f"{what} {i}"
+
+
+def _named(name: str) -> ir.Attribute:
+    return ir.DictAttr.get({"onnx.name": ir.StringAttr.get(name)})
+
+
+def bind_boundary(module: ir.Operation, inputs: Sequence[Layout | None]) -> list[Layout]:
+    """Specialize the main function of `module` to the input layouts `inputs` (one per argument;
+    None keeps an argument as it is) and flatten its outputs.
+
+    Every argument given a layout is replaced by one argument per leaf tensor (types from the
+    layout, so the runtime's arrays fix ranks and dims), the sequence/optional value is rebuilt
+    from them at the top of the body, and `eliminate_sequences` runs. Each result of sequence or
+    optional type whose structure is then known becomes its leaf tensors. Returns the layout of
+    every original result (a plain tensor result's layout is its type), in order. Raises
+    `BoundaryError` naming the input or output that cannot be bound."""
+    module = module.operation
+    fn = _main_function(module)
+    block = fn.regions[0].blocks[0]
+    old_args = list(block.arguments)
+    if len(inputs) != len(old_args):
+        raise BoundaryError(f"{len(inputs)} input layouts for {len(old_args)} arguments")
+    arg_attrs = list(ir.ArrayAttr(fn.attributes["arg_attrs"])) if "arg_attrs" in fn.attributes else []
+    res_attrs = list(ir.ArrayAttr(fn.attributes["res_attrs"])) if "res_attrs" in fn.attributes else []
+    body = U.block_ops(block)
+    if not body:
+        raise BoundaryError("the main function has an empty body")
+    new_attrs: list[ir.Attribute] = []
+    with module.context, ir.InsertionPoint(body[0]):
+        for i, (arg, layout) in enumerate(zip(old_args, inputs)):
+            name = _value_name(arg_attrs, i, "input")
+            if layout is None:
+                new_attrs.append(arg_attrs[i] if i < len(arg_attrs) else ir.DictAttr.get({}))
+                arg.replace_all_uses_with(block.add_argument(arg.type, arg.location))
+                continue
+            leaves = [block.add_argument(t, arg.location) for t in layout_leaves(layout)]
+            new_attrs += [_named(f"{name}[{j}]") for j in range(len(leaves))]
+            with arg.location:
+                value = _build_from_layout(layout, arg.type, list(leaves), f"input '{name}'")
+            arg.replace_all_uses_with(value)
+        for i in reversed(range(len(old_args))):
+            block.erase_argument(i)
+    with module.context, ir.Location.unknown():
+        eliminate_sequences(module)
+        ret = U.terminator(block)
+        assert ret is not None and ret.name == "func.return"
+        layouts: list[Layout] = []
+        flat: list[ir.Value] = []
+        flat_attrs: list[ir.Attribute] = []
+        sweep = _Sweep()
+        for i, v in enumerate(ret.operands):
+            name = _value_name(res_attrs, i, "output")
+            layout, leaves = _result_layout(sweep, v, f"output '{name}'")
+            layouts.append(layout)
+            flat += leaves
+            if isinstance(layout, ir.Type):
+                flat_attrs.append(res_attrs[i] if i < len(res_attrs) else ir.DictAttr.get({}))
+            else:
+                flat_attrs += [_named(f"{name}[{j}]") for j in range(len(leaves))]
+        func_dialect.ReturnOp(flat, loc=ret.location, ip=ir.InsertionPoint(ret))
+        ret.erase()
+        fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get([a.type for a in block.arguments], [v.type for v in flat]))
+        fn.attributes["arg_attrs"] = ir.ArrayAttr.get(new_attrs)
+        fn.attributes["res_attrs"] = ir.ArrayAttr.get(flat_attrs)
+        _erase_dead(module)
+    return layouts
+
+
+def _result_layout(sweep: _Sweep, v: ir.Value, where: str) -> tuple[Layout, list[ir.Value]]:
+    kind = _kind(v.type)
+    if kind == "tensor":
+        return v.type, [v]
+    if kind == "seq":
+        elems = sweep.elements(v)
+        if elems is None:
+            raise BoundaryError(f"{where}: a sequence whose length is not known when compiling")
+        parts = [_result_layout(sweep, e, f"{where}[{i}]") for i, e in enumerate(elems)]
+        return SeqLayout(tuple(p[0] for p in parts)), [x for p in parts for x in p[1]]
+    if kind == "opt":
+        state = _optional_state(v)
+        if state is None:
+            raise BoundaryError(f"{where}: an optional whose presence is not known when compiling")
+        if not state[0]:
+            return OptLayout(None), []
+        inner, leaves = _result_layout(sweep, state[1], where)
+        return OptLayout(inner), leaves
+    raise BoundaryError(f"{where}: values of type {v.type} cannot be returned as tensors")
+
+
+__all__ = [
+    "MAX_SWEEPS", "BoundaryError", "Layout", "OnnxEliminateSequencesPass", "OptLayout", "SeqLayout", "bind_boundary",
+    "eliminate_sequences", "layout_leaves",
+]  # fmt: skip

@@ -259,3 +259,121 @@ def test_unknown_structure_is_left_for_the_lowering_check() -> None:
     assert left == ["onnx.sequence_at", "onnx.sequence_construct"]
     with pytest.raises(OnnxcError, match="pick"):
         onnxc.compile(model)
+
+
+# --- function boundaries (bind_boundary) -----------------------------------------------------------
+
+
+def _run_bound(model: onnx.ModelProto, feeds: list[Any]) -> tuple[list[Any], list[Any]]:
+    """Specialize `model` to the structure of `feeds` (lists for sequences, None for absent
+    optionals) with `bind_boundary`, compile, run with the flattened arrays, regroup the outputs."""
+    from onnxc.targets.cpu import compile_module
+    from onnxc.transforms.onnx_sequences import OptLayout, SeqLayout, bind_boundary
+    from onnxc.transforms.onnx_utils import mlir_element_type, ranked_type
+
+    def layout(value: Any, tp: onnx.TypeProto) -> Any:
+        kind = tp.WhichOneof("value")
+        if kind == "sequence_type":
+            return SeqLayout(tuple(layout(v, tp.sequence_type.elem_type) for v in value))
+        if kind == "optional_type":
+            return OptLayout(None if value is None else layout(value, tp.optional_type.elem_type))
+        return ranked_type(list(np.shape(value)), mlir_element_type(np.asarray(value).dtype))
+
+    def leaves(value: Any) -> list[np.ndarray]:
+        if value is None:
+            return []
+        return [x for v in value for x in leaves(v)] if isinstance(value, list) else [np.asarray(value)]
+
+    def regroup(lay: Any, arrays: list[np.ndarray]) -> Any:
+        if isinstance(lay, SeqLayout):
+            return [regroup(e, arrays) for e in lay.elements]
+        if isinstance(lay, OptLayout):
+            return None if lay.value is None else regroup(lay.value, arrays)
+        return arrays.pop(0)
+
+    module = import_model(model)
+    with module.context:
+        layouts = [
+            None if i.type.WhichOneof("value") == "tensor_type" else layout(v, i.type) for v, i in zip(feeds, model.graph.input)
+        ]
+        out_layouts = bind_boundary(module.operation, layouts)
+    named_pipelines.lower_onnx_module(module, "linalg")
+    results = list(compile_module(module)(*[x for v in feeds for x in leaves(v)]))
+    got = [regroup(lay, results) for lay in out_layouts]
+    return got, out_layouts
+
+
+def _assert_nested_close(got: Any, want: Any) -> None:
+    if want is None:
+        assert got is None
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want)
+        for g, w in zip(got, want):
+            _assert_nested_close(g, w)
+    else:
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+
+
+def test_bind_boundary_sequences_in_and_out() -> None:
+    """A sequence input (3 elements given at run time) gets an element inserted at a runtime
+    position and is returned, with its length: one compiled specialization per structure."""
+    from onnxc.transforms.onnx_sequences import SeqLayout
+
+    nodes = [
+        helper.make_node("SequenceInsert", ["s", "t", "p"], ["out"]),
+        helper.make_node("SequenceLength", ["s"], ["n"]),
+        helper.make_node("SequenceMap", ["out"], ["doubled"], body=helper.make_graph(
+            [helper.make_node("Add", ["e", "e"], ["d"])], "body",
+            [helper.make_tensor_value_info("e", F, None)], [helper.make_tensor_value_info("d", F, None)])),
+    ]  # fmt: skip
+    model = _model(
+        nodes,
+        [helper.make_tensor_sequence_value_info("s", F, None), helper.make_tensor_value_info("t", F, [2]), helper.make_tensor_value_info("p", I64, [])],
+        [helper.make_tensor_sequence_value_info("out", F, None), helper.make_tensor_value_info("n", I64, []), helper.make_tensor_sequence_value_info("doubled", F, None)],
+    )
+    elems = [_rand(2, seed=i) for i in range(3)]
+    t = _rand(2, seed=9)
+    for p in (0, -1, 2):
+        feeds = [elems, t, np.array(p, np.int64)]
+        got, layouts = _run_bound(model, feeds)
+        want = ReferenceEvaluator(model).run(None, dict(zip(["s", "t", "p"], feeds)))
+        _assert_nested_close(got, [list(w) if isinstance(w, list) else w for w in want])
+        assert isinstance(layouts[0], SeqLayout) and len(layouts[0].elements) == 4
+
+
+def test_bind_boundary_optionals() -> None:
+    """Optional inputs given present or absent; an optional output keeps the presence."""
+    from onnxc.transforms.onnx_sequences import OptLayout
+
+    opt = helper.make_optional_type_proto(helper.make_tensor_type_proto(F, [3]))
+    nodes = [
+        helper.make_node("OptionalHasElement", ["o"], ["has"]),
+        helper.make_node("Identity", ["o"], ["same"]),
+    ]
+    model = _model(
+        nodes,
+        [helper.make_value_info("o", opt)],
+        [helper.make_tensor_value_info("has", TensorProto.BOOL, []), helper.make_value_info("same", opt)],
+        opset=18,
+    )
+    x = _rand(3)
+    got, layouts = _run_bound(model, [x])
+    assert bool(got[0]) is True and isinstance(layouts[1], OptLayout)
+    np.testing.assert_array_equal(got[1], x)
+    got, layouts = _run_bound(model, [None])
+    assert bool(got[0]) is False and got[1] is None and layouts[1] == OptLayout(None)
+
+
+def test_bind_boundary_reports_unknown_outputs() -> None:
+    """An output sequence whose length depends on a runtime value cannot be flattened: the error
+    names the output."""
+    from onnxc.transforms.onnx_sequences import BoundaryError, bind_boundary
+
+    model = _model(
+        [helper.make_node("SplitToSequence", ["x", "k"], ["parts"])],
+        [helper.make_tensor_value_info("x", F, [6]), helper.make_tensor_value_info("k", I64, [])],
+        [helper.make_tensor_sequence_value_info("parts", F, None)],
+    )
+    module = import_model(model)
+    with pytest.raises(BoundaryError, match="output 'parts'"):
+        bind_boundary(module.operation, [None, None])
