@@ -69,22 +69,29 @@ def _count(x: ir.Value, axes: Sequence[int], acc: ir.Type) -> ir.Value:
     return arith.sitofp(acc, arith.index_cast(ir.IntegerType.get_signless(64), dim_value(n)))
 
 
-def mean_and_rstd(x: ir.Value, axes: list[int], elem: ir.Type, eps: float) -> tuple[ir.Value, ir.Value]:
-    """Mean and 1/sqrt(var + eps) over `axes` (kept as size-1 dims), in the accumulator type."""
+def _mean_and_variance(x: ir.Value, axes: list[int], elem: ir.Type) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """Mean over `axes` (kept as size-1 dims), the sum of squared deviations over `axes` (reduced
+    away) and the element count, all in the accumulator type; two passes over `x` for accuracy."""
     acc = _acc(elem)
     cnt = _count(x, axes, acc)
     s = reduce_dims([x], axes, [0.0], [acc], lambda a: [arith.addf(a[1], _widen(a[0], elem, acc))])[0]
     mean = expand_unit_dims(elementwise([s], acc, lambda v: arith.divf(v, cnt)), axes)
-    shape = shape_of(x)
 
     def sq(v: ir.Value, m: ir.Value) -> ir.Value:
         dlt = arith.subf(_widen(v, elem, acc), m)
         return arith.mulf(dlt, dlt)
 
-    dev = elementwise([x, mean], acc, sq, out_shape=shape)
-    vs = reduce_dims([dev], axes, [0.0], [acc], lambda a: [arith.addf(a[1], a[0])])[0]
+    dev = elementwise([x, mean], acc, sq, out_shape=shape_of(x))
+    squares = reduce_dims([dev], axes, [0.0], [acc], lambda a: [arith.addf(a[1], a[0])])[0]
+    return mean, squares, cnt
+
+
+def mean_and_rstd(x: ir.Value, axes: list[int], elem: ir.Type, eps: float) -> tuple[ir.Value, ir.Value]:
+    """Mean and 1/sqrt(var + eps) over `axes` (kept as size-1 dims), in the accumulator type."""
+    acc = _acc(elem)
+    mean, squares, cnt = _mean_and_variance(x, axes, elem)
     e = const_scalar(eps, acc)
-    rstd = expand_unit_dims(elementwise([vs], acc, lambda v: math.rsqrt(arith.addf(arith.divf(v, cnt), e))), axes)
+    rstd = expand_unit_dims(elementwise([squares], acc, lambda v: math.rsqrt(arith.addf(arith.divf(v, cnt), e))), axes)
     return mean, rstd
 
 
@@ -231,18 +238,9 @@ def lower_mvn(node: Node) -> list[ir.Value]:
     acc = _acc(elem)
     r = rank_of(x)
     axes = sorted({normalize_axis(int(a), r) for a in (node.attr("axes") or [0, 2, 3])})
-    cnt = _count(x, axes, acc)
-    s = reduce_dims([x], axes, [0.0], [acc], lambda a: [arith.addf(a[1], _widen(a[0], elem, acc))])[0]
-    mean = expand_unit_dims(elementwise([s], acc, lambda v: arith.divf(v, cnt)), axes)
+    mean, squares, cnt = _mean_and_variance(x, axes, elem)
     shape = shape_of(x)
-
-    def sq(v: ir.Value, m: ir.Value) -> ir.Value:
-        d = arith.subf(_widen(v, elem, acc), m)
-        return arith.mulf(d, d)
-
-    dev = elementwise([x, mean], acc, sq, out_shape=shape)
-    vs = reduce_dims([dev], axes, [0.0], [acc], lambda a: [arith.addf(a[1], a[0])])[0]
-    std = expand_unit_dims(elementwise([vs], acc, lambda v: arith.addf(math.sqrt(arith.divf(v, cnt)), const_scalar(1e-9, acc))), axes)
+    std = expand_unit_dims(elementwise([squares], acc, lambda v: arith.addf(math.sqrt(arith.divf(v, cnt)), const_scalar(1e-9, acc))), axes)
     return [elementwise([x, mean, std], elem, lambda v, m, sd: _narrow(arith.divf(arith.subf(_widen(v, elem, acc), m), sd), acc, elem), out_shape=shape)]
 
 
