@@ -24,6 +24,13 @@ of tensor values) and its *length* are derived on demand from the op that produc
   arguments bound to the elements (or to the tensor inputs, the same each time); the body may
   use values from outside, and sequence ops in the clones are handled by the next sweep.
 
+A Loop that carries a sequence or optional value, with a constant trip count (up to
+`MAX_UNROLL` iterations) and a condition that stays a constant true, is unrolled first: its body
+is cloned once per iteration (the iteration number a constant, the carried values those of the
+previous iteration), scan outputs are stacked with Unsqueeze and Concat. This is how SequenceMap's
+schema function (a Loop over SequenceLength) and exporters' list-building loops become
+sequences of known structure.
+
 Consumers are then replaced: SequenceAt (constant index, negative too; a runtime index as a
 `Where` chain over elements of one static type), SequenceLength (a constant), ConcatFromSequence
 (Concat, or Unsqueeze then Concat for `new_axis=1`), Identity of a sequence or optional,
@@ -62,6 +69,10 @@ from onnxc.transforms.pass_base import ModulePass
 #: Sweeps before giving up: one suffices unless SequenceMap bodies hold sequence ops of their own
 #: (each nesting level needs one more); the cap only guards against a rewrite that never settles.
 MAX_SWEEPS = 16
+
+#: The largest trip count of a Loop that is unrolled, and the most body ops all the copies may hold.
+MAX_UNROLL = 256
+MAX_UNROLLED_OPS = 20000
 
 #: Op types whose results are erased once unused (they have no effect besides their results).
 _PRODUCERS = frozenset(
@@ -168,6 +179,14 @@ class _Sweep:
             "Identity": self._identity,
         }
         replaced = 0
+        # Loops first, outermost first; after each unrolling the loops are collected again, as
+        # the list may hold erased ops and the copies may hold inner loops. Each unrolling
+        # removes a loop and copies at most MAX_UNROLLED_OPS ops, so this ends; the bound on
+        # rounds only keeps a pathological model's compile time in check.
+        for _ in range(1000):
+            if not any(_unroll_loop(op) for op in U.collect_ops(module, lambda o: o.name.startswith("onnx.loop"))):
+                break
+            replaced += 1
         for op in U.collect_ops(module, U.is_onnx_op):
             info = U.info_of(op)
             handler = handlers.get(info.op_type) if info is not None else None
@@ -558,6 +577,86 @@ def _where(cond: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
     return onnx_op("Where", [cond, a, b], [a.type]).result
 
 
+def _known_true(v: ir.Value) -> bool:
+    """Whether `v` is a constant true (through Identity ops)."""
+    while True:
+        arr = U.constant_value(v, 1)
+        if arr is not None:
+            return arr.size == 1 and bool(arr.reshape(-1)[0])
+        op = _producer(v)
+        info = U.info_of(op) if op is not None else None
+        if info is None or info.op_type != "Identity":
+            return False
+        v = op.operands[0]
+
+
+def _unroll_loop(op: ir.Operation) -> bool:
+    """Unroll a Loop carrying a sequence/optional value (see the module docstring); False when it
+    does not qualify, with the IR untouched."""
+    info = U.info_of(op)
+    if info is None or info.op_type != "Loop" or len(op.regions) != 1 or len(op.regions[0].blocks) != 1:
+        return False
+    operands = list(op.operands)
+    if len(operands) < 2 or not any(_kind(v.type) in ("seq", "opt") for v in list(operands[2:]) + list(op.results)):
+        return False
+    trip = operands[0]
+    if U.is_none_value(trip):
+        return False
+    m = _scalar_int(trip)
+    if m is None or not 0 <= m <= MAX_UNROLL:
+        return False
+    block = op.regions[0].blocks[0]
+    args = list(block.arguments)
+    body = U.block_ops(block)
+    carried = operands[2:]
+    if len(args) != 2 + len(carried) or not body:
+        return False
+    outs = list(body[-1].operands)
+    n_scan = len(outs) - 1 - len(carried)
+    if n_scan < 0 or len(op.results) != len(carried) + n_scan or (n_scan and m == 0):
+        return False
+    if m * len(body) > MAX_UNROLLED_OPS:
+        return False
+    cond = operands[1]
+    if not U.is_none_value(cond) and not _known_true(cond):
+        return False
+    if any(not U.is_tensor_type(v.type) for v in outs[1 + len(carried) :]):
+        return False
+    with ir.InsertionPoint(op), op.location:
+        true = U.make_constant(np.array(True))
+        cond_value = true if U.is_none_value(cond) else cond
+        values = list(carried)
+        scans: list[list[ir.Value]] = [[] for _ in range(n_scan)]
+        clones: list[ir.Operation] = []
+        for i in range(m):
+            if not _known_true(cond_value):
+                for c in reversed(clones):  # the condition may turn false: keep the Loop
+                    c.erase()
+                return False
+            mapping: dict[ir.Value, ir.Value] = {args[0]: U.make_constant(np.array(i, dtype=np.int64)), args[1]: cond_value}
+            mapping.update(zip(args[2:], values))
+            for inner in body[:-1]:
+                clone = inner.clone(ip=ir.InsertionPoint(op))
+                clones.append(clone)
+                _remap(clone, mapping)
+                for old, new in zip(inner.results, clone.results):
+                    mapping[old] = new
+            mapped = [mapping.get(v, v) for v in outs]
+            cond_value = mapped[0]
+            values = mapped[1 : 1 + len(carried)]
+            for k in range(n_scan):
+                scans[k].append(mapped[1 + len(carried) + k])
+        finals = list(values)
+        if n_scan:
+            axes = U.make_constant(np.array([0], dtype=np.int64))
+            for k in range(n_scan):
+                res_type = op.results[len(carried) + k].type
+                parts = [onnx_op("Unsqueeze", [v, axes], [_unsqueezed_type(v.type, 0)]).result for v in scans[k]]
+                finals.append(onnx_op("Concat", parts, [res_type], {"axis": 0}).result)
+    _replace(op, finals)
+    return True
+
+
 def _remap(root: ir.Operation, mapping: dict[ir.Value, ir.Value]) -> None:
     """Point every operand of `root` and of the ops nested in it that `mapping` knows at its
     image (a cloned body op still uses the original block arguments and earlier body results)."""
@@ -577,7 +676,13 @@ def _replace(op: ir.Operation, values: list[ir.Value]) -> None:
     different type (a subgraph's `gpu.yield`, a non-ONNX op), an Identity to the old type stands
     between them, so the op always goes."""
     for res, new in zip(op.results, values):
-        if U.replace_value(res, new):
+        if res.type == new.type:
+            res.replace_all_uses_with(new)
+            continue
+        # A sequence/optional of another spelling (`!onnx.seq<tensor<*xf32>>` for
+        # `!onnx.seq<tensor<f32>>`) is no refinement `replace_value` could put into a function's
+        # signature: it always goes through an Identity, which the structure looks through.
+        if _kind(res.type) not in ("seq", "opt") and U.replace_value(res, new):
             continue
         with ir.InsertionPoint(op), op.location:
             cast = onnx_op("Identity", [new], [res.type]).result

@@ -167,3 +167,57 @@ func.func @unknown(%s: !onnx.seq<tensor<2xf32>>, %x: tensor<2xf32>, %y: tensor<3
   %a = "onnx.sequence_at"(%t, %p) : (!onnx.seq<tensor<?xf32>>, tensor<i64>) -> tensor<?xf32>
   return %l, %a : tensor<i64>, tensor<?xf32>
 }
+
+// -----
+
+// A Loop appending to a sequence, with a constant trip count and a condition that stays true, is
+// unrolled (iteration numbers as constants); the list it builds is then stacked.
+// CHECK-LABEL: func.func @unroll
+// CHECK-NOT: onnx.loop
+// CHECK: "onnx.constant"() {value = dense<0> : tensor<i64>}
+// CHECK: %[[R0:.*]] = "onnx.relu"(%arg0)
+// CHECK: "onnx.constant"() {value = dense<1> : tensor<i64>}
+// CHECK: %[[R1:.*]] = "onnx.relu"(%arg0)
+// CHECK: "onnx.constant"() {value = dense<2> : tensor<i64>}
+// CHECK: %[[R2:.*]] = "onnx.relu"(%arg0)
+// CHECK: %[[U0:.*]] = "onnx.unsqueeze"(%[[R0]],
+// CHECK: %[[U1:.*]] = "onnx.unsqueeze"(%[[R1]],
+// CHECK: %[[U2:.*]] = "onnx.unsqueeze"(%[[R2]],
+// CHECK: %[[C:.*]] = "onnx.concat"(%[[U0]], %[[U1]], %[[U2]])
+// CHECK-NOT: onnx.sequence
+// CHECK-NOT: onnx.loop
+// CHECK: return %[[C]]
+func.func @unroll(%x: tensor<2xf32>) -> tensor<3x2xf32> {
+  %m = "onnx.constant"() {value = dense<3> : tensor<i64>} : () -> tensor<i64>
+  %t = "onnx.constant"() {value = dense<true> : tensor<i1>} : () -> tensor<i1>
+  %e = "onnx.sequence_empty"() {dtype = 1 : i64} : () -> !onnx.seq<tensor<*xf32>>
+  %l = "onnx.loop"(%m, %t, %e) ({
+  ^bb0(%i: tensor<i64>, %c: tensor<i1>, %acc: !onnx.seq<tensor<*xf32>>):
+    %c2 = "onnx.identity"(%c) : (tensor<i1>) -> tensor<i1>
+    %n = "onnx.none"() : () -> none
+    %y = "onnx.relu"(%x) : (tensor<2xf32>) -> tensor<2xf32>
+    %acc2 = "onnx.sequence_insert"(%acc, %y, %n) : (!onnx.seq<tensor<*xf32>>, tensor<2xf32>, none) -> !onnx.seq<tensor<*xf32>>
+    gpu.yield %c2, %acc2 : tensor<i1>, !onnx.seq<tensor<*xf32>>
+  }) {operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<i64>, tensor<i1>, !onnx.seq<tensor<*xf32>>) -> !onnx.seq<tensor<*xf32>>
+  %r = "onnx.concat_from_sequence"(%l) {axis = 0 : i64, new_axis = 1 : i64} : (!onnx.seq<tensor<*xf32>>) -> tensor<3x2xf32>
+  return %r : tensor<3x2xf32>
+}
+
+// -----
+
+// A runtime trip count: the Loop and its sequence stay.
+// CHECK-LABEL: func.func @runtime_trip_count
+// CHECK: %[[E:.*]] = "onnx.sequence_empty"()
+// CHECK: "onnx.loop"(%arg0, %{{.*}}, %[[E]])
+// CHECK: "onnx.sequence_insert"
+func.func @runtime_trip_count(%m: tensor<i64>, %x: tensor<2xf32>) -> !onnx.seq<tensor<*xf32>> {
+  %t = "onnx.constant"() {value = dense<true> : tensor<i1>} : () -> tensor<i1>
+  %e = "onnx.sequence_empty"() {dtype = 1 : i64} : () -> !onnx.seq<tensor<*xf32>>
+  %l = "onnx.loop"(%m, %t, %e) ({
+  ^bb0(%i: tensor<i64>, %c: tensor<i1>, %acc: !onnx.seq<tensor<*xf32>>):
+    %n = "onnx.none"() : () -> none
+    %acc2 = "onnx.sequence_insert"(%acc, %x, %n) : (!onnx.seq<tensor<*xf32>>, tensor<2xf32>, none) -> !onnx.seq<tensor<*xf32>>
+    gpu.yield %c, %acc2 : tensor<i1>, !onnx.seq<tensor<*xf32>>
+  }) {operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<i64>, tensor<i1>, !onnx.seq<tensor<*xf32>>) -> !onnx.seq<tensor<*xf32>>
+  return %l : !onnx.seq<tensor<*xf32>>
+}

@@ -201,6 +201,45 @@ def test_sequence_map_with_outer_value() -> None:
     _check(model, {"p": _rand(4, 3, seed=1), "q": _rand(4, 3, seed=2), "x": _rand(3, seed=3)}, oracle="onnxruntime")
 
 
+def test_loop_building_a_list_is_unrolled() -> None:
+    """A Loop with a constant trip count and a constant-true condition that appends to a
+    sequence (the SequenceMap schema function's shape) and has a scan output: unrolled, the list
+    concatenated, the scan outputs stacked."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            helper.make_node("Cast", ["i"], ["fi"], to=F),
+            helper.make_node("Mul", ["x", "fi"], ["scaled"]),
+            helper.make_node("SequenceInsert", ["acc", "scaled"], ["acc_out"]),
+            helper.make_node("Add", ["scaled", "x"], ["scan"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", I64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_sequence_value_info("acc", F, None),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_sequence_value_info("acc_out", F, None),
+            helper.make_tensor_value_info("scan", F, [2]),
+        ],
+    )
+    nodes = [
+        helper.make_node("Constant", [], ["m"], value=helper.make_tensor("m", I64, [], [4])),
+        helper.make_node("Constant", [], ["t"], value=helper.make_tensor("t", TensorProto.BOOL, [], [True])),
+        helper.make_node("SequenceEmpty", [], ["empty"], dtype=F),
+        helper.make_node("Loop", ["m", "t", "empty"], ["final", "scans"], body=body),
+        helper.make_node("ConcatFromSequence", ["final"], ["y"], axis=0, new_axis=1),
+    ]
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info("x", F, [2])],
+        [helper.make_tensor_value_info("y", F, [4, 2]), helper.make_tensor_value_info("scans", F, [4, 2])],
+    )
+    _check(model, {"x": _rand(2)})
+
+
 def test_optionals() -> None:
     """Optional(x) is present, Optional(type=...) absent, a plain tensor present; getting the
     element of a present optional is the tensor."""
