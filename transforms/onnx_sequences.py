@@ -61,7 +61,8 @@ from mlir import ir
 from mlir.dialects import func as func_dialect
 
 from onnxc.dialect import types as types_mod
-from onnxc.dialect.builder import onnx_op
+from onnxc.dialect.attributes import onnx_attributes
+from onnxc.dialect.builder import onnx_op, yield_values
 from onnxc.errors import OnnxcError
 from onnxc.transforms import onnx_utils as U
 from onnxc.transforms.pass_base import ModulePass
@@ -186,6 +187,13 @@ class _Sweep:
         for _ in range(1000):
             if not any(_unroll_loop(op) for op in U.collect_ops(module, lambda o: o.name.startswith("onnx.loop"))):
                 break
+            replaced += 1
+        # Ifs yielding sequences: innermost first, one at a time (each rebuilds its op).
+        for _ in range(1000):
+            ifs = U.collect_ops(module, lambda o: o.name.startswith("onnx.if") and any(_kind(r.type) == "seq" for r in o.results))
+            if not any(self._split_if(op) for op in reversed(ifs)):
+                break
+            self.elements_memo.clear()
             replaced += 1
         for op in U.collect_ops(module, U.is_onnx_op):
             info = U.info_of(op)
@@ -395,6 +403,77 @@ class _Sweep:
                 outs[k].append(mapping.get(v, v))
         return outs
 
+    def _split_if(self, op: ir.Operation) -> bool:
+        """An If whose branches yield sequences of the same known length (elements of one rank
+        and element type at each position) becomes an If yielding the elements as tensors, with
+        SequenceConstruct of its results after it. False, with the IR untouched, otherwise."""
+        info = U.info_of(op)
+        if info is None or info.op_type != "If" or len(op.regions) != 2:
+            return False
+        terms = []
+        for region in op.regions:
+            if len(region.blocks) != 1:
+                return False
+            term = U.terminator(region.blocks[0])
+            if term is None or len(term.operands) != len(op.results):
+                return False
+            terms.append(term)
+        # Per result: its new result types and, per branch, the values to yield.
+        types: list[ir.Type] = []
+        yields: list[list[ir.Value]] = [[], []]
+        counts: list[int | None] = []  # None: a tensor result (one value), else the length
+        for j, res in enumerate(op.results):
+            kind = _kind(res.type)
+            if kind == "tensor":
+                types.append(res.type)
+                for b in range(2):
+                    yields[b].append(terms[b].operands[j])
+                counts.append(None)
+                continue
+            if kind != "seq":
+                return False
+            lists = [self.elements(t.operands[j]) for t in terms]
+            if lists[0] is None or lists[1] is None or len(lists[0]) != len(lists[1]):
+                return False
+            for a, b in zip(lists[0], lists[1]):
+                joined = _join_types(a.type, b.type)
+                if joined is None:
+                    return False
+                types.append(joined)
+            for b in range(2):
+                yields[b].extend(lists[b])
+            counts.append(len(lists[0]))
+        with ir.InsertionPoint(op), op.location:
+            new = onnx_op(info.full_name, [op.operands[0]], types)
+        for name, attr in onnx_attributes(op).items():
+            new.attributes[name] = attr
+        for old_region, new_region, values in zip(op.regions, new.regions, yields):
+            old_block = old_region.blocks[0]
+            block = new_region.blocks.append()
+            anchor = yield_values(values, loc=op.location, ip=ir.InsertionPoint(block))
+            for inner in U.block_ops(old_block)[:-1]:
+                inner.move_before(anchor)
+        replacements: list[ir.Value] = []
+        at = 0
+        with ir.InsertionPoint(op), op.location:
+            for res, count in zip(op.results, counts):
+                if count is None:
+                    replacements.append(new.results[at])
+                    at += 1
+                    continue
+                parts = list(new.results[at : at + count])
+                at += count
+                if parts:
+                    replacements.append(onnx_op("SequenceConstruct", parts, [res.type]).result)
+                else:
+                    elem = U.element_type_of(_inner_type(res.type))
+                    if elem is None:
+                        return False  # (unreachable for ONNX sequences: tensor element types)
+                    dtype = types_mod.onnx_element_type(elem).onnx_dtype
+                    replacements.append(onnx_op("SequenceEmpty", [], [res.type], {"dtype": dtype}).result)
+        _replace(op, replacements)
+        return True
+
     # -- consumers --------------------------------------------------------------------------------
 
     def _sequence_at(self, op: ir.Operation) -> list[ir.Value] | None:
@@ -575,6 +654,18 @@ def _where(cond: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
     if a == b:
         return a
     return onnx_op("Where", [cond, a, b], [a.type]).result
+
+
+def _join_types(a: ir.Type, b: ir.Type) -> ir.Type | None:
+    """One tensor type for values of types `a` and `b` yielded by the two branches of an If: the
+    type itself when equal, else the ranked type with the dims they disagree on dynamic; None
+    when ranks or element types differ."""
+    if a == b:
+        return a
+    sa, sb = U.shape_of(a), U.shape_of(b)
+    if sa is None or sb is None or len(sa) != len(sb) or U.element_type_of(a) != U.element_type_of(b):
+        return None
+    return U.ranked_type([x if x == y else -1 for x, y in zip(sa, sb)], U.element_type_of(a))
 
 
 def _known_true(v: ir.Value) -> bool:

@@ -221,3 +221,30 @@ func.func @runtime_trip_count(%m: tensor<i64>, %x: tensor<2xf32>) -> !onnx.seq<t
   }) {operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<i64>, tensor<i1>, !onnx.seq<tensor<*xf32>>) -> !onnx.seq<tensor<*xf32>>
   return %l : !onnx.seq<tensor<*xf32>>
 }
+
+// -----
+
+// An If whose branches build sequences of one length yields the elements instead (joined types:
+// tensor<2xf32> and tensor<3xf32> give tensor<?xf32>); the branch ops move into the new If.
+// CHECK-LABEL: func.func @if_seq
+// CHECK: %[[IF:.*]]:2 = "onnx.if"(%arg0) ({
+// CHECK: %[[N:.*]] = "onnx.neg"(%arg1)
+// CHECK: gpu.yield %[[N]], %arg2 : tensor<2xf32>, tensor<3xf32>
+// CHECK: }, {
+// CHECK: gpu.yield %arg2, %arg1 : tensor<3xf32>, tensor<2xf32>
+// CHECK: }) {{.*}} : (tensor<i1>) -> (tensor<?xf32>, tensor<?xf32>)
+// CHECK: %[[C:.*]] = "onnx.concat"(%[[IF]]#0, %[[IF]]#1)
+// CHECK-NOT: onnx.sequence
+// CHECK: return %[[C]]
+func.func @if_seq(%c: tensor<i1>, %x: tensor<2xf32>, %y: tensor<3xf32>) -> tensor<?xf32> {
+  %r = "onnx.if"(%c) ({
+    %n = "onnx.neg"(%x) : (tensor<2xf32>) -> tensor<2xf32>
+    %s = "onnx.sequence_construct"(%n, %y) {operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<2xf32>, tensor<3xf32>) -> !onnx.seq<tensor<?xf32>>
+    gpu.yield %s : !onnx.seq<tensor<?xf32>>
+  }, {
+    %s = "onnx.sequence_construct"(%y, %x) {operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<3xf32>, tensor<2xf32>) -> !onnx.seq<tensor<?xf32>>
+    gpu.yield %s : !onnx.seq<tensor<?xf32>>
+  }) {resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<i1>) -> !onnx.seq<tensor<?xf32>>
+  %cat = "onnx.concat_from_sequence"(%r) {axis = 0 : i64} : (!onnx.seq<tensor<?xf32>>) -> tensor<?xf32>
+  return %cat : tensor<?xf32>
+}

@@ -240,6 +240,30 @@ def test_loop_building_a_list_is_unrolled() -> None:
     _check(model, {"x": _rand(2)})
 
 
+def test_if_yielding_sequences() -> None:
+    """An If with a runtime condition whose branches build sequences of one length (elements of
+    different shapes per branch) becomes an If yielding the elements; both branches are run."""
+    then = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["neg"]), helper.make_node("SequenceConstruct", ["neg", "y"], ["s"])],
+        "then", [], [helper.make_tensor_sequence_value_info("s", F, None)],
+    )  # fmt: skip
+    other = helper.make_graph(
+        [helper.make_node("SequenceConstruct", ["y", "x"], ["s2"])], "else", [], [helper.make_tensor_sequence_value_info("s2", F, None)]
+    )
+    nodes = [
+        helper.make_node("If", ["c"], ["seq"], then_branch=then, else_branch=other),
+        helper.make_node("ConcatFromSequence", ["seq"], ["cat"], axis=0),
+        helper.make_node("SequenceLength", ["seq"], ["n"]),
+    ]
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info("c", TensorProto.BOOL, []), helper.make_tensor_value_info("x", F, [2]), helper.make_tensor_value_info("y", F, [3])],
+        [helper.make_tensor_value_info("cat", F, [5]), helper.make_tensor_value_info("n", I64, [])],
+    )
+    x, y = _rand(2, seed=1), _rand(3, seed=2)
+    _check(model, {"c": np.array(True), "x": x, "y": y}, {"c": np.array(False), "x": x, "y": y})
+
+
 def test_optionals() -> None:
     """Optional(x) is present, Optional(type=...) absent, a plain tensor present; getting the
     element of a present optional is the tensor."""
