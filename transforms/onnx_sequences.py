@@ -195,6 +195,9 @@ class _Sweep:
                 break
             self.elements_memo.clear()
             replaced += 1
+        # What the failed attempts derived may name values the consumers below replace.
+        self.elements_memo.clear()
+        self.map_memo.clear()
         for op in U.collect_ops(module, U.is_onnx_op):
             info = U.info_of(op)
             handler = handlers.get(info.op_type) if info is not None else None
@@ -202,9 +205,19 @@ class _Sweep:
                 continue
             new = handler(op)
             if new is not None:
+                self._forward(list(op.results), new)
                 _replace(op, new)
                 replaced += 1
         return replaced
+
+    def _forward(self, old: list[ir.Value], new: list[ir.Value]) -> None:
+        """Keep the derived lists valid when a consumer's results (about to be erased) are
+        replaced: an element may be such a result (SequenceConstruct of a SequenceAt)."""
+        subst = dict(zip(old, new))
+        for lists in [list(self.elements_memo.values())] + [outs for outs in self.map_memo.values() if outs is not None]:
+            for elems in lists:
+                if elems is not None:
+                    elems[:] = [subst.get(e, e) for e in elems]
 
     # -- structure ------------------------------------------------------------------------------
 
@@ -542,7 +555,9 @@ class _Sweep:
     def _optional_get_element(self, op: ir.Operation) -> list[ir.Value] | None:
         v = op.operands[0]
         kind = _kind(v.type)
-        if kind in ("tensor", "seq"):
+        if kind == "tensor" or (kind == "seq" and v.type == op.results[0].type):
+            # (A sequence of another spelling stays: the structure is derived through the op,
+            # and replacing it would only put an Identity in its place.)
             return [v]
         if kind == "opt":
             state = _optional_state(v)
@@ -552,7 +567,7 @@ class _Sweep:
 
     def _identity(self, op: ir.Operation) -> list[ir.Value] | None:
         v = op.operands[0]
-        return [v] if _kind(v.type) in ("seq", "opt") else None
+        return [v] if _kind(v.type) in ("seq", "opt") and v.type == op.results[0].type else None
 
 
 # --- helpers --------------------------------------------------------------------------------------

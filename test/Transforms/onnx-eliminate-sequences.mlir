@@ -248,3 +248,26 @@ func.func @if_seq(%c: tensor<i1>, %x: tensor<2xf32>, %y: tensor<3xf32>) -> tenso
   %cat = "onnx.concat_from_sequence"(%r) {axis = 0 : i64} : (!onnx.seq<tensor<?xf32>>) -> tensor<?xf32>
   return %cat : tensor<?xf32>
 }
+
+// -----
+
+// Elements that are themselves results of replaced consumers (a SequenceAt inside a
+// SequenceConstruct), and a sequence read back through an Optional and an OptionalGetElement of
+// another spelling.
+// CHECK-LABEL: func.func @nested
+// CHECK: %[[C:.*]] = "onnx.concat"(%arg1, %arg1)
+// CHECK-NOT: onnx.sequence
+// CHECK-NOT: onnx.optional
+// CHECK: return %[[C]], %arg1
+func.func @nested(%x: tensor<2xf32>, %y: tensor<2xf32>) -> (tensor<4xf32>, tensor<2xf32>) {
+  %s = "onnx.sequence_construct"(%x, %y) {operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<2xf32>, tensor<2xf32>) -> !onnx.seq<tensor<2xf32>>
+  %one = "onnx.constant"() {value = dense<1> : tensor<i64>} : () -> tensor<i64>
+  %a = "onnx.sequence_at"(%s, %one) : (!onnx.seq<tensor<2xf32>>, tensor<i64>) -> tensor<2xf32>
+  %t = "onnx.sequence_construct"(%a, %a) {operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<2xf32>, tensor<2xf32>) -> !onnx.seq<tensor<2xf32>>
+  %c = "onnx.concat_from_sequence"(%t) {axis = 0 : i64} : (!onnx.seq<tensor<2xf32>>) -> tensor<4xf32>
+  %o = "onnx.optional"(%t) : (!onnx.seq<tensor<2xf32>>) -> !onnx.opt<!onnx.seq<tensor<2xf32>>>
+  %g = "onnx.optional_get_element"(%o) : (!onnx.opt<!onnx.seq<tensor<2xf32>>>) -> !onnx.seq<tensor<*xf32>>
+  %zero = "onnx.constant"() {value = dense<0> : tensor<i64>} : () -> tensor<i64>
+  %b = "onnx.sequence_at"(%g, %zero) : (!onnx.seq<tensor<*xf32>>, tensor<i64>) -> tensor<2xf32>
+  return %c, %b : tensor<4xf32>, tensor<2xf32>
+}
