@@ -29,7 +29,9 @@ A Loop that carries a sequence or optional value, with a constant trip count (up
 is cloned once per iteration (the iteration number a constant, the carried values those of the
 previous iteration), scan outputs are stacked with Unsqueeze and Concat. This is how SequenceMap's
 schema function (a Loop over SequenceLength) and exporters' list-building loops become
-sequences of known structure.
+sequences of known structure. An If whose two branches yield sequences of one known length is
+rebuilt to yield their elements as tensors (types joined per position: differing dims become
+dynamic), a SequenceConstruct of its results standing for the sequence.
 
 Consumers are then replaced: SequenceAt (constant index, negative too; a runtime index as a
 `Where` chain over elements of one static type), SequenceLength (a constant), ConcatFromSequence
@@ -40,8 +42,9 @@ sequence: the sequence; of a known present Optional: its value). Producers left 
 are erased after each sweep. New ops keep the location of the op they replace.
 
 Anything whose structure is not known (a sequence argument of the function, one carried through
-a Loop, an If yielding sequences, a runtime index into elements of differing shapes) is left as it
-is; the lowering's pre-check then names those ops.
+a Loop with a runtime trip count, an If whose branches yield sequences of different lengths or an
+optional present in one branch only, a runtime index into elements of differing shapes) is left
+as it is; the lowering's pre-check then names those ops.
 
 Function boundaries: `bind_boundary` serves a runtime that specializes a model per call on the
 structure of its sequence/optional inputs (how many elements, which optionals are present, the
@@ -87,8 +90,10 @@ class OnnxEliminateSequencesPass(ModulePass):
 
     Sequence ops with constant (or absent) positions and static split sizes become tensor ops
     (Slice, Concat, Unsqueeze, Squeeze; `Where` chains for runtime positions over elements of one
-    static type); SequenceMap over known lengths is unrolled; Optional/OptionalHasElement/
-    OptionalGetElement of known presence are resolved. Sequences of unknown structure stay.
+    static type); SequenceMap over known lengths and Loops carrying sequences with a constant trip
+    count are unrolled; Ifs yielding sequences of one known length yield their elements;
+    Optional/OptionalHasElement/OptionalGetElement of known presence are resolved. Sequences of
+    unknown structure stay.
     """
 
     name = "onnx-eliminate-sequences"

@@ -257,7 +257,11 @@ def test_if_yielding_sequences() -> None:
     ]
     model = _model(
         nodes,
-        [helper.make_tensor_value_info("c", TensorProto.BOOL, []), helper.make_tensor_value_info("x", F, [2]), helper.make_tensor_value_info("y", F, [3])],
+        [
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("x", F, [2]),
+            helper.make_tensor_value_info("y", F, [3]),
+        ],
         [helper.make_tensor_value_info("cat", F, [5]), helper.make_tensor_value_info("n", I64, [])],
     )
     x, y = _rand(2, seed=1), _rand(3, seed=2)
@@ -391,8 +395,16 @@ def test_bind_boundary_sequences_in_and_out() -> None:
     ]  # fmt: skip
     model = _model(
         nodes,
-        [helper.make_tensor_sequence_value_info("s", F, None), helper.make_tensor_value_info("t", F, [2]), helper.make_tensor_value_info("p", I64, [])],
-        [helper.make_tensor_sequence_value_info("out", F, None), helper.make_tensor_value_info("n", I64, []), helper.make_tensor_sequence_value_info("doubled", F, None)],
+        [
+            helper.make_tensor_sequence_value_info("s", F, None),
+            helper.make_tensor_value_info("t", F, [2]),
+            helper.make_tensor_value_info("p", I64, []),
+        ],
+        [
+            helper.make_tensor_sequence_value_info("out", F, None),
+            helper.make_tensor_value_info("n", I64, []),
+            helper.make_tensor_sequence_value_info("doubled", F, None),
+        ],
     )
     elems = [_rand(2, seed=i) for i in range(3)]
     t = _rand(2, seed=9)
