@@ -111,7 +111,7 @@ VECTOR_POST_PIPELINE: str = (
 #: read-only by `bufferize()` before this runs so callers' arrays are never written.
 BUFFERIZE_PIPELINE: str = (
     "builtin.module(eliminate-empty-tensors,empty-tensor-to-alloc-tensor,"
-    "one-shot-bufferize{bufferize-function-boundaries "
+    "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
     "function-boundary-type-conversion=identity-layout-map},"
     "canonicalize,cse,buffer-deallocation-pipeline,"
     "convert-bufferization-to-memref,canonicalize,cse)"
@@ -285,6 +285,41 @@ def _num_inits(op: ir.Operation) -> int:
     return len(list(outs))
 
 
+def _reduction_reads_inputs(op: ir.Operation, num_inits: int) -> bool:
+    """Whether every value a reduction op's body yields depends on one of its input elements.
+
+    Why: the linalg vectorizer (LLVM 22) turns ``out = combiner(out, x)`` into a
+    ``vector.multi_reduction`` of ``x`` over the reduction dims only when ``x`` is a vector of
+    the whole iteration space, which it is when ``x`` is computed from an input block argument
+    (inputs are read broadcast to the iteration space). When ``x`` is uniform, a constant or a
+    value captured from above (what ``linalg-fuse-elementwise-ops`` leaves when it folds a
+    ``linalg.fill`` of ones into a window sum: ``out + 1.0``), the vectorized body adds ``x``
+    once per vector instead of once per reduced element (a 2x2 window counted 2 instead of 4),
+    and when ``x`` comes only from ``linalg.index`` of a reduction dim the vectorizer hits a C++
+    assertion. Such ops are left unvectorized. Ops whose body has nested regions are refused
+    too (the dependence is not followed into them).
+    """
+    if not op.regions or not len(op.regions[0].blocks):
+        return True  # named op without an inspectable body: its body reads its inputs
+    block = op.regions[0].blocks[0]
+    args = list(block.arguments)
+    num_inputs = len(args) - num_inits
+    if num_inputs < 0:
+        return False
+    # hash() of a Value is that of its underlying MLIR value, so Values key a dict.
+    reads: dict[ir.Value, bool] = {a: i < num_inputs for i, a in enumerate(args)}
+    for inner in block.operations:
+        inner = inner.operation
+        if inner.name == "linalg.yield":
+            return all(reads.get(v, False) for v in inner.operands)
+        if len(inner.regions):
+            return False
+        dep = any(reads.get(v, False) for v in inner.operands)
+        for r in inner.results:
+            reads[r] = dep
+    return False
+
+
 def plan_tiles(op: ir.Operation, options: CpuPipelineOptions | None = None) -> TilePlan | None:
     """Choose tile and vector sizes for one linalg structured op (None: leave it alone).
 
@@ -301,20 +336,24 @@ def plan_tiles(op: ir.Operation, options: CpuPipelineOptions | None = None) -> T
     if not maps:
         return None
     n = maps[0].n_dims
-    if n == 0:
-        # 0-d op: nothing to tile; vectorize as a 0-d vector.
-        return TilePlan((), ())
-    # i1 tensors live in memory one byte per element, but LLVM loads/stores `<N x i1>`
-    # vectors bit-packed: vectorized accesses to i1 buffers read garbage. Leave such ops to
-    # scalar loops (bool tensors are small and rare in compute-heavy paths).
+    # i1 tensors live in memory one byte per element (`_widen_i1_memrefs` retypes every i1
+    # buffer to i8), but LLVM loads/stores `<N x i1>` vectors bit-packed, and a
+    # `vector.transfer_*` of `vector<i1>` on an i8 buffer does not verify. Leave such ops to
+    # scalar loops (bool tensors are small and rare in compute-heavy paths). This check comes
+    # before the 0-d case: a rank-0 bool (a Loop condition) must not become `vector<i1>` either.
     shaped = [v.type for v in list(op.operands) + list(op.results)]
     if any(
         isinstance(t, ir.ShapedType) and str(ir.ShapedType(t).element_type) == "i1" for t in shaped
     ):
         return None
+    if n == 0:
+        # 0-d op: nothing to tile; vectorize as a 0-d vector.
+        return TilePlan((), ())
     num_inits = _num_inits(op)
     ranges = _loop_ranges(op, maps)
     iters = _iterators(op, maps, num_inits)
+    if "reduction" in iters and not _reduction_reads_inputs(op, num_inits):
+        return TilePlan(tuple([1] * n), None)  # tiled, scalar: see _reduction_reads_inputs
     results_types = [r.type for r in op.results] or [o.type for o in op.operands]
     bits = max(_elem_bits(t) for t in results_types)
     lanes = max(1, opts.vector_bits // bits)
@@ -338,7 +377,7 @@ def plan_tiles(op: ir.Operation, options: CpuPipelineOptions | None = None) -> T
     # Generic strategy: vectorize the innermost loop.
     inner = n - 1
     tiles[inner] = clamp(lanes, inner)
-    del static, iters  # the plan does not depend on them for now
+    del static  # the plan does not depend on it for now
     return TilePlan(tuple(tiles), tuple(tiles))
 
 
