@@ -111,6 +111,8 @@ class CompiledModel:
             a = np.asarray(bound[spec.name])
             if a.dtype != spec.dtype:
                 raise InputError(f"input '{spec.name}' must have dtype {spec.dtype}, got {a.dtype}")
+            if spec.dims == () and a.ndim > 0 and a.size == 1:
+                a = a.reshape(())  # a one-element array for a scalar, as onnxruntime accepts
             if spec.dims is not None:
                 if a.ndim != len(spec.dims):
                     raise InputError(f"input '{spec.name}' must have rank {len(spec.dims)} ({spec.describe()}), got shape {a.shape}")
@@ -159,6 +161,108 @@ class CompiledModel:
         return dict(zip(self.output_names, self(**feeds)))
 
 
+def _is_tensor(tp: onnx.TypeProto) -> bool:
+    return tp.WhichOneof("value") == "tensor_type"
+
+
+def _value_layout(value: Any, tp: onnx.TypeProto, name: str) -> Any:
+    """The layout (`onnx_sequences.SeqLayout`/`OptLayout`/tensor type) of a sequence (a list of
+    arrays) or optional (None or a value) given for an input of type `tp`."""
+    from onnxc.transforms import onnx_sequences as seq
+    from onnxc.transforms.onnx_utils import mlir_element_type, ranked_type
+
+    kind = tp.WhichOneof("value")
+    if kind == "sequence_type":
+        if not isinstance(value, (list, tuple)):
+            raise InputError(f"input '{name}' is a sequence: give a list of arrays, got {type(value).__name__}")
+        return seq.SeqLayout(tuple(_value_layout(v, tp.sequence_type.elem_type, name) for v in value))
+    if kind == "optional_type":
+        return seq.OptLayout(None if value is None else _value_layout(value, tp.optional_type.elem_type, name))
+    a = np.asarray(value)
+    elem = mlir_element_type(a.dtype)
+    if elem is None:
+        raise InputError(f"input '{name}' has dtype {a.dtype}, which is no ONNX element type")
+    return ranked_type(list(a.shape), elem)
+
+
+def _leaves(value: Any, tp: onnx.TypeProto) -> list[np.ndarray]:
+    """The arrays of a (possibly nested) sequence/optional value, depth first, as the function
+    specialized by `bind_boundary` takes them."""
+    kind = tp.WhichOneof("value")
+    if kind == "sequence_type":
+        return [a for v in value for a in _leaves(v, tp.sequence_type.elem_type)]
+    if kind == "optional_type":
+        return [] if value is None else _leaves(value, tp.optional_type.elem_type)
+    return [np.ascontiguousarray(value)]
+
+
+def _regroup(layout: Any, arrays: list[np.ndarray]) -> Any:
+    """Results back into lists (sequences) and None (absent optionals), consuming `arrays`."""
+    from onnxc.transforms import onnx_sequences as seq
+
+    if isinstance(layout, seq.SeqLayout):
+        return [_regroup(e, arrays) for e in layout.elements]
+    if isinstance(layout, seq.OptLayout):
+        return None if layout.value is None else _regroup(layout.value, arrays)
+    return arrays.pop(0)
+
+
+def _structure_key(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return tuple(_structure_key(v) for v in value)
+    a = np.asarray(value)
+    return (a.dtype.str, a.shape)
+
+
+class StructuredModel(CompiledModel):
+    """A model with sequence or optional inputs or outputs.
+
+    The CPU target takes and returns only tensors, so the model is specialized to each call's
+    structure (sequence lengths, which optionals are present, array dtypes and shapes) by
+    `onnx_sequences.bind_boundary`, which turns the sequence/optional arguments and results into
+    their tensors; each specialization is compiled once and cached. Sequences are given and
+    returned as lists of arrays, absent optionals as None."""
+
+    def __init__(self, proto: onnx.ModelProto, inputs: list[IOSpec], outputs: list[IOSpec], cpu_options: Any) -> None:
+        super().__init__(inputs, outputs, function=None)
+        self.proto = proto
+        self.cpu_options = cpu_options
+        self._cache: dict[Any, tuple[Any, list[Any]]] = {}
+
+    def _specialize(self, values: list[Any]) -> tuple[Any, list[Any]]:
+        from onnxc.importers import import_model
+        from onnxc.targets.cpu import compile_module
+        from onnxc.transforms.named_pipelines import lower_onnx_module
+        from onnxc.transforms.onnx_sequences import bind_boundary
+
+        key = tuple(_structure_key(v) for v in values)
+        if key not in self._cache:
+            module = import_model(self.proto)
+            with module.context, ir.Location.unknown():
+                layouts = [
+                    None if _is_tensor(i.type) else _value_layout(v, i.type, i.name) for v, i in zip(values, self.proto.graph.input)
+                ]
+                out_layouts = bind_boundary(module.operation, layouts)
+            lower_onnx_module(module, "linalg")
+            self._cache[key] = (compile_module(module, None, self.cpu_options), out_layouts)
+        return self._cache[key]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> list[Any]:
+        bound: dict[str, Any] = dict(zip(self.input_names, args))
+        bound.update(kwargs)
+        for spec in self.inputs:
+            if spec.name not in bound and spec.default is not None:
+                bound[spec.name] = spec.default
+        values = [bound.get(i.name) for i in self.proto.graph.input]
+        function, out_layouts = self._specialize(values)
+        self.function = function
+        flat = [a for v, i in zip(values, self.proto.graph.input) for a in _leaves(v, i.type)]
+        results = list(function(*self._adapt(flat)))
+        return [_regroup(layout, results) for layout in out_layouts]
+
+
 def lower(model: onnx.ModelProto | str | os.PathLike[str] | bytes, stage: str = "llvm", *, context: ir.Context | None = None) -> ir.Module:
     """Import `model` and lower it to `stage` ('onnx', 'linalg', 'vector', 'bufferize', 'llvm')."""
     from onnxc.importers import import_model
@@ -188,6 +292,8 @@ def compile(  # noqa: A001 - the public name the design asks for
     # override them); the initializer is the value used when the caller gives none.
     inputs = _io_specs(list(proto.graph.input), {t.name: t for t in proto.graph.initializer})
     outputs = _io_specs(list(proto.graph.output))
+    if not all(_is_tensor(v.type) for v in list(proto.graph.input) + list(proto.graph.output)):
+        return StructuredModel(proto, inputs, outputs, cpu_options)
     module = import_model(proto)
     kept: dict[str, str] = {}
     if keep_ir:
@@ -199,4 +305,4 @@ def compile(  # noqa: A001 - the public name the design asks for
     return CompiledModel(inputs, outputs, function, target, kept)
 
 
-__all__ = ["CompiledModel", "IOSpec", "InputError", "compile", "lower"]
+__all__ = ["CompiledModel", "IOSpec", "InputError", "StructuredModel", "compile", "lower"]

@@ -27,6 +27,7 @@ ONNX_LEVEL_PASSES: tuple[tuple[str, dict[str, str]], ...] = (
     ("onnx-upgrade-ops", {}),
     ("expand-schema-functions", {"unlowered-only": "true"}),
     ("onnx-upgrade-ops", {}),
+    ("onnx-eliminate-sequences", {}),
     ("onnx-canonicalize", {}),
     ("onnx-shape-inference", {}),
     ("onnx-constant-fold", {}),
