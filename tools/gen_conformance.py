@@ -264,7 +264,10 @@ def classify(exc: BaseException) -> tuple[str, str]:
     if problems:
         detail = _strip_location(problems[0]) + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else "")
     elif len(lines) > 1:
-        detail = _strip_location(lines[1])
+        # MLIR pass failures say "Failure while executing pass pipeline:" and then the
+        # diagnostic ("loc(...): error: what"): that diagnostic is the reason.
+        errors = [ln.split("error:", 1)[1].strip() for ln in lines[1:] if "error:" in ln]
+        detail = errors[0] if errors else _strip_location(lines[1])
     # "convert-onnx-to-linalg: 3 problem(s), nothing lowered:" -> "convert-onnx-to-linalg"; the
     # count is in the "(+N more)" suffix already.
     tool, sep, rest = headline.partition(": ")
