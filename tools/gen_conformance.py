@@ -64,7 +64,8 @@ GROUPS: tuple[str, ...] = ("node", "node-expanded", "simple", "pytorch-converted
 _KIND_GROUP = {"simple": "simple", "pytorch-converted": "pytorch-converted", "pytorch-operator": "pytorch-operator", "real": "light"}
 
 #: Failure stages, in pipeline order. A case's stage is where it stopped.
-STAGES: tuple[str, ...] = ("import", "onnx-passes", "lower", "codegen", "run", "result", "error", "crash", "timeout", "skip")
+#: `error`: another OnnxcError; `bug`: an exception that is not an OnnxcError escaped.
+STAGES: tuple[str, ...] = ("import", "onnx-passes", "lower", "codegen", "run", "result", "error", "bug", "crash", "timeout", "skip")
 
 #: Seconds a case may take in a generator run before it counts as a timeout (and is excluded).
 DEFAULT_TIMEOUT_S = 240.0
@@ -252,6 +253,8 @@ def _assertion_reason(msg: str) -> str:
 
 def classify(exc: BaseException) -> tuple[str, str]:
     """(stage, reason) of a case that raised `exc`."""
+    from onnxc.errors import OnnxcError
+
     name = type(exc).__name__
     module = type(exc).__module__ or ""
     msg = str(exc)
@@ -284,11 +287,15 @@ def classify(exc: BaseException) -> tuple[str, str]:
         stage = "codegen"
     elif name in ("InputError", "ArgumentError"):
         stage = "run"
-    elif module.startswith("onnxc") or name == "OnnxcError":
-        stage = "lower" if "lower" in msg else "error"
+    elif module.startswith("onnxc.transforms.lowering"):
+        stage = "lower"
+    elif module.startswith("onnxc.transforms"):
+        stage = "onnx-passes"
+    elif isinstance(exc, OnnxcError):
+        stage = "error"
     else:
         # Anything that is not an onnxc error escaping is a bug in onnxc (or the backend).
-        return "error", _one_line(f"{name}: {lines[0] if lines else ''}")
+        return "bug", _one_line(f"{name}: {lines[0] if lines else ''}")
     return stage, _one_line(text)
 
 
@@ -619,7 +626,7 @@ def render_xfails(cases: Sequence[Case], results: Mapping[str, Mapping[str, Any]
         "failures (a case that starts passing fails the suite: regenerate) and skips EXCLUDES, the",
         "cases that kill the process or run past the time limit. Each reason is `stage: first line`,",
         "stage being where the case stopped (import, onnx-passes, lower, codegen, run, result, error,",
-        "crash, timeout).",
+        "bug: a non-onnxc exception escaped, crash, timeout).",
         '"""',
         "",
         "# fmt: off",
