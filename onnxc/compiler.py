@@ -43,7 +43,7 @@ class IOSpec:
         return f"{self.name}: {self.dtype} [{dims}]"
 
 
-def _io_specs(graph_values: Sequence[onnx.ValueInfoProto], defaults: Mapping[str, onnx.TensorProto] | None = None) -> list[IOSpec]:
+def io_specs(graph_values: Sequence[onnx.ValueInfoProto], defaults: Mapping[str, onnx.TensorProto] | None = None) -> list[IOSpec]:
     from onnx import numpy_helper
 
     from onnxc.dialect.types import BY_ONNX, numpy_dtype
@@ -64,11 +64,18 @@ def _io_specs(graph_values: Sequence[onnx.ValueInfoProto], defaults: Mapping[str
 
 
 def _load(model: onnx.ModelProto | str | os.PathLike[str] | bytes) -> onnx.ModelProto:
+    """The ModelProto (external data stays on disk: the importer maps it from the model's folder)."""
     if isinstance(model, onnx.ModelProto):
         return model
     if isinstance(model, bytes):
         return onnx.load_from_string(model)
     return onnx.load(str(model), load_external_data=False)
+
+
+def _import_source(model: Any, proto: onnx.ModelProto) -> Any:
+    """What to give the importer: the path when there is one, so external data resolves (safely)
+    inside the model's folder; else the already loaded proto."""
+    return model if isinstance(model, (str, os.PathLike)) else proto
 
 
 @dataclass
@@ -225,9 +232,10 @@ class StructuredModel(CompiledModel):
     their tensors; each specialization is compiled once and cached. Sequences are given and
     returned as lists of arrays, absent optionals as None."""
 
-    def __init__(self, proto: onnx.ModelProto, inputs: list[IOSpec], outputs: list[IOSpec], cpu_options: Any) -> None:
+    def __init__(self, proto: onnx.ModelProto, inputs: list[IOSpec], outputs: list[IOSpec], cpu_options: Any, source: Any = None) -> None:
         super().__init__(inputs, outputs, function=None)
         self.proto = proto
+        self.source = proto if source is None else source  # path or proto, for the importer
         self.cpu_options = cpu_options
         self._cache: dict[Any, tuple[Any, list[Any]]] = {}
 
@@ -239,7 +247,7 @@ class StructuredModel(CompiledModel):
 
         key = tuple(_structure_key(v) for v in values)
         if key not in self._cache:
-            module = import_model(self.proto)
+            module = import_model(self.source)
             with module.context, ir.Location.unknown():
                 layouts = [
                     None if _is_tensor(i.type) else _value_layout(v, i.type, i.name) for v, i in zip(values, self.proto.graph.input)
@@ -268,7 +276,7 @@ def lower(model: onnx.ModelProto | str | os.PathLike[str] | bytes, stage: str = 
     from onnxc.importers import import_model
     from onnxc.transforms.named_pipelines import lower_onnx_module
 
-    module = import_model(_load(model), context=context)
+    module = import_model(_import_source(model, _load(model)), context=context)
     lower_onnx_module(module, stage)
     return module
 
@@ -290,11 +298,11 @@ def compile(  # noqa: A001 - the public name the design asks for
     proto = _load(model)
     # Inputs with an initializer stay arguments (the importer keeps them so callers may
     # override them); the initializer is the value used when the caller gives none.
-    inputs = _io_specs(list(proto.graph.input), {t.name: t for t in proto.graph.initializer})
-    outputs = _io_specs(list(proto.graph.output))
+    inputs = io_specs(list(proto.graph.input), {t.name: t for t in proto.graph.initializer})
+    outputs = io_specs(list(proto.graph.output))
     if not all(_is_tensor(v.type) for v in list(proto.graph.input) + list(proto.graph.output)):
-        return StructuredModel(proto, inputs, outputs, cpu_options)
-    module = import_model(proto)
+        return StructuredModel(proto, inputs, outputs, cpu_options, _import_source(model, proto))
+    module = import_model(_import_source(model, proto))
     kept: dict[str, str] = {}
     if keep_ir:
         kept["onnx"] = str(module)
@@ -305,4 +313,4 @@ def compile(  # noqa: A001 - the public name the design asks for
     return CompiledModel(inputs, outputs, function, target, kept)
 
 
-__all__ = ["CompiledModel", "IOSpec", "InputError", "StructuredModel", "compile", "lower"]
+__all__ = ["CompiledModel", "IOSpec", "InputError", "StructuredModel", "compile", "io_specs", "lower"]

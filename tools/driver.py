@@ -80,9 +80,9 @@ def _load_model(path: str) -> Any:
         raise DriverError(f"{path}: not an ONNX model ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
 
 
-def _io_specs(model: Any) -> tuple[list[Any], list[Any]]:
+def model_io_specs(model: Any) -> tuple[list[Any], list[Any]]:
     """The model's input and output specs, as `onnxc.compile` sees them."""
-    from onnxc.compiler import _io_specs as io_specs  # the compiler's own reading of the graph
+    from onnxc.compiler import io_specs  # the compiler's own reading of the graph
 
     inputs = io_specs(list(model.graph.input), {t.name: t for t in model.graph.initializer})
     outputs = io_specs(list(model.graph.output))
@@ -155,7 +155,7 @@ def _emit_object(model: Any, out: str) -> None:
 def _emit_library(model: Any, out: str, model_path: str) -> None:
     from onnxc.targets.cpu import compile_aot
 
-    inputs, outputs = _io_specs(model)
+    inputs, outputs = model_io_specs(model)
     module = _lower(model, "linalg")
     with module.context:
         compile_aot(module, out)

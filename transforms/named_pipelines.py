@@ -70,6 +70,11 @@ def lower_onnx_module(module: Any, stage: str = "llvm", cpu_options: Any = None)
     """Lower an imported ONNX-dialect module in place up to `stage` (one of `STAGES`)."""
     if stage not in STAGES:
         raise ValueError(f"unknown stage '{stage}' (stages: {', '.join(STAGES)})")
+    with module.context:  # callers need not enter it: the passes build types and attributes
+        _lower(module, stage, cpu_options)
+
+
+def _lower(module: Any, stage: str, cpu_options: Any) -> None:
     run_onnx_passes(module)
     if stage == "onnx":
         return

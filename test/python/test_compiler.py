@@ -96,3 +96,18 @@ def test_sequence_inputs_and_outputs_specialize_per_structure() -> None:
         assert len(s2) == len(ref_s2)
         for got, want in zip(s2, ref_s2):
             np.testing.assert_array_equal(got, want)
+
+
+def test_compile_from_a_path_reads_external_data_from_the_model_folder(tmp_path) -> None:
+    w = onnx.numpy_helper.from_array(np.random.default_rng(0).random((64, 64), dtype=np.float32), "w")
+    m = _model(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        [helper.make_tensor_value_info("x", T.FLOAT, [2, 64])],
+        [helper.make_tensor_value_info("y", T.FLOAT, [2, 64])],
+        [w],
+    )
+    expected_w = onnx.numpy_helper.to_array(w)
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location="w.bin", size_threshold=0)
+    x = np.random.default_rng(1).random((2, 64), dtype=np.float32)
+    np.testing.assert_allclose(onnxc.compile(path)(x)[0], x @ expected_w, rtol=1e-5)
