@@ -2,7 +2,7 @@
 
 What: ``compile_module(module, entry=None)`` lowers a copy of ``module`` through the CPU
 pipeline (``pipeline.lower_module``), builds an ``mlir.execution_engine.ExecutionEngine`` at
-``opt_level=3`` (host CPU features), and returns a ``CompiledFunction``: call it with numpy
+``opt_level=3`` (``CpuPipelineOptions.jit_opt_level``; host CPU features), and returns a ``CompiledFunction``: call it with numpy
 arrays, get a list of numpy arrays back.
 
 Why like this: arguments are validated against the tensor-level signature *before* native code
@@ -129,13 +129,16 @@ def compile_module(
     ``options`` tunes the pipeline (``CpuPipelineOptions(vectorize=False)`` for scalar loops).
     The input module is not modified.
     """
+    level = (options or CpuPipelineOptions()).jit_opt_level
+    if level not in (0, 1, 2, 3):  # checked here: LLVM asserts on other levels
+        raise CpuTargetError(f"JIT: jit_opt_level must be 0, 1, 2 or 3, got {level!r}")
     signature = select_entry(module, entry)
     lowered = _copy_module(module)
     with lowered.context:
         lower_module(lowered, "llvm", options)
         libs = list(runtime_libraries() if shared_libs is None else shared_libs)
         try:
-            engine = ExecutionEngine(lowered, opt_level=3, shared_libs=libs)
+            engine = ExecutionEngine(lowered, opt_level=level, shared_libs=libs)
         except RuntimeError as e:  # translation to LLVM IR failed: a pipeline bug
             raise CpuTargetError(
                 f"JIT: cannot create the execution engine for @{signature.name}: {e}"

@@ -94,6 +94,8 @@ class CpuPipelineOptions:
         get from blocking K). 0 turns the split off.
     max_partial_elements: cap on the partial-sum buffer (split factor x output elements); past
         it the split factor is lowered (fewer, longer partial sums) to bound memory.
+    jit_opt_level: LLVM optimization level of the JIT's ExecutionEngine (0-3). Most of a huge
+        model's compile time is LLVM's; see ``compile_module``.
     """
 
     vectorize: bool = True
@@ -102,6 +104,7 @@ class CpuPipelineOptions:
     matmul_tile: tuple[int, int, int] = (8, 32, 1)
     max_sequential_reduction: int = 256
     max_partial_elements: int = 1 << 24
+    jit_opt_level: int = 3
 
 
 # --- native pipeline strings ------------------------------------------------------------------
@@ -819,7 +822,9 @@ def _widen_i1_memrefs(module: ir.Module) -> None:
         ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
         ins = [_i8_like(t) or t for t in ftype.inputs]
         outs = [_i8_like(t) or t for t in ftype.results]
-        f.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(ins, outs))
+        f.attributes["function_type"] = ir.TypeAttr.get(
+            ir.FunctionType.get(ins, outs, context=module.context), context=module.context
+        )
 
 
 def lower_to_llvm(module: ir.Module) -> ir.Module:

@@ -826,3 +826,14 @@ def test_split_reduction_factor() -> None:
     assert factor(4, 4096, 8, elem="i32") == 0  # integer sums are exact
     assert factor(4, 4096, 8, max_sequential_reduction=0) == 0
     assert factor(64, 4096, 64, max_partial_elements=8 * 4096) == 8  # memory cap
+
+
+def test_jit_opt_level_option() -> None:
+    """Lower LLVM optimization levels give the same numbers; a bad level is refused in Python."""
+    a = RNG.standard_normal((4, 9), dtype=np.float32)
+    b = RNG.standard_normal((9,), dtype=np.float32)
+    for level in (0, 2):
+        (r,) = jit(ADD_BCAST, options=CpuPipelineOptions(jit_opt_level=level))(a, b)
+        np.testing.assert_allclose(r, a + b, rtol=1e-6)
+    with pytest.raises(ValueError, match="jit_opt_level"):
+        jit(ADD_BCAST, options=CpuPipelineOptions(jit_opt_level=7))
