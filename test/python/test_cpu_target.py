@@ -774,8 +774,8 @@ def test_reduction_of_index_only_does_not_crash() -> None:
 @pytest.mark.parametrize("op", ["MatMul", "Gemm"])
 def test_long_reduction_uses_partial_sums(op: str) -> None:
     """K=4096 dot products of positive data: one sequential f32 accumulator per output loses
-    about 3e-6 relative (measured); 16 partial sums of 256 products (split_reduction) stay
-    near 3e-7, as accurate as onnxruntime's blocked sgemm. Reference: float64 numpy."""
+    about 3e-6 relative (measured); 8 partial sums of 512 products (split_reduction) stay
+    near 4e-7, as accurate as onnxruntime's blocked sgemm. Reference: float64 numpy."""
     import onnxc
     from onnx import TensorProto, helper
 
@@ -809,7 +809,7 @@ def test_long_reduction_uses_partial_sums(op: str) -> None:
 
 
 def test_split_reduction_factor() -> None:
-    """The split plan: long static float reductions only, chunks of at most 256."""
+    """The split plan: long static float reductions only, chunks of at most 512."""
     from onnxc.targets.cpu.pipeline import split_reduction_factor
 
     def factor(m: int, k: int, n: int, elem: str = "f32", **kw: int) -> int:
@@ -819,13 +819,15 @@ def test_split_reduction_factor() -> None:
                  if op.operation.name == "linalg.matmul"]
         return split_reduction_factor(mm.operation, CpuPipelineOptions(**kw))
 
-    assert factor(4, 4096, 8) == 16
-    assert factor(4, 256, 8) == 0  # short: one accumulator is fine
-    assert factor(4, 1000, 8) == 4  # 1000 = 4 x 250
+    assert factor(4, 4096, 8) == 8  # 8 partial sums of 512
+    assert factor(4, 512, 8) == 0  # short: one accumulator is fine
+    assert factor(4, 1000, 8) == 2  # 1000 = 2 x 500
     assert factor(4, 4099, 8) == 0  # prime: no factor divides it
     assert factor(4, 4096, 8, elem="i32") == 0  # integer sums are exact
+    assert factor(4, 4096, 1000) == 0  # partial (masked) n tiles: kept whole (speed)
     assert factor(4, 4096, 8, max_sequential_reduction=0) == 0
-    assert factor(64, 4096, 64, max_partial_elements=8 * 4096) == 8  # memory cap
+    assert factor(4, 4096, 8, max_sequential_reduction=256) == 16
+    assert factor(64, 4096, 64, max_partial_elements=4 * 4096) == 4  # memory cap
 
 
 def test_jit_opt_level_option() -> None:
