@@ -42,8 +42,8 @@ save("good", "w.bin")
 
 # UP-NOT: Traceback
 # UP: error:
-# UP: The external data location '../secret.bin' of tensor 'w' contains '..'; external data must lie in the model's folder.
-# ABS: The external data location '/etc/passwd' of tensor 'w' is an absolute path; external data must lie in the model's folder.
-# LINK: The external data location 'escape.bin' of tensor 'w' resolves to '{{.*}}secret.bin', outside the model's folder
-# EOF: The external data location 'w.bin' of tensor 'w' asks for 24 bytes at offset 16, past the end of the file (24 bytes).
+# UP: The initializer 'w' of graph 'up' is invalid: the external data location '../secret.bin' of tensor 'w' contains '..'; external data must lie in the model's folder.
+# ABS: The initializer 'w' of graph 'abs' is invalid: the external data location '/etc/passwd' of tensor 'w' is an absolute path; external data must lie in the model's folder.
+# LINK: The initializer 'w' of graph 'link' is invalid: the external data location 'escape.bin' of tensor 'w' resolves to '{{.*}}secret.bin', outside the model's folder
+# EOF: The initializer 'w' of graph 'eof' is invalid: the external data location 'w.bin' of tensor 'w' asks for 24 bytes at offset 16, past the end of the file (24 bytes).
 # GOOD: func.func @good
