@@ -159,7 +159,8 @@ class CompiledModel:
         results = self.function(*arrays)
         out = []
         for spec, r in zip(self.outputs, results):
-            # Unsigned and bool outputs come back in the signless dtype of the same width.
+            # Unsigned and byte-stored (float8, int4...) outputs come back in the signless
+            # integer dtype of the same width: view them as their ONNX dtype.
             out.append(r.view(spec.dtype) if spec.dtype != np.dtype(object) and r.dtype != spec.dtype and r.dtype.itemsize == spec.dtype.itemsize else r)
         return out
 
