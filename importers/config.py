@@ -38,6 +38,10 @@ class ImportConfig:
     # Validate the model (names, single assignment, schema arity/attributes) before building IR and
     # report all problems together. Only turn off for models already known valid (speed).
     validate: bool = True
+    # Run the ONNX dialect's verifiers (IRDL's in C++ and the Python schema verifier) on the
+    # imported module, so IR that breaks the dialect's rules is reported at import, naming the
+    # node, rather than later in some pass. Off only to save time on very large models.
+    verify: bool = True
     # Raise on custom-domain ops (no schema) instead of importing them as `onnx.custom`. Off by
     # default: custom ops are kept and listed in one warning summary.
     strict_custom_ops: bool = False

@@ -104,7 +104,27 @@ def import_model(
     proto, base_dir = load_model(model)
     ctx = context or import_context()
     importer = ModelImporter(proto, base_dir, config, ctx)
-    return importer.run()
+    module = importer.run()
+    if config.verify:
+        _verify_imported(module)
+    return module
+
+
+def _verify_imported(module: ir.Module) -> None:
+    """IRDL's checks (C++) and the Python schema verifier over the imported module; every finding
+    is reported together, located at its ONNX node."""
+    from onnxc.dialect import verify_onnx
+
+    with module.context:
+        try:
+            verified = module.operation.verify()
+        except ir.MLIRError as exc:
+            raise ImportError_("the imported module does not verify", [f"{d.location}: {d.message}" for d in exc.error_diagnostics]) from None
+        if not verified:
+            raise ImportError_("the imported module does not verify", ["MLIR's verifier rejected it without a diagnostic"])
+        errors = verify_onnx(module)
+    if errors:
+        raise ImportError_("the imported module breaks the ONNX dialect's rules", [str(e) for e in errors])
 
 
 def load_model(model: onnx.ModelProto | str | pathlib.Path | bytes) -> tuple[onnx.ModelProto, pathlib.Path | None]:

@@ -181,3 +181,22 @@ def test_expand_schema_functions_over_the_node_suite() -> None:
                     else:
                         np.testing.assert_array_equal(h, w, err_msg=c.name)
     assert expanded >= 400, expanded
+
+
+def test_imported_module_is_verified_and_findings_name_the_node() -> None:
+    """A model whose declared output type contradicts its op's type constraint passes structural
+    validation but breaks the dialect's rules: the import-time verifier reports it at the node."""
+    from onnx import TensorProto, helper
+
+    from onnxc.importers import ImportConfig, ImportError_, import_model
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="r")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [2])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(ImportError_) as info:
+        import_model(model)
+    assert """loc("r"("Relu")): 'onnx.relu' op result #0 ('Y') has type tensor(int64), but operand #0 ('X') bound T to tensor(float)""" in str(info.value)
+    import_model(model, ImportConfig(verify=False))  # the check can be turned off
