@@ -106,13 +106,14 @@ def import_model(
     importer = ModelImporter(proto, base_dir, config, ctx)
     module = importer.run()
     if config.verify:
-        _verify_imported(module)
+        _verify_imported(module, config.strict_verify)
     return module
 
 
-def _verify_imported(module: ir.Module) -> None:
+def _verify_imported(module: ir.Module, strict: bool) -> None:
     """IRDL's checks (C++) and the Python schema verifier over the imported module; every finding
-    is reported together, located at its ONNX node."""
+    is reported together, located at its ONNX node. IRDL's findings are errors; the schema
+    verifier's are errors with `strict`, else one warning listing them all."""
     from onnxc.dialect import verify_onnx
 
     with module.context:
@@ -123,8 +124,10 @@ def _verify_imported(module: ir.Module) -> None:
         if not verified:
             raise ImportError_("the imported module does not verify", ["MLIR's verifier rejected it without a diagnostic"])
         errors = verify_onnx(module)
-    if errors:
+    if errors and strict:
         raise ImportError_("the imported module breaks the ONNX dialect's rules", [str(e) for e in errors])
+    if errors:
+        warnings.warn("the imported module breaks the ONNX dialect's rules:\n  " + "\n  ".join(str(e) for e in errors), stacklevel=3)
 
 
 def load_model(model: onnx.ModelProto | str | pathlib.Path | bytes) -> tuple[onnx.ModelProto, pathlib.Path | None]:
