@@ -480,6 +480,32 @@ def vector_transform_script(
     return script, tagged
 
 
+def _apply_transform_script(module: ir.Module, script: str, what: str, tag: str) -> None:
+    """Run a transform-dialect script's `@__transform_main` on `module`, turning its diagnostics
+    into a CpuPipelineError naming `what`, and remove the `tag` attributes that targeted ops."""
+    from mlir.dialects.transform import interpreter
+
+    ctx = module.context
+    diagnostics: list[str] = []
+
+    def handler(d: ir.Diagnostic) -> bool:
+        diagnostics.append(f"{d.location}: {d.message}")
+        return True
+
+    h = ctx.attach_diagnostic_handler(handler)
+    try:
+        with ctx:
+            transform_module = ir.Module.parse(script)
+            entry = transform_module.body.operations[0]
+            interpreter.apply_named_sequence(module.operation, entry, transform_module)
+    except ir.MLIRError as e:
+        detail = "\n".join(diagnostics) or str(e)
+        raise CpuPipelineError(f"CPU pipeline: {what} failed:\n{detail}") from None
+    finally:
+        h.detach()
+        _strip_tags(module, tag)
+
+
 def _strip_tags(module: ir.Module, tag: str = _TAG) -> None:
     def visit(op: ir.Operation) -> ir.WalkResult:
         if tag in op.attributes:
@@ -557,8 +583,6 @@ def split_long_reductions(module: ir.Module, options: CpuPipelineOptions | None 
     contraction that tiles and vectorizes as before, contiguous in n) and ``C += sum_f P``.
     Each output element then sums ``f`` partial dot products of K/f terms instead of one of K.
     """
-    from mlir.dialects.transform import interpreter
-
     i64 = ir.IntegerType.get_signless(64, module.context)
     parts: list[str] = []
     marked: list[ir.Operation] = []
@@ -587,55 +611,18 @@ def split_long_reductions(module: ir.Module, options: CpuPipelineOptions | None 
         + "\n".join(parts)
         + "\ntransform.yield\n}\n}"
     )
-    ctx = module.context
-    diagnostics: list[str] = []
-
-    def handler(d: ir.Diagnostic) -> bool:
-        diagnostics.append(f"{d.location}: {d.message}")
-        return True
-
-    h = ctx.attach_diagnostic_handler(handler)
-    try:
-        with ctx:
-            transform_module = ir.Module.parse(script)
-            entry = transform_module.body.operations[0]
-            interpreter.apply_named_sequence(module.operation, entry, transform_module)
-    except ir.MLIRError as e:
-        detail = "\n".join(diagnostics) or str(e)
-        raise CpuPipelineError(f"CPU pipeline: reduction splitting failed:\n{detail}") from None
-    finally:
-        h.detach()
-        _strip_tags(module, _SPLIT_TAG)
+    _apply_transform_script(module, script, "reduction splitting", _SPLIT_TAG)
     return len(marked)
 
 
 def tile_and_vectorize(module: ir.Module, options: CpuPipelineOptions | None = None) -> ir.Module:
     """Tile and vectorize every linalg op of ``module`` (the Python step of the vector stage)."""
-    from mlir.dialects.transform import interpreter
 
     split_long_reductions(module, options)
     script, tagged = vector_transform_script(module, options)
     if not tagged:
         return module
-    ctx = module.context
-    diagnostics: list[str] = []
-
-    def handler(d: ir.Diagnostic) -> bool:
-        diagnostics.append(f"{d.location}: {d.message}")
-        return True
-
-    h = ctx.attach_diagnostic_handler(handler)
-    try:
-        with ctx:
-            transform_module = ir.Module.parse(script)
-            entry = transform_module.body.operations[0]
-            interpreter.apply_named_sequence(module.operation, entry, transform_module)
-    except ir.MLIRError as e:
-        detail = "\n".join(diagnostics) or str(e)
-        raise CpuPipelineError(f"CPU pipeline: tiling/vectorization failed:\n{detail}") from None
-    finally:
-        h.detach()
-        _strip_tags(module)
+    _apply_transform_script(module, script, "tiling/vectorization", _TAG)
     return module
 
 
