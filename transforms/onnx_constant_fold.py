@@ -123,12 +123,7 @@ class Folder:
             return None
         if info.op_type == "Size":
             return np.array(int(np.prod(dims)), dtype=np.int64)
-        rank = len(dims)
-        start = int(U.attr_value(op, "start", 0) or 0)
-        end = U.attr_value(op, "end", None)
-        end = rank if end is None else int(end)
-        start = max(0, min(rank, start + rank if start < 0 else start))
-        end = max(0, min(rank, end + rank if end < 0 else end))
+        start, end = U.shape_slice(op, len(dims))
         return np.array(dims[start:end] if end > start else [], dtype=np.int64)
 
     def _constant_of_shape(self, op: ir.Operation, inputs: list[np.ndarray | None]) -> bool:

@@ -898,12 +898,7 @@ def _val_shape(inf: _Inferer, op: ir.Operation, info: OpInfo) -> Tracked | None:
     dims = inf.shape(op.operands[0])
     if dims is None:
         return None
-    rank = len(dims)
-    start = int(U.attr_value(op, "start", 0) or 0)
-    end = U.attr_value(op, "end", None)
-    end = rank if end is None else int(end)
-    start = max(0, min(rank, start + rank if start < 0 else start))
-    end = max(0, min(rank, end + rank if end < 0 else end))
+    start, end = U.shape_slice(op, len(dims))
     items = list(dims[start:end]) if end > start else []
     return Tracked((len(items),), items)
 

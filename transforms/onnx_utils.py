@@ -148,6 +148,17 @@ def attr_value(op: ir.Operation, name: str, default: Any = None) -> Any:
 # --- types --------------------------------------------------------------------------------------
 
 
+def shape_slice(op: ir.Operation, rank: int) -> tuple[int, int]:
+    """The dims [start, end) an ONNX Shape op (opset 15 `start`/`end`, negative from the back,
+    clamped to [0, rank]) takes of an input of `rank`."""
+    start = int(attr_value(op, "start", 0) or 0)
+    end = attr_value(op, "end", None)
+    end = rank if end is None else int(end)
+    start = max(0, min(rank, start + rank if start < 0 else start))
+    end = max(0, min(rank, end + rank if end < 0 else end))
+    return start, end
+
+
 def is_tensor_type(t: ir.Type) -> bool:
     """Whether `t` is a builtin ranked or unranked tensor type."""
     return isinstance(t, ir.RankedTensorType) or isinstance(t, ir.UnrankedTensorType)
