@@ -121,6 +121,16 @@ def _props(attr: ir.Attribute) -> list[onnx.StringStringEntryProto]:
     return out
 
 
+def _signature_attrs(f: ir.Operation) -> tuple[ir.Block, list[dict[str, ir.Attribute]], list[dict[str, ir.Attribute]]]:
+    """A function's entry block and its argument and result attribute dicts (ONNX names,
+    dim_params, defaults), one per argument; results may have none."""
+    a = f.attributes
+    block = f.regions[0].blocks[0]
+    arg_attrs = [_dict(x) for x in ir.ArrayAttr(a["arg_attrs"])] if "arg_attrs" in a else [{} for _ in block.arguments]
+    res_attrs = [_dict(x) for x in ir.ArrayAttr(a["res_attrs"])] if "res_attrs" in a else []
+    return block, arg_attrs, res_attrs
+
+
 def _dict(attr: ir.Attribute | None) -> dict[str, ir.Attribute]:
     if attr is None:
         return {}
@@ -266,9 +276,7 @@ class _ModelExporter:
             extras.ParseFromString(unb64(_str(a, "onnx.graph_extras")))
             g.quantization_annotation.extend(extras.quantization_annotation)
             g.metadata_props.extend(extras.metadata_props)
-        block = f.regions[0].blocks[0]
-        arg_attrs = [_dict(x) for x in ir.ArrayAttr(a["arg_attrs"])] if "arg_attrs" in a else [{} for _ in block.arguments]
-        res_attrs = [_dict(x) for x in ir.ArrayAttr(a["res_attrs"])] if "res_attrs" in a else []
+        block, arg_attrs, res_attrs = _signature_attrs(f)
         namer = _Namer()
         env: dict[ir.Value, str] = {}
         for i, arg in enumerate(block.arguments):
@@ -477,9 +485,7 @@ class _ModelExporter:
         # attribute parameters' defaults, so a re-import binds exactly the same values.
         for key, value in _dict(a.get("onnx.attributes") if "onnx.attributes" in a else None).items():
             fp.attribute_proto.append(self._binding(key, value))
-        block = f.regions[0].blocks[0]
-        arg_attrs = [_dict(x) for x in ir.ArrayAttr(a["arg_attrs"])] if "arg_attrs" in a else [{} for _ in block.arguments]
-        res_attrs = [_dict(x) for x in ir.ArrayAttr(a["res_attrs"])] if "res_attrs" in a else []
+        block, arg_attrs, res_attrs = _signature_attrs(f)
         namer = _Namer()
         env: dict[ir.Value, str] = {}
         for i, arg in enumerate(block.arguments):
