@@ -2,8 +2,9 @@
 
 Covers `onnxc compile --emit` for every stage (IR text, object file, shared library), `onnxc run`
 on a model and on a library from `--emit lib` (no recompilation), inputs by name / position /
-generated, `--output-dir`, `--check` against onnxruntime and against `onnx.reference` (for a model
-with an IR version onnxruntime refuses), tolerance failures (exit 2), and bad input and
+generated, `--output-dir`, `--check` against onnxruntime and against `onnx.reference` (when
+onnxruntime refuses the model or is missing: forced with a stand-in `onnxruntime` package, so the
+tests do not depend on which onnxruntime release is installed), tolerance failures (exit 2), and bad input and
 unsupported models (exit 1, one message, no traceback). Expected outputs come from
 `onnx.reference.ReferenceEvaluator`, never from onnxc.
 """
@@ -25,9 +26,35 @@ from onnx.reference import ReferenceEvaluator
 DRIVER = [sys.executable, "-m", "onnxc.tools.driver"]
 
 
-def onnxc(*args: str | os.PathLike[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def onnxc(*args: str | os.PathLike[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run the driver; `python -m` so the test does not depend on the venv's bin on PATH."""
-    return subprocess.run([*DRIVER, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300)
+    return subprocess.run([*DRIVER, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300, env=env)
+
+
+#: Stand-ins for the `onnxruntime` package, put first on PYTHONPATH of the driver's process: one
+#: whose InferenceSession refuses every model the way onnxruntime refuses one (an exception whose
+#: first line says why), one that cannot be imported. With them the fallback to onnx.reference is
+#: forced by construction; a real onnxruntime refuses different models from release to release
+#: (1.31 refused IR version 14, 1.32 accepts it), which once turned CI red with no change in onnxc.
+_REFUSING_ORT = """
+__version__ = "0.0+refusing-stand-in"
+class SessionOptions:
+    log_severity_level = 0
+class InferenceSession:
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError("[ONNXRuntimeError] : 1 : FAIL : stand-in refuses every model\\nsecond line")
+"""
+_MISSING_ORT = 'raise ImportError("No module named onnxruntime (stand-in)")\n'
+
+
+def _stub_env(tmp: Path, source: str) -> dict[str, str]:
+    """The environment of a driver process that imports `source` as `onnxruntime`."""
+    pkg = tmp / "onnxruntime"
+    pkg.mkdir(parents=True, exist_ok=True)
+    (pkg / "__init__.py").write_text(source)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp), *filter(None, [env.get("PYTHONPATH")])])
+    return env
 
 
 def _mlp(ir_version: int | None = None, seed: int = 1) -> onnx.ModelProto:
@@ -59,7 +86,7 @@ def _mlp(ir_version: int | None = None, seed: int = 1) -> onnx.ModelProto:
 def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("driver")
     onnx.save(_mlp(8), d / "mlp.onnx")
-    onnx.save(_mlp(onnx.IR_VERSION), d / "mlp_new_ir.onnx")  # onnxruntime 1.31 refuses IR 14
+    onnx.save(_mlp(onnx.IR_VERSION), d / "mlp_new_ir.onnx")  # the newest IR version onnx writes
     x = np.random.default_rng(2).standard_normal((2, 4)).astype(np.float32)
     np.save(d / "x.npy", x)
     (want_y, want_z) = ReferenceEvaluator(_mlp()).run(None, {"x": x})
@@ -123,11 +150,35 @@ def test_check_against_onnxruntime(work: Path) -> None:
     assert re.search(r"^  z: max abs diff \S+, max rel diff \S+  ok$", r.stdout, re.M)
 
 
-def test_check_falls_back_to_reference_for_new_ir(work: Path) -> None:
-    r = onnxc("run", work / "mlp_new_ir.onnx", "--check")
+def test_check_falls_back_to_reference_when_onnxruntime_refuses(work: Path, tmp_path: Path) -> None:
+    r = onnxc("run", work / "mlp.onnx", "--check", env=_stub_env(tmp_path, _REFUSING_ORT))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "check against onnx.reference" in r.stdout
-    assert "onnxruntime refused the model" in r.stderr
+    assert "stand-in refuses every model" in r.stderr  # refused by the stand-in, not broken by it
+    assert re.search(r"^  y: max abs diff \S+, max rel diff \S+  ok$", r.stdout, re.M), r.stdout
+
+
+def test_check_fallback_names_why_onnxruntime_refused(work: Path, tmp_path: Path) -> None:
+    # The reason is onnxruntime's own first line, not a generic "failed".
+    r = onnxc("run", work / "mlp.onnx", "--check", env=_stub_env(tmp_path, _REFUSING_ORT))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "onnxruntime refused the model: [ONNXRuntimeError] : 1 : FAIL : stand-in refuses every model" in r.stderr
+    assert "second line" not in r.stderr and "Traceback" not in r.stderr
+
+
+def test_check_falls_back_to_reference_without_onnxruntime(work: Path, tmp_path: Path) -> None:
+    r = onnxc("run", work / "mlp.onnx", "--check", env=_stub_env(tmp_path, _MISSING_ORT))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "check against onnx.reference" in r.stdout
+    assert "onnxruntime is not installed" in r.stderr
+
+
+def test_check_model_of_newest_ir_version(work: Path) -> None:
+    # Whichever reference takes it (onnxruntime if this release accepts IR onnx.IR_VERSION, else
+    # onnx.reference), the check runs and passes.
+    r = onnxc("run", work / "mlp_new_ir.onnx", "--check")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"^check against (onnxruntime \S+|onnx\.reference)", r.stdout, re.M), r.stdout
 
 
 def test_check_fails_beyond_tolerance(work: Path) -> None:
