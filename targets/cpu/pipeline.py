@@ -45,6 +45,8 @@ from mlir import ir
 from mlir.dialects import linalg
 from mlir.passmanager import PassManager
 
+from onnxc.errors import OnnxcError
+
 __all__ = [
     "CpuPipelineOptions",
     "CpuPipelineError",
@@ -72,7 +74,7 @@ __all__ = [
 ]
 
 
-class CpuPipelineError(ValueError):
+class CpuPipelineError(OnnxcError, ValueError):
     """The module cannot go through the CPU pipeline (bad input or a failing pass)."""
 
 
