@@ -745,14 +745,20 @@ def _widen_i1_globals(globals_: list[ir.Operation], i8: ir.Type) -> None:
         shape = ir.MemRefType(nt).shape
         g.attributes["type"] = ir.TypeAttr.get(nt)
         init = g.attributes["initial_value"] if "initial_value" in g.attributes else None
-        if not isinstance(init, ir.DenseIntElementsAttr):
-            continue
-        if init.is_splat:
-            bits = [int(init.get_splat_value().value) != 0] * max(1, int(np.prod(shape)))
-        else:
-            bits = [int(init[i]) != 0 for i in range(len(init))]
+        if init is None or isinstance(init, ir.UnitAttr):
+            continue  # no initializer (`uninitialized` is a unit attribute)
+        # Every elements kind a bool constant arrives in: dense (bit-packed or splat) and the
+        # `dense_resource` blobs the importer and constant folding make for large tensors
+        # (attention masks); a kind left i1 here fails verification as a raw MLIR error.
+        from onnxc.importers.tensors import attribute_to_array
+
+        try:
+            bits, _ = attribute_to_array(init)
+        except OnnxcError as exc:
+            name = ir.StringAttr(g.attributes["sym_name"]).value
+            raise CpuPipelineError(f"bool constant @{name}: cannot read its elements ({exc})") from None
         g.attributes["initial_value"] = ir.DenseElementsAttr.get(
-            np.array(bits, dtype=np.int8).reshape(shape), type=i8, shape=shape
+            np.asarray(bits).astype(np.int8).reshape(shape), type=i8, shape=shape
         )
 
 
@@ -834,7 +840,11 @@ def lower_to_llvm(module: ir.Module) -> ir.Module:
     _strided_copies_to_linalg(module)
     _run(module, LOOPS_ON_MEMREFS_PIPELINE, "linalg-to-loops")
     _widen_i1_memrefs(module)
-    if not module.operation.verify():
+    try:  # the bindings raise MLIRError rather than return False: keep it an onnxc error
+        verified = module.operation.verify()
+    except ir.MLIRError as exc:
+        raise CpuPipelineError(f"internal error: module does not verify after i1 widening: {exc}") from None
+    if not verified:
         raise CpuPipelineError("internal error: module does not verify after i1 widening")
     _run(module, LLVM_PIPELINE, "llvm")
     return module

@@ -1,0 +1,127 @@
+"""Models in the patterns real exporters produce, compiled by onnxc and compared with onnxruntime
+(and `onnx.reference`): the conformance issue's regressions, one test per pattern.
+
+Boolean constant tensors (attention masks). torch.onnx writes causal masks as bool initializers,
+or computes them from constants (`Trilu` of ones, `Expand` of a scalar `True`) which constant
+folding turns into bool constants. Above the importer's resource threshold (1 KiB) such a
+constant is a `dense_resource` blob; the CPU target stores bool buffers as bytes and once failed
+to retype those blobs, so a 64x64 mask stopped compilation with a raw MLIR verifier error
+("'memref.global' op initial value element expected to be of type 'i8', but was of type 'i1'")
+while an 8x8 one (dense elements) worked. Both sizes are checked for each way of making a mask,
+alone under a `Where` and inside a masked-softmax attention block.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import models as M
+from onnxc.compiler import compile as onnxc_compile
+
+MASK_KINDS = ("initializer", "splat", "trilu", "expand_trilu")
+NEG = np.float32(-1e9)
+
+
+def _mask_nodes(kind: str, s: int, out: str) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
+    """Nodes and initializers producing a bool [s, s] causal (or all-true) mask named `out`."""
+    if kind == "initializer":
+        return [], [numpy_helper.from_array(np.tril(np.ones((s, s), dtype=bool)), out)]
+    if kind == "splat":
+        return [], [numpy_helper.from_array(np.ones((s, s), dtype=bool), out)]
+    if kind == "trilu":
+        ones = numpy_helper.from_array(np.ones((s, s), dtype=bool), "ones")
+        return [helper.make_node("Trilu", ["ones"], [out], upper=0)], [ones]
+    if kind == "expand_trilu":
+        one = numpy_helper.from_array(np.array([[True]]), "one")
+        shape = numpy_helper.from_array(np.array([s, s], dtype=np.int64), "mask_shape")
+        return [
+            helper.make_node("Expand", ["one", "mask_shape"], ["full"]),
+            helper.make_node("Trilu", ["full"], [out], upper=0),
+        ], [one, shape]
+    raise AssertionError(kind)
+
+
+def _where_model(kind: str, s: int) -> onnx.ModelProto:
+    """y = Where(mask, x, -1e9) for x of shape [2, s, s]."""
+    nodes, inits = _mask_nodes(kind, s, "mask")
+    inits.append(numpy_helper.from_array(np.array(NEG), "neg"))
+    nodes.append(helper.make_node("Where", ["mask", "x", "neg"], ["y"]))
+    graph = helper.make_graph(
+        nodes, "masked_where",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, s, s])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, s, s])],
+        inits,
+    )  # fmt: skip
+    return M.make_model(graph, 17)
+
+
+def _attention_model(kind: str, s: int, d: int = 16) -> onnx.ModelProto:
+    """Single-head causal attention: softmax(Where(mask, q k^T / sqrt(d), -inf-ish)) v, with the
+    Q/K/V projections of torch's exporters (MatMul by weights) and a bool mask constant."""
+    rng = np.random.default_rng(7)
+    nodes, inits = _mask_nodes(kind, s, "mask")
+    for name in ("wq", "wk", "wv"):
+        inits.append(numpy_helper.from_array((rng.standard_normal((d, d)) / np.sqrt(d)).astype(np.float32), name))
+    inits.append(numpy_helper.from_array(np.array(1.0 / np.sqrt(d), dtype=np.float32), "scale"))
+    inits.append(numpy_helper.from_array(np.array(NEG), "neg"))
+    nodes += [
+        helper.make_node("MatMul", ["x", "wq"], ["q"]),
+        helper.make_node("MatMul", ["x", "wk"], ["k"]),
+        helper.make_node("MatMul", ["x", "wv"], ["v"]),
+        helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["q", "kt"], ["qk"]),
+        helper.make_node("Mul", ["qk", "scale"], ["scores"]),
+        helper.make_node("Where", ["mask", "scores", "neg"], ["masked"]),
+        helper.make_node("Softmax", ["masked"], ["p"], axis=-1),
+        helper.make_node("MatMul", ["p", "v"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "causal_attention",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, s, d])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, s, d])],
+        inits,
+    )  # fmt: skip
+    return M.make_model(graph, 17)
+
+
+def _references(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """onnxruntime's outputs when it is installed, else onnx.reference's."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return ReferenceEvaluator(model).run(None, feeds)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+@pytest.mark.parametrize("size", [8, 64], ids=["dense", "resource"])
+@pytest.mark.parametrize("kind", MASK_KINDS)
+def test_bool_constant_mask_where(kind: str, size: int) -> None:
+    """A bool mask constant of either attribute kind selects exactly as the reference does."""
+    model = _where_model(kind, size)
+    x = np.random.default_rng(0).standard_normal((2, size, size)).astype(np.float32)
+    (got,) = onnxc_compile(model)(x)
+    (want,) = _references(model, {"x": x})
+    np.testing.assert_array_equal(got, want)
+    # Not vacuous: the causal masks really mask something.
+    if kind != "splat":
+        assert (got == NEG).sum() == 2 * size * (size - 1) // 2
+
+
+@pytest.mark.parametrize("kind", ["initializer", "expand_trilu"])
+def test_bool_constant_mask_attention(kind: str) -> None:
+    """Causal attention with a 64x64 bool mask constant (a `dense_resource` blob) matches."""
+    model = _attention_model(kind, 64)
+    x = np.random.default_rng(1).standard_normal((2, 64, 16)).astype(np.float32)
+    (got,) = onnxc_compile(model)(x)
+    (want,) = _references(model, {"x": x})
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    # Row 0 attends to position 0 only: its output is v[0], independent of later positions.
+    x2 = x.copy()
+    x2[:, 1:, :] += 1.0
+    (got2,) = onnxc_compile(model)(x2)
+    np.testing.assert_allclose(got2[:, 0], got[:, 0], rtol=1e-5, atol=1e-6)
