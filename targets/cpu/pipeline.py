@@ -246,6 +246,9 @@ class TilePlan:
     tile_sizes: tuple[int, ...]
     vector_sizes: tuple[int, ...] | None
     named_contraction: bool = False
+    # Channels-last convolutions/poolings (targets/cpu/conv_plan.py): after tiling to one output
+    # and kernel row, `transform.structured.decompose` makes them 1-D, the form upstream vectorizes.
+    decompose: bool = False
 
 
 def _elem_bits(t: ir.Type) -> int:
@@ -346,6 +349,12 @@ def plan_tiles(op: ir.Operation, options: CpuPipelineOptions | None = None) -> T
     other loops by 1, so each tile is a 1-D vector and any dynamic extent is handled by masks.
     """
     opts = options or CpuPipelineOptions()
+    # Channels-last convolutions and poolings have their own ISA-derived plan (conv_plan.py).
+    from onnxc.targets.cpu.conv_plan import plan_conv
+
+    conv = plan_conv(op, opts)
+    if conv is not None:
+        return conv
     try:
         maps = [ir.AffineMapAttr(a).value for a in linalg.get_indexing_maps(op.opview)]
     except Exception:  # not a structured op with indexing maps
@@ -459,6 +468,12 @@ def vector_transform_script(
                 f" : (!transform.any_op) -> (!transform.any_op, {loops})"
             )
             target = "%t"
+        if plan.decompose:  # see TilePlan.decompose
+            body.append(
+                f"  %d = transform.structured.decompose {target}"
+                " : (!transform.any_op) -> !transform.any_op"
+            )
+            target = "%d"
         if plan.vector_sizes is not None:
             vs = (
                 f" vector_sizes [{', '.join(str(v) for v in plan.vector_sizes)}]"
@@ -636,6 +651,11 @@ def lower_to_vector(module: ir.Module, options: CpuPipelineOptions | None = None
     opts = options or CpuPipelineOptions()
     _validate_input(module)
     _run(module, vector_pre_pipeline(opts), "vector-pre")
+    # Polynomial exp/tanh/erf/log/pow instead of one libm call per element (issue 8, item 5):
+    # rewritten before tiling so the vectorizer sees plain arith + math.fma bodies.
+    from onnxc.transforms.math_approximation import approximate_math
+
+    approximate_math(module.operation)
     if not opts.vectorize:
         return module
     tile_and_vectorize(module, opts)

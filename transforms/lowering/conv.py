@@ -1,16 +1,30 @@
 """Conv (1-D, 2-D, 3-D; groups, strides, dilations, pads, auto_pad) and the window arithmetic
 shared with pooling.
 
-2-D convolutions with one group become `linalg.conv_2d_nchw_fchw`; everything else is one
+2-D float convolutions run channels-last (NHWC), because that is the layout upstream MLIR can
+vectorize (the convolution vectorizer works on `linalg.conv_1d_nwc_wcf` / `depthwise_conv_1d_nwc_wc`
+after `transform.structured.decompose`, channels in the vector lanes):
+
+* the input is transposed NCHW -> NHWC with a `linalg.transpose`, padded explicitly, and the result
+  transposed back; `layout-propagation` (transforms/layout_propagation.py) then cancels the pairs
+  of transposes between consecutive layers, so a CNN runs NHWC end to end;
+* a constant filter is rearranged at compile time (a new constant, no run-time transpose): HWCF
+  for `linalg.conv_2d_nhwc_hwcf`, HWC / HWCM for `linalg.depthwise_conv_2d_nhwc_hwc(m)`;
+* a 1x1 convolution without padding is a `linalg.matmul` of the (N*H*W, C) pixels by the (C, F)
+  filter (strided pixels are sliced first), so the CPU target's contraction path takes it;
+* grouped convolutions with a few groups become one `conv_2d_nhwc_hwcf` per group on channel
+  slices (each vectorizes like a plain convolution).
+
+Everything else (1-D/3-D, many groups, f16/bf16 accumulating in f32, integer ConvInteger) is one
 `linalg.generic` over (n, g, m, out spatial..., c, kernel spatial...) on views that split the
-channel dims by group (`tensor.expand_shape`), so every indexing map stays a projection plus
-the strided window sums. Padding is explicit: the input is copied into a zero-filled tensor
-(`linalg.fill` + `tensor.insert_slice`). The bias initializes the accumulator. f16/bf16
-accumulate in f32.
+channel dims by group (`tensor.expand_shape`), so every indexing map stays a projection plus the
+strided window sums. Padding is explicit: the input is copied into a zero-filled tensor
+(`linalg.fill` + `tensor.insert_slice`). The bias initializes the accumulator.
 """
 
 from __future__ import annotations
 
+import numpy as np
 from mlir import ir
 from mlir.dialects import arith, linalg
 
@@ -31,6 +45,7 @@ from onnxc.transforms.lowering.common import (
     elementwise,
     empty,
     expand_unit_dims,
+    extract_slice,
     filled,
     generic,
     insert_slice,
@@ -125,7 +140,7 @@ def _check_conv(node: Node) -> str | None:
 
 @lowers("Conv", check=_check_conv)
 def lower_conv(node: Node) -> list[ir.Value]:
-    """Conv: named `linalg.conv_2d_nchw_fchw` for 2-D single-group, a generic otherwise."""
+    """Conv: channels-last named ops for 2-D float convolutions, a group generic otherwise."""
     return [conv_values(node, node.input(0), node.input(1), node.input(2) if node.has(2) else None, node.in_elem(0))]
 
 
@@ -138,6 +153,10 @@ def conv_values(node: Node, x: ir.Value, w: ir.Value, bias: ir.Value | None, onn
     k = r - 2
     kernel, strides, dil, lo, hi = _conv_attrs(node, k, xi, wi)  # type: ignore[misc]
     g = int(node.attr("group", 1))
+    if k == 2 and is_float(elem) and str(acc) == str(elem):
+        nhwc = _conv_2d_nhwc(x, w, bias, elem, kernel, strides, dil, lo, hi, g)
+        if nhwc is not None:
+            return nhwc
     xp = pad_spatial(x, lo, hi, 0.0 if is_float(elem) else 0)
     n = dim(x, 0)
     m = dim(w, 0)
@@ -152,8 +171,6 @@ def conv_values(node: Node, x: ir.Value, w: ir.Value, bias: ir.Value | None, onn
         init = elementwise([b_exp], acc, lambda v: v, out_shape=out_shape)
     else:
         init = filled(out_shape, acc, 0.0 if is_float(acc) else 0)
-    if k == 2 and g == 1 and str(acc) == str(elem):
-        return linalg.conv_2d_nchw_fchw(xp, w, outs=[init], strides=strides, dilations=dil)
     # Generic: split channels by group.  x: [n, g, cg, s...], w: [g, mg, cg, k...], out: [n, g, mg, o...]
     cg = static_shape(w.type)[1]
     xs = shape_of(xp)
@@ -211,6 +228,185 @@ def _merge_dims(v: ir.Value, axis: int) -> ir.Value:
     return tensor.collapse_shape(tensor_type(out, elem_of(v.type)), v, reassoc)
 
 
+# --- channels-last 2-D convolution ---------------------------------------------------------------
+
+#: linalg.transpose permutations between ONNX's NCHW and the NHWC the vectorizer wants.
+NCHW_TO_NHWC: tuple[int, ...] = (0, 2, 3, 1)
+NHWC_TO_NCHW: tuple[int, ...] = (0, 3, 1, 2)
+
+#: Grouped convolutions with at most this many groups become one named convolution per group
+#: (each vectorizes); with more, the per-group ops would bloat the module for small channel
+#: slices, and the group generic is used instead.
+MAX_SPLIT_GROUPS: int = 32
+
+
+def transpose(v: ir.Value, perm: tuple[int, ...] | list[int]) -> ir.Value:
+    """`linalg.transpose` of `v` (result dim i is input dim perm[i])."""
+    shape = shape_of(v)
+    init = empty([shape[p] for p in perm], elem_of(v.type))
+    return linalg.transpose(v, outs=[init], permutation=list(perm)).results[0]
+
+
+def pad_dims(x: ir.Value, axes: list[int], lo: list[int], hi: list[int], value: float | int) -> ir.Value:
+    """Pad dims `axes` of x by lo/hi with `value` (fill + insert_slice)."""
+    if not any(lo) and not any(hi):
+        return x
+    shape = shape_of(x)
+    out = list(shape)
+    offsets: list[Dim] = [0] * len(shape)
+    for a, l, h in zip(axes, lo, hi):
+        out[a] = dim_add(dim_add(shape[a], l), h)
+        offsets[a] = l
+    return insert_slice(x, filled(out, elem_of(x.type), value), offsets)
+
+
+def constant_array(v: ir.Value) -> np.ndarray | None:
+    """The value of a lowered constant (`arith.constant` of dense or `dense_resource` elements)."""
+    from onnxc.importers.tensors import attribute_to_array
+    from onnxc.importers.errors import ImportError_
+
+    if not isinstance(v, ir.OpResult) or v.owner.name != "arith.constant":
+        return None
+    attr = v.owner.attributes["value"]
+    shape = static_shape(attr.type)
+    # The importer's reader: `dense_resource` blobs come back as plain `ir.Attribute`s (the
+    # bindings do not downcast them), which it reads after checking their kind.
+    try:
+        arr, _ = attribute_to_array(attr)
+    except ImportError_:
+        return None
+    return np.asarray(arr).reshape([int(d) for d in shape])  # type: ignore[arg-type]
+
+
+def _new_constant(array: np.ndarray, elem: ir.Type) -> ir.Value | None:
+    """An `arith.constant` holding `array` (a `dense_resource` blob when large, as imported
+    weights are), or None when the element type has no attribute form here."""
+    from onnxc.transforms.onnx_utils import elements_attr
+
+    attr = elements_attr(np.ascontiguousarray(array), elem, name="conv_filter")
+    if attr is None:
+        return None
+    return arith.constant(attr.type, attr)
+
+
+def _filter(w: ir.Value, elem: ir.Type, shape: list[int], perm: list[int]) -> ir.Value:
+    """The filter `w` reshaped to `shape` (row-major, as numpy) then transposed by `perm`: at
+    compile time when `w` is a constant, else with `tensor.reshape` + `linalg.transpose`."""
+    arr = constant_array(w)
+    if arr is not None:
+        c = _new_constant(arr.reshape(shape).transpose(perm), elem)
+        if c is not None:
+            return c
+    from onnxc.transforms.lowering.common import reshape
+
+    return transpose(reshape(w, list(shape)), perm)
+
+
+def _collapse(v: ir.Value, groups: list[list[int]]) -> ir.Value:
+    """`tensor.collapse_shape` by reassociation `groups` (static sizes multiply, else dynamic)."""
+    s = static_shape(v.type)
+    out: list[int | None] = []
+    for gr in groups:
+        sizes = [s[i] for i in gr]
+        prod = 1
+        for sz in sizes:
+            prod = prod * sz if (prod is not None and sz is not None) else None
+        out.append(prod)
+    i64 = ir.IntegerType.get_signless(64)
+    reassoc = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, j) for j in gr]) for gr in groups])
+    return tensor.collapse_shape(tensor_type(out, elem_of(v.type)), v, reassoc)
+
+
+def _expand(v: ir.Value, groups: list[list[int]], out: list[Dim]) -> ir.Value:
+    """`tensor.expand_shape` of `v` to `out` by reassociation `groups`."""
+    i64 = ir.IntegerType.get_signless(64)
+    reassoc = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, j) for j in gr]) for gr in groups])
+    dyn = [d for d in out if not isinstance(d, int)]
+    static = [d if isinstance(d, int) else ir.ShapedType.get_dynamic_size() for d in out]
+    return tensor.expand_shape(tensor_type(out, elem_of(v.type)), v, reassoc, dyn, static)
+
+
+def _bias_init(bias: ir.Value | None, elem: ir.Type, out_shape: list[Dim]) -> ir.Value:
+    """The accumulator: the bias broadcast along the last (channel) dim, or zeros."""
+    if bias is None:
+        return filled(out_shape, elem, 0.0)
+    lead = list(range(len(out_shape) - 1))
+    return elementwise([expand_unit_dims(bias, lead)], elem, lambda v: v, out_shape=out_shape)
+
+
+def _conv_2d_nhwc(
+    x: ir.Value,
+    w: ir.Value,
+    bias: ir.Value | None,
+    elem: ir.Type,
+    kernel: list[int],
+    strides: list[int],
+    dil: list[int],
+    lo: list[int],
+    hi: list[int],
+    g: int,
+) -> ir.Value | None:
+    """A float 2-D convolution computed channels-last (see the module docstring); the result is
+    NCHW again. None when the filter's channel counts are not static (the generic handles it)."""
+    ws = static_shape(w.type)
+    m, cg = ws[0], ws[1]
+    if m is None or cg is None:
+        return None
+    c = cg * g
+    depthwise = g > 1 and cg == 1
+    if g > 1 and not depthwise and g > MAX_SPLIT_GROUPS:
+        return None
+    xt = transpose(x, NCHW_TO_NHWC)
+    n = dim(xt, 0)
+    kh, kw = kernel
+    if g == 1 and kernel == [1, 1] and not any(lo + hi):
+        # 1x1: a matmul over the (strided) pixels.
+        oh = out_size(dim(xt, 1), 1, strides[0], 1)
+        ow = out_size(dim(xt, 2), 1, strides[1], 1)
+        if strides != [1, 1]:
+            xt = extract_slice(xt, [0, 0, 0, 0], [n, oh, ow, c], [1, strides[0], strides[1], 1])
+        a = _collapse(xt, [[0, 1, 2], [3]])
+        b = _filter(w, elem, [m, c], [1, 0])
+        pixels = static_shape(a.type)[0]
+        init = _bias_init(bias, elem, [pixels if pixels is not None else dim(a, 0), m])
+        prod = linalg.matmul(a, b, outs=[init])
+        y = _expand(prod, [[0, 1, 2], [3]], [n, oh, ow, m])
+        return transpose(y, NHWC_TO_NCHW)
+    xp = pad_dims(xt, [1, 2], lo, hi, 0.0)
+    oh = out_size(dim(xp, 1), kh, strides[0], dil[0])
+    ow = out_size(dim(xp, 2), kw, strides[1], dil[1])
+    if depthwise:
+        mult = m // g
+        if mult == 1:
+            wf = _filter(w, elem, [c, kh, kw], [1, 2, 0])
+            init = _bias_init(bias, elem, [n, oh, ow, c])
+            y = linalg.depthwise_conv_2d_nhwc_hwc(xp, wf, outs=[init], strides=strides, dilations=dil)
+        else:
+            wf = _filter(w, elem, [c, mult, kh, kw], [2, 3, 0, 1])
+            if bias is not None:
+                init = elementwise([expand_unit_dims(_split_dim(bias, 0, c, mult), [0, 1, 2])], elem, lambda v: v, out_shape=[n, oh, ow, c, mult])
+            else:
+                init = filled([n, oh, ow, c, mult], elem, 0.0)
+            y5 = linalg.depthwise_conv_2d_nhwc_hwcm(xp, wf, outs=[init], strides=strides, dilations=dil)
+            y = _merge_dims(y5, 3)
+        return transpose(y, NHWC_TO_NCHW)
+    if g == 1:
+        wf = _filter(w, elem, [m, c, kh, kw], [2, 3, 1, 0])
+        init = _bias_init(bias, elem, [n, oh, ow, m])
+        y = linalg.conv_2d_nhwc_hwcf(xp, wf, outs=[init], strides=strides, dilations=dil)
+        return transpose(y, NHWC_TO_NCHW)
+    # A few groups: one convolution per group on channel slices, inserted into the output.
+    mg = m // g
+    out = _bias_init(bias, elem, [n, oh, ow, m])
+    wf = _filter(w, elem, [m, cg, kh, kw], [2, 3, 1, 0])  # [kh, kw, cg, m]
+    hp, wp = dim(xp, 1), dim(xp, 2)
+    for gi in range(g):
+        xs = extract_slice(xp, [0, 0, 0, gi * cg], [n, hp, wp, cg])
+        wsl = extract_slice(wf, [0, 0, 0, gi * mg], [kh, kw, cg, mg])
+        acc = extract_slice(out, [0, 0, 0, gi * mg], [n, oh, ow, mg])
+        yg = linalg.conv_2d_nhwc_hwcf(xs, wsl, outs=[acc], strides=strides, dilations=dil)
+        out = insert_slice(yg, out, [0, 0, 0, gi * mg])
+    return transpose(out, NHWC_TO_NCHW)
 
 
 def _convt_params(node: Node) -> tuple[list[int], list[int], list[int], list[int], list[int], list[int]] | str:

@@ -1,6 +1,6 @@
 // RUN: onnx-opt %s --split-input-file -p convert-onnx-to-linalg | filecheck %s
 // MatMul/Gemm use linalg's named ops where they fit, a contraction generic otherwise; Conv 2-D
-// is linalg.conv_2d_nchw_fchw after explicit padding; pools are window generics.
+// is linalg.conv_2d_nhwc_hwcf after explicit padding; pools are window generics.
 
 // CHECK-LABEL: func.func @matmul_2d
 // CHECK: %[[Z:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<2x4xf32>)
@@ -46,10 +46,13 @@ func.func @gemm(%a: tensor<3x2xf32>, %b: tensor<3x4xf32>, %c: tensor<4xf32>) -> 
 
 // -----
 
+// Conv runs channels-last (conv.py): NCHW -> NHWC, padding on H and W, HWCF filter, back.
 // CHECK-LABEL: func.func @conv
-// CHECK: tensor.insert_slice %{{.+}} into %{{.+}}[0, 0, 1, 1] [1, 3, 8, 8] [1, 1, 1, 1] : tensor<1x3x8x8xf32> into tensor<1x3x10x10xf32>
-// CHECK: linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+// CHECK: linalg.transpose ins(%{{.+}} : tensor<1x3x8x8xf32>) outs(%{{.+}} : tensor<1x8x8x3xf32>) permutation = [0, 2, 3, 1]
+// CHECK: tensor.insert_slice %{{.+}} into %{{.+}}[0, 1, 1, 0] [1, 8, 8, 3] [1, 1, 1, 1] : tensor<1x8x8x3xf32> into tensor<1x10x10x3xf32>
+// CHECK: linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
 // CHECK-SAME: -> tensor<1x4x4x4xf32>
+// CHECK: linalg.transpose ins(%{{.+}} : tensor<1x4x4x4xf32>) outs(%{{.+}} : tensor<1x4x4x4xf32>) permutation = [0, 3, 1, 2]
 func.func @conv(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4xf32>) -> tensor<1x4x4x4xf32> {
   %0 = "onnx.conv"(%x, %w, %b) {pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<1x4x4x4xf32>
   return %0 : tensor<1x4x4x4xf32>

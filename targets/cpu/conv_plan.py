@@ -1,0 +1,117 @@
+"""Tile plans for channels-last convolutions and poolings, sized from the target CPU's vector unit.
+
+What: ``plan_conv(op, options)`` returns the ``TilePlan`` of a ``linalg.conv_2d_nhwc_hwcf``,
+``linalg.depthwise_conv_2d_nhwc_hwc``, ``linalg.pooling_nhwc_{max,sum}`` (None for any other op),
+and ``plan_tiles`` in pipeline.py asks it first.
+
+Why this shape of plan: upstream MLIR (LLVM 22) vectorizes convolutions only in their 1-D form
+(``conv_1d_nwc_wcf``, ``depthwise_conv_1d_nwc_wc``, ``pooling_nwc_*``), with static shapes and no
+masking. So each op is tiled to one output row (n = oh = 1) and one kernel row (kh = 1), which
+``transform.structured.decompose`` turns into the 1-D op, then vectorized without vector sizes.
+Every tile size divides its loop (a partial tile would be dynamic and stay scalar). The register
+tile is (ow_t output pixels) x (f_t channels): channels fill the vector lanes (two registers'
+worth when the channel count allows), output pixels as many as keep the accumulators within half
+the register file (AVX2: 16 ymm -> 4 x 16 f32; AVX-512: 32 zmm -> 8 x 32 f32); the reduction over
+input channels is cut into chunks of two vectors (then unrolled outer products). Kernel width is
+left whole (tile 0). These are the tiles that reached 0.85-1.0x onnxruntime on ResNet-50 shapes on
+an AVX2 Zen 3 (see GUIDE.md, "Convolution"); the figures scale with the ISA, not with one machine.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from mlir import ir
+
+from onnxc.targets.cpu.isa import CpuFeatures, host_cpu
+
+if TYPE_CHECKING:
+    from onnxc.targets.cpu.pipeline import TilePlan
+
+__all__ = ["plan_conv", "CONV_OPS"]
+
+#: Op name -> (loop index of output width, of the vectorized channel loop, of the input-channel
+#: reduction or None, number of loops). Loop orders are linalg's: conv (n, oh, ow, f, kh, kw, c),
+#: depthwise and pooling (n, oh, ow, c, kh, kw).
+CONV_OPS: dict[str, tuple[int, int, int | None, int]] = {
+    "linalg.conv_2d_nhwc_hwcf": (2, 3, 6, 7),
+    "linalg.depthwise_conv_2d_nhwc_hwc": (2, 3, None, 6),
+    "linalg.pooling_nhwc_max": (2, 3, None, 6),
+    "linalg.pooling_nhwc_sum": (2, 3, None, 6),
+}
+
+
+def _largest_divisor(extent: int, at_most: int) -> int:
+    """The largest divisor of `extent` not above `at_most` (at least 1)."""
+    for d in range(min(extent, max(1, at_most)), 0, -1):
+        if extent % d == 0:
+            return d
+    return 1
+
+
+def _channel_tile(extent: int, lanes: int) -> int:
+    """Two vectors' worth of channels when they divide the count, else one, else the largest
+    divisor below two vectors (a short channel count is one partial vector)."""
+    for t in (2 * lanes, lanes):
+        if extent % t == 0:
+            return t
+    return _largest_divisor(extent, 2 * lanes)
+
+
+def _cpu(options: Any) -> CpuFeatures:
+    cpu = getattr(options, "cpu", None)
+    if isinstance(cpu, CpuFeatures):
+        return cpu
+    if isinstance(cpu, str) and cpu:
+        return CpuFeatures.for_target(cpu)
+    return host_cpu()
+
+
+def _elem_bits(op: ir.Operation) -> int | None:
+    t = op.results[0].type if len(op.results) else op.operands[-1].type
+    if not isinstance(t, ir.ShapedType):
+        return None
+    et = ir.ShapedType(t).element_type
+    if isinstance(et, ir.FloatType):
+        return ir.FloatType(et).width
+    return None  # integer convolutions keep the generic plan
+
+
+def plan_conv(op: ir.Operation, options: Any = None) -> "TilePlan | None":
+    """The tile plan of a channels-last convolution or pooling op, or None for other ops (and for
+    ops whose shapes are not static where the plan needs them)."""
+    from onnxc.targets.cpu.pipeline import TilePlan
+
+    spec = CONV_OPS.get(op.name)
+    if spec is None or not len(op.results):
+        return None
+    ow_loop, ch_loop, red_loop, n_loops = spec
+    bits = _elem_bits(op)
+    if bits is None:
+        return None
+    out = ir.RankedTensorType(op.results[0].type)
+    # Output (n, oh, ow, channels): the window/filter operand gives kh, kw (and c for conv).
+    if out.is_dynamic_dim(2) or out.is_dynamic_dim(3):
+        return None
+    ow, channels = out.get_dim_size(2), out.get_dim_size(3)
+    window = ir.RankedTensorType(op.operands[1].type)
+    if not window.has_static_shape:
+        return None
+    cpu = _cpu(options)
+    lanes = cpu.lanes(bits)
+    f_t = _channel_tile(channels, lanes)
+    vectors_per_row = -(-f_t // lanes)
+    # Accumulators ow_t x vectors_per_row within half the registers; the rest hold the filter
+    # vectors and the broadcast inputs.
+    ow_t = _largest_divisor(ow, max(1, (cpu.vector_registers // 2) // vectors_per_row))
+    tiles = [1] * n_loops
+    tiles[ow_loop] = ow_t
+    tiles[ch_loop] = f_t
+    # Kernel loops: kh tiled by 1 (decompose needs it), kw whole.
+    kh_loop = 4
+    tiles[kh_loop] = 1
+    tiles[kh_loop + 1] = 0
+    if red_loop is not None:
+        c = window.get_dim_size(2)  # HWCF filter
+        tiles[red_loop] = _largest_divisor(c, 2 * lanes)
+    return TilePlan(tuple(tiles), (), decompose=True)

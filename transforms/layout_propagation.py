@@ -1,0 +1,309 @@
+"""layout-propagation: cancel the layout transposes between channels-last layers of a CNN.
+
+What: the Conv and pooling lowerings compute in NHWC and wrap each op in a pair of
+`linalg.transpose`s (NCHW -> NHWC before, NHWC -> NCHW after), because ONNX tensors are NCHW and
+upstream MLIR vectorizes convolutions only channels-last. Between two such layers sit elementwise
+ops (bias, Relu, residual Add, BatchNormalization's scale and shift), so every layer would pay two
+full-tensor transposes. This pass, on linalg-on-tensors IR (its output is pure upstream MLIR):
+
+1. **pushes a transpose through an elementwise `linalg.generic`** that consumes it: the generic is
+   rewritten in place to iterate in the transpose's source layout (its indexing maps permuted, its
+   operand the source, a `tensor.empty` init of the permuted shape), and one transpose of its
+   result takes the place of the old result. Other operands are read through permuted maps; an
+   operand that is itself a transpose by the same permutation is replaced by its source (the
+   residual Add of two NHWC values becomes an NHWC Add);
+2. **folds transpose(transpose(x))**: inverse permutations give x, others one composed transpose.
+
+Repeated to a fixpoint, a ResNet runs NHWC end to end with one transpose at each model boundary.
+Transposes left without uses are erased.
+
+Which generics qualify (anything else is left alone, so the pass never changes a result): every
+iterator parallel, every output map the identity over the loops, no output value read in the
+body, every init a `tensor.empty`, no `linalg.index` (loop indices would change meaning), every
+input map made of loop dims and constants, and the transposed operand read through the identity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.dialects import linalg, tensor
+
+from onnxc.transforms.pass_base import ModulePass
+
+__all__ = ["LayoutPropagationPass", "propagate_layouts"]
+
+#: Upper bound on rewrite rounds (each round handles every transpose once); a CNN needs about
+#: one round per layer at worst, and the pass stops as soon as a round changes nothing.
+MAX_ROUNDS: int = 10_000
+
+
+def _perm(op: ir.Operation) -> list[int]:
+    return list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+
+
+def _owner(v: ir.Value) -> ir.Operation | None:
+    if isinstance(v, ir.OpResult):
+        return v.owner.operation if isinstance(v.owner, ir.OpView) else v.owner
+    return None
+
+
+def _is_transpose(v: ir.Value) -> ir.Operation | None:
+    op = _owner(v)
+    return op if op is not None and op.name == "linalg.transpose" else None
+
+
+def _maps(op: ir.Operation) -> list[ir.AffineMap]:
+    return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+
+
+def _num_inputs(op: ir.Operation) -> int:
+    seg = ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])
+    return int(seg[0])
+
+
+def _uses_index(block: ir.Block) -> bool:
+    found = False
+
+    for inner in block.operations:
+        def visit(o: ir.Operation) -> ir.WalkResult:
+            nonlocal found
+            if o.name == "linalg.index":
+                found = True
+                return ir.WalkResult.INTERRUPT
+            return ir.WalkResult.ADVANCE
+
+        inner.operation.walk(visit)
+        if found:
+            return True
+    return False
+
+
+def _elementwise(op: ir.Operation) -> bool:
+    """Whether `op` is a generic this pass may re-layout (see the module docstring)."""
+    if op.name != "linalg.generic":
+        return False
+    iters = ir.ArrayAttr(op.attributes["iterator_types"])
+    if any("parallel" not in str(a) for a in iters):
+        return False
+    n_in = _num_inputs(op)
+    maps = _maps(op)
+    n = maps[0].n_dims
+    operands = list(op.operands)
+    block = op.regions[0].blocks[0]
+    args = list(block.arguments)
+    for i, (v, m) in enumerate(zip(operands, maps)):
+        if i >= n_in:
+            if m != ir.AffineMap.get_identity(n):
+                return False
+            if _owner(v) is None or _owner(v).name != "tensor.empty":
+                return False
+            if len(list(args[i].uses)):
+                return False
+        else:
+            if not isinstance(v.type, ir.RankedTensorType):
+                return False
+            for e in m.results:
+                if not isinstance(e, (ir.AffineDimExpr, ir.AffineConstantExpr)):
+                    return False
+    return not _uses_index(block)
+
+
+def _permute_map(m: ir.AffineMap, perm: list[int]) -> ir.AffineMap:
+    """`m` with loop d_i renamed e_perm[i] (the loops of the transpose's source layout)."""
+    out: list[ir.AffineExpr] = []
+    for e in m.results:
+        if isinstance(e, ir.AffineDimExpr):
+            out.append(ir.AffineDimExpr.get(perm[e.position]))
+        else:
+            out.append(e)
+    return ir.AffineMap.get(m.n_dims, 0, out)
+
+
+def _transpose(v: ir.Value, perm: list[int], loc: ir.Location) -> ir.Operation:
+    """A `linalg.transpose` of `v` by `perm` (with its `tensor.empty` init), built at the current
+    insertion point."""
+    t = ir.RankedTensorType(v.type)
+    sizes: list[ir.Value] = []
+    static: list[int] = []
+    for p in perm:
+        if t.is_dynamic_dim(p):
+            idx = ir.Operation.create(
+                "arith.constant", results=[ir.IndexType.get()], attributes={"value": ir.IntegerAttr.get(ir.IndexType.get(), p)}, loc=loc
+            ).result
+            sizes.append(tensor.dim(v, idx, loc=loc))
+            static.append(ir.ShapedType.get_dynamic_size())
+        else:
+            static.append(t.get_dim_size(p))
+    init = tensor.empty(static, t.element_type, loc=loc) if not sizes else _empty(static, sizes, t.element_type, loc)
+    with loc:
+        op = linalg.transpose(v, outs=[init], permutation=perm)
+    return op.operation if isinstance(op, ir.OpView) else op
+
+
+def _empty(static: list[int], dyn: list[ir.Value], elem: ir.Type, loc: ir.Location) -> ir.Value:
+    """`tensor.empty` of `static` sizes with `dyn` values for the dynamic ones, in order."""
+    it = iter(dyn)
+    sizes: list[int | ir.Value] = [next(it) if s == ir.ShapedType.get_dynamic_size() else s for s in static]
+    return tensor.empty(sizes, elem, loc=loc)
+
+
+def _inverse(perm: list[int]) -> list[int]:
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return inv
+
+
+def _existing_transpose(v: ir.Value, perm: list[int], user: ir.Operation) -> ir.Value | None:
+    """A transpose of `v` by `perm` already computed before `user` in its block (the NHWC copy
+    of a model input that a convolution made), so `user` reads it instead of `v` strided."""
+    for use in v.uses:
+        op = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
+        if op.name == "linalg.transpose" and use.operand_number == 0 and _perm(op) == perm:
+            if op.block == user.block and op.is_before_in_block(user):
+                return op.results[0]
+    return None
+
+
+def _push_through(t: ir.Operation, user: ir.Operation) -> bool:
+    """Rewrite elementwise `user` of transpose `t` to run in t's source layout (see 1. above)."""
+    perm = _perm(t)
+    src = t.operands[0]
+    res = t.results[0]
+    n_in = _num_inputs(user)
+    maps = _maps(user)
+    if maps[0].n_dims != len(perm):
+        return False
+    ident = ir.AffineMap.get_identity(len(perm))
+    operands = list(user.operands)
+    if not any(v == res and maps[i] == ident for i, v in enumerate(operands[:n_in])):
+        return False
+    # Only when no other full-size operand would end up read across the new layout (that would
+    # trade one transpose for a strided read, and let two transposes push the op back and forth).
+    for i, v in enumerate(operands[:n_in]):
+        if v == res or maps[i] != ident:
+            continue
+        pt = _is_transpose(v)
+        if not (pt is not None and _perm(pt) == perm) and _existing_transpose(v, _inverse(perm), user) is None:
+            return False
+    loc = user.location
+    new_maps: list[ir.AffineMap] = []
+    with ir.InsertionPoint(user):
+        for i, v in enumerate(operands):
+            if i >= n_in:
+                # Output: a fresh empty of the permuted shape; result k is retyped below.
+                old = _owner(v)
+                assert old is not None
+                ot = ir.RankedTensorType(v.type)
+                dyn_old = list(old.operands)
+                it = iter(dyn_old)
+                sizes_old: list[int | ir.Value] = [next(it) if ot.is_dynamic_dim(d) else ot.get_dim_size(d) for d in range(ot.rank)]
+                new_sizes: list[int | ir.Value] = [0] * ot.rank
+                for d, p in enumerate(perm):
+                    new_sizes[p] = sizes_old[d]  # old dim d is dim perm[d] of the new layout
+                user.operands[i] = tensor.empty(new_sizes, ot.element_type, loc=loc)
+                new_maps.append(ident)
+                continue
+            pt = _is_transpose(v)
+            if maps[i] == ident and pt is not None and _perm(pt) == perm:
+                user.operands[i] = pt.operands[0]
+                new_maps.append(ident)
+            elif maps[i] == ident and (existing := _existing_transpose(v, _inverse(perm), user)) is not None:
+                user.operands[i] = existing
+                new_maps.append(ident)
+            else:
+                new_maps.append(_permute_map(maps[i], perm))
+    user.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps])
+    del src
+    for r in user.results:
+        rt = ir.RankedTensorType(r.type)
+        uses = [(u.owner, u.operand_number) for u in r.uses]
+        shape = [rt.shape[i] for i in range(rt.rank)]
+        # Result dim i of the old layout is dim perm[i] of the new one.
+        new_shape = [0] * rt.rank
+        for i, p in enumerate(perm):
+            new_shape[p] = shape[i]
+        r.set_type(ir.RankedTensorType.get(new_shape, rt.element_type))
+        with ir.InsertionPoint.after(user):
+            back = _transpose(r, perm, loc)
+        for owner, idx in uses:
+            owner = owner.operation if isinstance(owner, ir.OpView) else owner
+            owner.operands[idx] = back.results[0]
+    return True
+
+
+def _fold_pair(t: ir.Operation) -> bool:
+    """transpose(transpose(x, p0), p1) -> x (inverse) or transpose(x, p0 . p1)."""
+    inner = _is_transpose(t.operands[0])
+    if inner is None or not len(list(t.results[0].uses)):
+        return False
+    p0, p1 = _perm(inner), _perm(t)
+    composed = [p0[i] for i in p1]
+    x = inner.operands[0]
+    if composed == list(range(len(composed))):
+        t.results[0].replace_all_uses_with(x)
+    else:
+        with ir.InsertionPoint(t):
+            new = _transpose(x, composed, t.location)
+        t.results[0].replace_all_uses_with(new.results[0])
+    return True
+
+
+def _transposes(root: ir.Operation) -> list[ir.Operation]:
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "linalg.transpose":
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit)
+    return found
+
+
+def _erase_dead(root: ir.Operation) -> None:
+    """Erase transposes (and their `tensor.empty` inits) whose results are unused."""
+    changed = True
+    while changed:
+        changed = False
+        for t in _transposes(root):
+            if not len(list(t.results[0].uses)):
+                init = _owner(t.operands[1])
+                t.erase()
+                if init is not None and init.name == "tensor.empty" and not len(list(init.results[0].uses)):
+                    init.erase()
+                changed = True
+
+
+def propagate_layouts(root: ir.Operation) -> int:
+    """Run the rewrites on every function under `root` to a fixpoint; returns how many applied."""
+    applied = 0
+    for _ in range(MAX_ROUNDS):
+        changed = False
+        for t in _transposes(root):
+            if _fold_pair(t):
+                applied += 1
+                changed = True
+                continue
+            for use in list(t.results[0].uses):
+                user = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
+                if _elementwise(user) and _push_through(t, user):
+                    applied += 1
+                    changed = True
+        _erase_dead(root)
+        if not changed:
+            break
+    return applied
+
+
+@dataclass(frozen=True)
+class LayoutPropagationPass(ModulePass):
+    """Cancel layout transposes across elementwise linalg ops (CNNs run NHWC end to end)."""
+
+    name = "layout-propagation"
+
+    def run(self, module: ir.Operation) -> None:
+        with module.context, ir.Location.unknown(module.context):
+            propagate_layouts(module)
