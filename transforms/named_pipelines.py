@@ -33,6 +33,7 @@ ONNX_LEVEL_PASSES: tuple[tuple[str, dict[str, str]], ...] = (
     ("onnx-constant-fold", {}),
     ("onnx-canonicalize", {}),
     ("onnx-shape-inference", {}),
+    ("onnx-validate-attributes", {}),
 )
 
 #: The stages a module goes through, in order; each names what the IR is after it.

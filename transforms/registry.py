@@ -27,6 +27,7 @@ PASSES: dict[str, str] = {
     "cpu-to-llvm": "onnxc.transforms.named_pipelines:CpuToLLVM",
     "inline-functions": "onnxc.transforms.inline_functions:InlineFunctionsPass",
     "expand-schema-functions": "onnxc.transforms.expand_schema_functions:ExpandSchemaFunctionsPass",
+    "onnx-validate-attributes": "onnxc.transforms.onnx_validate_attributes:OnnxValidateAttributesPass",
 }
 
 
