@@ -1,7 +1,13 @@
 """MaxPool, AveragePool, LpPool (1-D/2-D/3-D) and GlobalAveragePool/GlobalMaxPool/GlobalLpPool.
 
-Windowed pools are one `linalg.generic` over (n, c, out spatial..., kernel spatial...) with a
-shape-only kernel operand (as linalg's named pooling ops do), on an input padded with the
+2-D float MaxPool (without Indices) and AveragePool run channels-last, like Conv (conv.py): the
+input is transposed NCHW -> NHWC, pooled by `linalg.pooling_nhwc_max` / `linalg.pooling_nhwc_sum`
+(the forms the CPU target decomposes to 1-D and vectorizes over channels) and transposed back;
+`layout-propagation` cancels those transposes against the neighbouring convolutions'. 4-D float
+global average/max pools reduce an NHWC view over H and W (channels contiguous in the vectors).
+
+The other windowed pools are one `linalg.generic` over (n, c, out spatial..., kernel spatial...)
+with a shape-only kernel operand (as linalg's named pooling ops do), on an input padded with the
 reduction's identity (-inf for max, 0 for sums). `ceil_mode` extends the end padding so the
 last partial window exists (and drops a window that would start in the padding only, as
 onnxruntime and PyTorch do). AveragePool divides by the window size, or, without
@@ -12,7 +18,7 @@ ones padded with zeros (the same generic). Global pools are reductions over the 
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import arith, math
+from mlir.dialects import arith, linalg, math
 
 from onnxc.transforms.lowering.common import (
     Node,
@@ -40,7 +46,15 @@ from onnxc.transforms.lowering.common import (
     shape_of,
     static_shape,
 )
-from onnxc.transforms.lowering.conv import out_size, pad_spatial, window_pads
+from onnxc.transforms.lowering.conv import (
+    NCHW_TO_NHWC,
+    NHWC_TO_NCHW,
+    out_size,
+    pad_dims,
+    pad_spatial,
+    transpose,
+    window_pads,
+)
 
 
 def _pool_attrs(node: Node) -> tuple[list[int], list[int], list[int], list[int], list[int], bool] | str:
@@ -84,6 +98,17 @@ def _window_generic(x: ir.Value, kernel: list[int], strides: list[int], dil: lis
     return generic([x, window], [init], [affine_map(L, x_exprs), affine_map(L, w_exprs), affine_map(L, o_exprs)], iters, lambda a: [combine(a[2], a[0])])[0]
 
 
+def _pool_nhwc(x: ir.Value, kernel: list[int], strides: list[int], dil: list[int], lo: list[int], hi: list[int], outs: list, ident: float, elem: ir.Type, max_pool: bool) -> ir.Value:
+    """A 2-D max or sum pool computed channels-last (`linalg.pooling_nhwc_max/sum` between two
+    transposes), padded with `ident`; the result is NCHW."""
+    xt = transpose(x, NCHW_TO_NHWC)
+    xp = pad_dims(xt, [1, 2], lo, hi, ident)
+    init = filled([dim(xt, 0)] + outs + [dim(xt, 3)], elem, ident)
+    window = empty(kernel, elem)
+    op = linalg.pooling_nhwc_max if max_pool else linalg.pooling_nhwc_sum
+    return transpose(op(xp, window, outs=[init], strides=strides, dilations=dil), NHWC_TO_NCHW)
+
+
 def _ceil_extra(x: ir.Value, kernel: list[int], strides: list[int], dil: list[int], lo: list[int], hi: list[int], ceil_mode: bool) -> tuple[list, list[int]]:
     """Output sizes and extra end padding per spatial dim."""
     k = len(kernel)
@@ -122,6 +147,8 @@ def lower_max_pool(node: Node) -> list[ir.Value | None]:
     else:
         comb = arith.maxui if unsigned else arith.maxsi
     if len(node.op.results) < 2 or isinstance(node.op.results[1].type, ir.NoneType):
+        if len(kernel) == 2 and is_float(elem):
+            return [_pool_nhwc(x, kernel, strides, dil, lo, [h + e for h, e in zip(hi, extra)], outs, ident, elem, max_pool=True), None]
         return [_window_generic(xp, kernel, strides, dil, outs, init, comb), None]
     return list(_max_pool_with_indices(node, x, xp, kernel, strides, dil, lo, outs, init, elem, unsigned))
 
@@ -202,9 +229,12 @@ def lower_avg_pool(node: Node) -> list[ir.Value]:
         return v
 
     xw = elementwise([x], acc, pre) if (lp or str(acc) != str(elem)) else x
-    xp = pad_spatial(xw, lo, hi2, 0.0)
-    init = filled([n, c] + outs, acc, 0.0)
-    s = _window_generic(xp, kernel, strides, dil, outs, init, arith.addf)
+    if len(kernel) == 2 and not lp and str(acc) == str(elem):
+        s = _pool_nhwc(xw, kernel, strides, dil, lo, hi2, outs, 0.0, acc, max_pool=False)
+    else:
+        xp = pad_spatial(xw, lo, hi2, 0.0)
+        init = filled([n, c] + outs, acc, 0.0)
+        s = _window_generic(xp, kernel, strides, dil, outs, init, arith.addf)
     if lp:
         inv = 1.0 / p
         return [elementwise([s], elem, lambda v: _narrow(math.sqrt(v) if p == 2.0 else math.powf(v, const_scalar(inv, acc)), acc, elem))]
@@ -249,6 +279,8 @@ def lower_global_pool(node: Node) -> list[ir.Value]:
     x = node.input(0)
     elem = convert_element(node.in_elem(0))
     r = rank_of(x)
+    if r == 4 and is_float(elem) and bitwidth(elem) >= 32 and node.op_type != "GlobalLpPool":
+        return [_global_pool_nhwc(x, elem, node.op_type == "GlobalMaxPool")]
     axes = list(range(2, r))
     if node.op_type == "GlobalMaxPool":
         unsigned = is_unsigned(node.in_elem(0))
@@ -281,3 +313,20 @@ def lower_global_pool(node: Node) -> list[ir.Value]:
     return [expand_unit_dims(res, axes)]
 
 
+
+
+def _global_pool_nhwc(x: ir.Value, elem: ir.Type, max_pool: bool) -> ir.Value:
+    """4-D float global max/average pool over an NHWC view: a reduction of H and W with the
+    channels innermost (vectorized), kept as [N, 1, 1, C] and transposed back to [N, C, 1, 1]."""
+    xt = transpose(x, NCHW_TO_NHWC)
+    if max_pool:
+        res = reduce_dims([xt], [1, 2], [min_value(elem)], [elem], lambda a: [arith.maximumf(a[1], a[0])])[0]
+    else:
+        s = reduce_dims([xt], [1, 2], [0.0], [elem], lambda a: [arith.addf(a[1], a[0])])[0]
+        cnt = dim_mul(dim(xt, 1), dim(xt, 2))
+        if isinstance(cnt, int):
+            cval = const_scalar(float(cnt), elem)
+        else:
+            cval = arith.sitofp(elem, arith.index_cast(ir.IntegerType.get_signless(64), dim_value(cnt)))
+        res = elementwise([s], elem, lambda v: arith.divf(v, cval))
+    return transpose(expand_unit_dims(res, [1, 2]), NHWC_TO_NCHW)

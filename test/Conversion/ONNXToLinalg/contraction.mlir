@@ -60,11 +60,13 @@ func.func @conv(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4xf
 
 // -----
 
+// 2-D float MaxPool runs channels-last too (pooling.py).
 // CHECK-LABEL: func.func @maxpool
 // CHECK: arith.constant 0xFF800000 : f32
-// CHECK: linalg.generic
-// CHECK-SAME: iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]
-// CHECK: arith.maximumf
+// CHECK: linalg.transpose ins(%{{.+}} : tensor<1x3x8x8xf32>) outs(%{{.+}} : tensor<1x8x8x3xf32>) permutation = [0, 2, 3, 1]
+// CHECK: linalg.pooling_nhwc_max {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+// CHECK-SAME: ins(%{{.+}}, %{{.+}} : tensor<1x8x8x3xf32>, tensor<2x2xf32>) outs(%{{.+}} : tensor<1x4x4x3xf32>)
+// CHECK: linalg.transpose ins(%{{.+}} : tensor<1x4x4x3xf32>) outs(%{{.+}} : tensor<1x3x4x4xf32>) permutation = [0, 3, 1, 2]
 func.func @maxpool(%x: tensor<1x3x8x8xf32>) -> tensor<1x3x4x4xf32> {
   %0, %1 = "onnx.max_pool"(%x) {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<1x3x8x8xf32>) -> (tensor<1x3x4x4xf32>, none)
   return %0 : tensor<1x3x4x4xf32>
