@@ -1,0 +1,204 @@
+"""gpu kernels -> NVVM -> PTX, and NVIDIA's `ptxas` as the proof that the PTX is valid.
+
+What:
+- `CudaOptions` (chip `sm_80`/`sm_86`/`sm_89`/`sm_90`, PTX feature `+ptxNN`) with `validate()`:
+  LLVM's NVPTX backend aborts the whole process (a fatal error, not an exception) when the PTX
+  version is too old for the chip (the default PTX 6.0 for sm_80), so the pair is checked here
+  against `MIN_PTX` before any MLIR pass sees it.
+- `lower_to_ptx(module, options)`: the mapped module's kernels to loops
+  (`KERNEL_LOOPS_PIPELINE`), then `gpu-lower-to-nvvm-pipeline{cubin-chip=.. cubin-features=..
+  cubin-format=isa}`, which lowers kernels to NVVM and host code to LLVM with GPU runtime calls
+  and serializes each `gpu.module` to PTX text inside a `#gpu.object` of a `gpu.binary`.
+- `ptx_of(module)`: kernel module name -> PTX text, read from those objects.
+- `find_ptxas()` and `assemble(ptx, chip)`: run `ptxas -arch=<chip> -v`; a non-zero exit is a
+  `PtxasError` carrying ptxas's message; `-v` gives per-kernel registers, shared/constant memory
+  and spills, parsed into `KernelResources`.
+
+Why `isa` and ptxas run by us rather than `cubin-format=bin`: `bin` makes MLIR call ptxas from
+PATH itself, hiding which ptxas ran and dropping its resource report; with `isa` the PTX is the
+artifact (`--emit ptx`), and the cubin is assembled explicitly with a known ptxas.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from mlir import ir
+from mlir.dialects import gpu
+
+from onnxc.errors import OnnxcError
+from onnxc.targets.gpu.mapping import lower_kernels_to_loops, run_pipeline
+
+__all__ = [
+    "CudaLoweringError",
+    "CudaOptions",
+    "KernelResources",
+    "MIN_PTX",
+    "PtxasError",
+    "PtxasResult",
+    "assemble",
+    "find_ptxas",
+    "lower_to_ptx",
+    "nvvm_pipeline",
+    "ptx_of",
+]
+
+
+class CudaLoweringError(OnnxcError):
+    """Bad CUDA options, or a mapped module that cannot be lowered to PTX."""
+
+
+class PtxasError(CudaLoweringError):
+    """ptxas is missing or rejected the PTX (its message is included)."""
+
+
+#: Oldest PTX ISA version (x10) each chip accepts (PTX ISA release notes: sm_80 came with PTX
+#: 7.0, sm_86 with 7.1, sm_89 and sm_90 with 7.8).
+MIN_PTX: dict[str, int] = {"sm_80": 70, "sm_86": 71, "sm_89": 78, "sm_90": 78}
+#: Newest PTX version (x10) we hand to LLVM 22's NVPTX backend and that CUDA 12.9+/13 ptxas reads.
+MAX_PTX = 87
+
+_FEATURES = re.compile(r"^\+ptx(\d)(\d)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class CudaOptions:
+    """Options of the CUDA target.
+
+    chip: the GPU architecture (`sm_80`, `sm_86`, `sm_89`, `sm_90`); also the tile-size table
+        row of `onnxc.targets.gpu.device`.
+    features: the PTX ISA version as an LLVM feature, `+ptxNN` (8.0 = `+ptx80`).
+    """
+
+    chip: str = "sm_80"
+    features: str = "+ptx80"
+
+    def ptx_version(self) -> int:
+        m = _FEATURES.match(self.features)
+        if m is None:
+            raise CudaLoweringError(f"features must look like '+ptx80' (a PTX ISA version), got {self.features!r}")
+        return int(m.group(1)) * 10 + int(m.group(2))
+
+    def validate(self) -> None:
+        """Raise `CudaLoweringError` naming the bad field; see the module doc for why."""
+        if self.chip not in MIN_PTX:
+            raise CudaLoweringError(f"chip must be one of {', '.join(MIN_PTX)}, got {self.chip!r}")
+        v = self.ptx_version()
+        if v < MIN_PTX[self.chip]:
+            lo = MIN_PTX[self.chip]
+            raise CudaLoweringError(f"features {self.features}: {self.chip} needs PTX {lo // 10}.{lo % 10} or newer (+ptx{lo})")
+        if v > MAX_PTX:
+            raise CudaLoweringError(f"features {self.features}: PTX newer than {MAX_PTX // 10}.{MAX_PTX % 10} is not supported")
+
+
+def nvvm_pipeline(options: CudaOptions) -> str:
+    """The upstream pipeline from mapped kernels (loops) to PTX in `gpu.binary` objects."""
+    options.validate()
+    return f"builtin.module(gpu-lower-to-nvvm-pipeline{{cubin-chip={options.chip} cubin-features={options.features} cubin-format=isa}})"
+
+
+def lower_to_ptx(module: ir.Module, options: CudaOptions | None = None) -> ir.Module:
+    """Lower a mapped module (see `onnxc.targets.gpu.map_to_gpu`) in place to host LLVM + PTX."""
+    opts = options or CudaOptions()
+    pipeline = nvvm_pipeline(opts)  # validates before MLIR sees the options
+    with module.context, ir.Location.unknown():
+        lower_kernels_to_loops(module, CudaLoweringError)
+        run_pipeline(module, pipeline, "lowering to NVVM/PTX", CudaLoweringError)
+    return module
+
+
+def ptx_of(module: ir.Module) -> dict[str, str]:
+    """Kernel module name -> PTX text, from the `gpu.binary` ops of a lowered module."""
+    out: dict[str, str] = {}
+    for op in module.body.operations:
+        op = op.operation
+        if op.name == "gpu.binary":
+            obj = gpu.ObjectAttr(list(ir.ArrayAttr(op.attributes["objects"]))[0])
+            out[ir.StringAttr(op.attributes["sym_name"]).value] = bytes(obj.object).decode()
+    return out
+
+
+def find_ptxas() -> str | None:
+    """ptxas from the `nvidia-cuda-nvcc` package (the `gpu` extra: a known version in CI), else
+    from PATH (a machine's CUDA install); None when neither exists."""
+    try:
+        import nvidia  # namespace package of NVIDIA's wheels
+
+        for base in nvidia.__path__:
+            for sub in ("cu13", "cuda_nvcc"):
+                cand = Path(base) / sub / "bin" / "ptxas"
+                if cand.is_file() and os.access(cand, os.X_OK):
+                    return str(cand)
+    except ImportError:
+        pass
+    return shutil.which("ptxas")
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelResources:
+    """What `ptxas -v` reports for one kernel."""
+
+    name: str
+    registers: int
+    shared_bytes: int
+    constant_bytes: int
+    spill_stores: int
+    spill_loads: int
+    stack_bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class PtxasResult:
+    """The assembled cubin and the per-kernel resource report."""
+
+    cubin: bytes
+    kernels: tuple[KernelResources, ...]
+    log: str
+
+
+_ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(sm_\d+a?)'")
+_STACK = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers")
+_SMEM = re.compile(r"(\d+) bytes smem")
+_CMEM = re.compile(r"(\d+) bytes cmem\[0\]")
+
+
+def _parse_verbose(log: str) -> tuple[KernelResources, ...]:
+    kernels: list[KernelResources] = []
+    name = None
+    stack = (0, 0, 0)
+    for line in log.splitlines():
+        if m := _ENTRY.search(line):
+            name, stack = m.group(1), (0, 0, 0)
+        elif (m := _STACK.search(line)) and name:
+            stack = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        elif (m := _USED.search(line)) and name:
+            smem = _SMEM.search(line)
+            cmem = _CMEM.search(line)
+            kernels.append(KernelResources(name, int(m.group(1)), int(smem.group(1)) if smem else 0,
+                                           int(cmem.group(1)) if cmem else 0, stack[1], stack[2], stack[0]))
+            name = None
+    return tuple(kernels)
+
+
+def assemble(ptx: str, chip: str, ptxas: str | None = None, timeout: float = 120.0) -> PtxasResult:
+    """Assemble `ptx` for `chip` with `ptxas -arch=<chip> -v`; `PtxasError` on any failure."""
+    if chip not in MIN_PTX:
+        raise CudaLoweringError(f"chip must be one of {', '.join(MIN_PTX)}, got {chip!r}")
+    tool = ptxas or find_ptxas()
+    if tool is None:
+        raise PtxasError("ptxas not found: install the 'gpu' extra (nvidia-cuda-nvcc) or put a CUDA toolkit on PATH")
+    with tempfile.TemporaryDirectory(prefix="onnxc-ptx-") as tmp:
+        src, out = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
+        src.write_text(ptx)
+        proc = subprocess.run([tool, f"-arch={chip}", "-v", str(src), "-o", str(out)], capture_output=True, text=True, timeout=timeout)
+        log = proc.stdout + proc.stderr
+        if proc.returncode != 0:
+            raise PtxasError(f"ptxas -arch={chip} rejected the PTX (exit {proc.returncode}):\n{log.strip()}")
+        return PtxasResult(out.read_bytes(), _parse_verbose(log), log)

@@ -1,0 +1,89 @@
+"""Per-device facts and tile sizes for the GPU mapping (`targets/gpu/mapping.py`).
+
+What: `GpuDevice`, a frozen dataclass holding what the mapping needs to know about a device (its
+subgroup/warp size, the most threads a workgroup may have, its workgroup/shared memory) and the
+tile sizes derived for it, and `DEVICES`, a small table of the devices onnxc targets. Why a table
+and not constants in the mapping: CUDA (warp 32, 1024 threads, 48 KiB static shared memory per
+block on sm_80/sm_90) and lavapipe (subgroup 8 on AVX2 / 16 on AVX-512 hosts, a CPU driver that
+runs one workgroup per core) want different workgroup shapes, and a new device is one table row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from onnxc.errors import OnnxcError
+
+__all__ = ["DEVICES", "GpuDevice", "GpuDeviceError", "device_for"]
+
+
+class GpuDeviceError(OnnxcError):
+    """An unknown device name or tile sizes a device cannot run."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuDevice:
+    """What the GPU mapping needs to know about one device.
+
+    name: the table key (`sm_80`, `vulkan`...).
+    subgroup_size: threads that execute in lockstep (CUDA warp); the innermost workgroup
+        dimension is a multiple of it where the loop is long enough, so that neighbouring threads
+        read neighbouring elements (coalesced loads).
+    max_workgroup_size: the most threads one workgroup (CUDA block) may have.
+    shared_memory_bytes: workgroup (shared) memory one workgroup may use; bounds promoted tiles.
+    workgroup_size: threads per workgroup the mapping aims at for elementwise ops and
+        reductions (one output element per thread).
+    matmul_block_tile: (m, n) output tile of one workgroup for contractions.
+    matmul_thread_tile: (m, n) output tile of one thread inside it (register tile: each A and B
+        element loaded is reused tn and tm times).
+    """
+
+    name: str
+    subgroup_size: int
+    max_workgroup_size: int
+    shared_memory_bytes: int
+    workgroup_size: int
+    matmul_block_tile: tuple[int, int]
+    matmul_thread_tile: tuple[int, int]
+
+    def validate(self) -> None:
+        """Reject tile sizes that would give an invalid launch (checked before MLIR sees them)."""
+        if self.subgroup_size <= 0 or self.workgroup_size <= 0:
+            raise GpuDeviceError(f"device {self.name}: subgroup and workgroup sizes must be positive")
+        if self.workgroup_size > self.max_workgroup_size:
+            raise GpuDeviceError(
+                f"device {self.name}: workgroup_size {self.workgroup_size} exceeds the device limit {self.max_workgroup_size}"
+            )
+        bm, bn = self.matmul_block_tile
+        tm, tn = self.matmul_thread_tile
+        if min(bm, bn, tm, tn) <= 0 or bm % tm or bn % tn:
+            raise GpuDeviceError(f"device {self.name}: matmul block tile {self.matmul_block_tile} must be a multiple of the thread tile {self.matmul_thread_tile}")
+        if (bm // tm) * (bn // tn) > self.max_workgroup_size:
+            raise GpuDeviceError(f"device {self.name}: matmul tiles give {(bm // tm) * (bn // tn)} threads, over {self.max_workgroup_size}")
+
+
+# NVIDIA: warp 32, 1024 threads per block, 48 KiB static shared memory per block (more needs
+# dynamic opt-in). 256 threads per block keeps 8 blocks per SM within the 2048-thread limit.
+_CUDA = dict(subgroup_size=32, max_workgroup_size=1024, shared_memory_bytes=48 * 1024, workgroup_size=256,
+             matmul_block_tile=(32, 64), matmul_thread_tile=(2, 4))
+
+#: The devices onnxc maps to. Vulkan's row is what every Vulkan 1.1 device guarantees
+#: (maxComputeWorkGroupInvocations >= 128, maxComputeSharedMemorySize >= 16 KiB) with a
+#: subgroup of 8 (lavapipe on AVX2; larger subgroups only make these sizes more conservative).
+DEVICES: dict[str, GpuDevice] = {
+    "sm_80": GpuDevice("sm_80", **_CUDA),
+    "sm_86": GpuDevice("sm_86", **_CUDA),
+    "sm_89": GpuDevice("sm_89", **_CUDA),
+    "sm_90": GpuDevice("sm_90", **_CUDA),
+    "vulkan": GpuDevice("vulkan", subgroup_size=8, max_workgroup_size=128, shared_memory_bytes=16 * 1024,
+                        workgroup_size=128, matmul_block_tile=(16, 32), matmul_thread_tile=(2, 2)),
+}
+
+
+def device_for(name: str) -> GpuDevice:
+    """The table row for `name`, validated; a clear error naming the known devices otherwise."""
+    if name not in DEVICES:
+        raise GpuDeviceError(f"unknown GPU device '{name}' (known: {', '.join(sorted(DEVICES))})")
+    dev = DEVICES[name]
+    dev.validate()
+    return dev

@@ -1,0 +1,155 @@
+"""gpu kernels -> SPIR-V for Vulkan: the `gpu-to-spirv` stage of the Vulkan target.
+
+What: `lower_to_spirv(module, options)` takes a module mapped by `onnxc.targets.gpu.map_to_gpu`
+and, in place: lowers the kernel bodies to loops over scalar loads/stores (`convert-linalg-to-loops`,
+`fold-memref-alias-ops` so subviews become index arithmetic, `lower-affine`), attaches the Vulkan
+target environment (`spirv-attach-target{... client_api=Vulkan}`), gives each kernel its
+`spirv.entry_point_abi` (the workgroup size its launch uses), converts to the SPIR-V dialect
+(`convert-gpu-to-spirv{use-64bit-index=false}`: 32-bit indices, what Vulkan shaders address
+with), lowers ABI attributes and sets the version/capabilities/extensions
+(`spirv-lower-abi-attrs`, `spirv-update-vce`), and serializes with `gpu-module-to-binary`.
+`spirv_binaries(module)` then returns each kernel module's SPIR-V words.
+
+Why the `spirv.module` is moved into its `gpu.module`: for a Shader (Vulkan) target
+`convert-gpu-to-spirv` puts the `spirv.module` beside the `gpu.module`, while the SPIR-V target's
+serializer looks for it inside; moving it is what makes `gpu-module-to-binary` work (checked on
+MLIR 22.1.8: without it, "An error happened while serializing the module").
+
+Element types: Vulkan storage buffers of 32-bit scalars need no extra capability; 8/16/64-bit
+buffers need optional device features, so buffers other than f32/i32 are refused by
+`check_element_types` with the buffer named.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from mlir import ir
+from mlir.dialects import gpu
+
+from onnxc.errors import OnnxcError
+from onnxc.targets.gpu.mapping import lower_kernels_to_loops, run_pipeline
+
+__all__ = ["SUPPORTED_ELEMENT_TYPES", "VulkanOptions", "VulkanLoweringError", "lower_to_spirv", "spirv_binaries"]
+
+
+class VulkanLoweringError(OnnxcError):
+    """The mapped module cannot be expressed as Vulkan SPIR-V."""
+
+
+#: Element types of buffers the Vulkan target accepts (no optional device feature needed).
+SUPPORTED_ELEMENT_TYPES = ("f32", "i32")
+
+_VERSION = re.compile(r"^v1\.[0-6]$")
+
+
+@dataclasses.dataclass(frozen=True)
+class VulkanOptions:
+    """Options of the Vulkan target.
+
+    device: the `onnxc.targets.gpu.device.DEVICES` row whose tile sizes the mapping uses.
+    spirv_version: the SPIR-V version of the target environment (`v1.0`..`v1.6`); v1.0 runs on
+        every Vulkan 1.0+ driver.
+    """
+
+    device: str = "vulkan"
+    spirv_version: str = "v1.0"
+
+    def validate(self) -> None:
+        """Raise `VulkanLoweringError` naming the bad field (checked before MLIR sees it)."""
+        from onnxc.targets.gpu.device import device_for
+
+        if not _VERSION.match(self.spirv_version):
+            raise VulkanLoweringError(f"spirv_version must be v1.0 .. v1.6, got {self.spirv_version!r}")
+        device_for(self.device)
+
+
+def spirv_pipeline(options: VulkanOptions) -> str:
+    """The native pipeline from prepared kernels to SPIR-V modules (before serialization)."""
+    return (
+        "builtin.module("
+        f"spirv-attach-target{{ver={options.spirv_version} caps=Shader exts=SPV_KHR_storage_buffer_storage_class client_api=Vulkan}},"
+        "gpu.module(convert-math-to-spirv),"
+        "convert-gpu-to-spirv{use-64bit-index=false},"
+        "spirv.module(spirv-lower-abi-attrs,spirv-update-vce))"
+    )
+
+
+def _gpu_modules(module: ir.Module) -> dict[str, ir.Operation]:
+    return {
+        ir.StringAttr(op.operation.attributes["sym_name"]).value: op.operation
+        for op in module.body.operations
+        if op.operation.name == "gpu.module"
+    }
+
+
+def _set_entry_point_abis(module: ir.Module) -> None:
+    """`spirv.entry_point_abi<workgroup_size = ...>` on each kernel, from its launch's sizes
+    (`known_block_size`, set by the mapping)."""
+    for gmod in _gpu_modules(module).values():
+        for f in gmod.regions[0].blocks[0].operations:
+            f = f.operation
+            if f.name != "gpu.func" or "known_block_size" not in f.attributes:
+                continue
+            x, y, z = list(ir.DenseI32ArrayAttr(f.attributes["known_block_size"]))
+            f.attributes["spirv.entry_point_abi"] = ir.Attribute.parse(f"#spirv.entry_point_abi<workgroup_size = [{x}, {y}, {z}]>")
+
+
+def check_element_types(module: ir.Module) -> None:
+    """Refuse kernel arguments whose element type Vulkan cannot store without extra features."""
+    for gmod in _gpu_modules(module).values():
+        for f in gmod.regions[0].blocks[0].operations:
+            f = f.operation
+            if f.name != "gpu.func":
+                continue
+            ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
+            for i, t in enumerate(ftype.inputs):
+                et = str(ir.MemRefType(t).element_type) if isinstance(t, ir.MemRefType) else str(t)
+                if et not in SUPPORTED_ELEMENT_TYPES:
+                    name = ir.StringAttr(f.attributes["sym_name"]).value
+                    raise VulkanLoweringError(
+                        f"{f.location}: kernel @{name} argument {i} has element type {et}; the Vulkan target supports {', '.join(SUPPORTED_ELEMENT_TYPES)} buffers"
+                    )
+
+
+def _nest_spirv_modules(module: ir.Module) -> None:
+    """Move each `spirv.module @__spv__<name>` into `gpu.module @<name>` (see the module doc)."""
+    gmods = _gpu_modules(module)
+    for op in list(module.body.operations):
+        op = op.operation
+        if op.name != "spirv.module":
+            continue
+        name = ir.StringAttr(op.attributes["sym_name"]).value.removeprefix("__spv__")
+        target = gmods.get(name)
+        if target is None:
+            raise VulkanLoweringError(f"no gpu.module @{name} for {op.name} @__spv__{name}")
+        body = target.regions[0].blocks[0]
+        op.move_before(body.operations[0])
+
+
+def lower_to_spirv(module: ir.Module, options: VulkanOptions | None = None, *, serialize: bool = True) -> ir.Module:
+    """Lower a mapped module's kernels to SPIR-V in place (see the module doc); `serialize=False`
+    stops at the SPIR-V dialect (the `spirv` stage of `--emit`)."""
+    opts = options or VulkanOptions()
+    opts.validate()
+    with module.context, ir.Location.unknown():
+        check_element_types(module)
+        lower_kernels_to_loops(module, VulkanLoweringError)
+        _set_entry_point_abis(module)
+        run_pipeline(module, spirv_pipeline(opts), "conversion to SPIR-V", VulkanLoweringError)
+        _nest_spirv_modules(module)
+        if serialize:
+            run_pipeline(module, "builtin.module(gpu-module-to-binary)", "SPIR-V serialization", VulkanLoweringError)
+    return module
+
+
+def spirv_binaries(module: ir.Module) -> dict[str, bytes]:
+    """Kernel module name -> SPIR-V binary, from the `gpu.binary` ops of a serialized module."""
+    out: dict[str, bytes] = {}
+    for op in module.body.operations:
+        op = op.operation
+        if op.name == "gpu.binary":
+            objects = list(ir.ArrayAttr(op.attributes["objects"]))
+            out[ir.StringAttr(op.attributes["sym_name"]).value] = bytes(gpu.ObjectAttr(objects[0]).object)
+    return out

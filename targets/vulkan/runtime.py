@@ -1,0 +1,271 @@
+"""A small Vulkan compute runtime in Python that runs a mapped GPU program (`gpu.host.HostProgram`).
+
+What: `VulkanContext` (instance, the first physical device with a compute queue, a logical
+device, a command pool; created once per process and shared) and `VulkanProgram`, built from a
+`HostProgram` and the SPIR-V of its kernels. At construction it creates one storage buffer per
+program buffer (device memory owned by the program for its lifetime), uploads every constant
+(the weights) once, creates one compute pipeline per kernel and one descriptor set per launch
+(binding i = the launch's i-th argument, as `convert-gpu-to-spirv` numbers them), and records one
+command buffer: the launches and copies in program order, each followed by a memory barrier
+(shader/transfer writes -> shader/transfer reads) because a later kernel reads what an earlier
+one wrote. A call writes the inputs into their buffers, submits the recorded command buffer,
+waits on a fence and reads the results back into fresh numpy arrays.
+
+Why host-visible, host-coherent memory for every buffer: it is what every Vulkan device offers,
+and on lavapipe (a CPU driver) it is the only memory there is. A discrete GPU would want
+device-local buffers with staging copies for speed; the program structure does not change.
+
+Errors: no Vulkan loader or no device raises `VulkanUnavailable` (an `OnnxcError`) saying so.
+The `vulkan` package (cffi bindings of the loader) is imported lazily, so importing onnxc never
+needs it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from onnxc.errors import OnnxcError
+from onnxc.targets.gpu.host import Copy, HostProgram, Launch
+
+__all__ = ["VulkanContext", "VulkanError", "VulkanProgram", "VulkanUnavailable", "vulkan_context"]
+
+
+class VulkanError(OnnxcError):
+    """A Vulkan call failed while loading or running a program."""
+
+
+class VulkanUnavailable(VulkanError):
+    """No Vulkan loader, driver or compute-capable device on this machine."""
+
+
+def _vk() -> Any:
+    try:
+        import vulkan
+    except ImportError as e:  # the `vulkan` package is in the `gpu` extra
+        raise VulkanUnavailable(f"the Vulkan target needs the 'vulkan' Python package (pip install 'onnxc[gpu]'): {e}") from None
+    except OSError as e:  # the package imports the loader library at import time
+        raise VulkanUnavailable(f"no Vulkan loader (libvulkan.so.1) on this machine: {e}") from None
+    return vulkan
+
+
+class VulkanContext:
+    """Instance, physical device, device, compute queue and command pool (one per process)."""
+
+    def __init__(self) -> None:
+        vk = _vk()
+        self.vk = vk
+        try:
+            app = vk.VkApplicationInfo(pApplicationName="onnxc", apiVersion=vk.VK_MAKE_VERSION(1, 1, 0))
+            self.instance = vk.vkCreateInstance(vk.VkInstanceCreateInfo(pApplicationInfo=app), None)
+            devices = vk.vkEnumeratePhysicalDevices(self.instance)
+        except Exception as e:  # vk.VkError subclasses, or the loader finding no ICD
+            raise VulkanUnavailable(f"cannot create a Vulkan instance (is a Vulkan driver such as Mesa's lavapipe installed?): {e}") from None
+        chosen = None
+        for pd in devices:
+            for qi, fam in enumerate(vk.vkGetPhysicalDeviceQueueFamilyProperties(pd)):
+                if fam.queueFlags & vk.VK_QUEUE_COMPUTE_BIT:
+                    chosen = (pd, qi)
+                    break
+            if chosen:
+                break
+        if chosen is None:
+            raise VulkanUnavailable("no Vulkan device with a compute queue")
+        self.physical, self.queue_family = chosen
+        props = vk.vkGetPhysicalDeviceProperties(self.physical)
+        self.device_name = str(props.deviceName)
+        self.limits = props.limits
+        queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.queue_family, queueCount=1, pQueuePriorities=[1.0])
+        self.device = vk.vkCreateDevice(self.physical, vk.VkDeviceCreateInfo(queueCreateInfoCount=1, pQueueCreateInfos=[queue_info]), None)
+        self.queue = vk.vkGetDeviceQueue(self.device, self.queue_family, 0)
+        self.pool = vk.vkCreateCommandPool(self.device, vk.VkCommandPoolCreateInfo(queueFamilyIndex=self.queue_family), None)
+        self.memory = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
+        self.lock = threading.Lock()  # one submission at a time on the shared queue
+
+    def memory_type(self, bits: int) -> int:
+        """A host-visible, host-coherent memory type allowed by `bits`."""
+        vk = self.vk
+        want = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+        for i in range(self.memory.memoryTypeCount):
+            if bits & (1 << i) and (self.memory.memoryTypes[i].propertyFlags & want) == want:
+                return i
+        raise VulkanError("no host-visible coherent memory type for a storage buffer")
+
+
+_CONTEXT: VulkanContext | None = None
+_CONTEXT_LOCK = threading.Lock()
+
+
+def vulkan_context() -> VulkanContext:
+    """The process's shared `VulkanContext`, created on first use."""
+    global _CONTEXT
+    with _CONTEXT_LOCK:
+        if _CONTEXT is None:
+            _CONTEXT = VulkanContext()
+        return _CONTEXT
+
+
+class _Buffer:
+    """A storage buffer and its memory, mapped on demand."""
+
+    def __init__(self, ctx: VulkanContext, nbytes: int) -> None:
+        vk = ctx.vk
+        self.ctx = ctx
+        self.nbytes = max(4, nbytes)  # a zero-sized buffer is invalid in Vulkan
+        usage = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
+        self.buffer = vk.vkCreateBuffer(ctx.device, vk.VkBufferCreateInfo(size=self.nbytes, usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
+        req = vk.vkGetBufferMemoryRequirements(ctx.device, self.buffer)
+        info = vk.VkMemoryAllocateInfo(allocationSize=req.size, memoryTypeIndex=ctx.memory_type(req.memoryTypeBits))
+        self.memory = vk.vkAllocateMemory(ctx.device, info, None)
+        vk.vkBindBufferMemory(ctx.device, self.buffer, self.memory, 0)
+
+    def write(self, array: np.ndarray) -> None:
+        data = np.ascontiguousarray(array).tobytes()
+        vk = self.ctx.vk
+        mapped = vk.vkMapMemory(self.ctx.device, self.memory, 0, self.nbytes, 0)
+        mapped[: len(data)] = data
+        vk.vkUnmapMemory(self.ctx.device, self.memory)
+
+    def read(self, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+        vk = self.ctx.vk
+        n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        mapped = vk.vkMapMemory(self.ctx.device, self.memory, 0, self.nbytes, 0)
+        out = np.frombuffer(bytes(mapped[:n]), dtype=dtype).reshape(shape).copy()
+        vk.vkUnmapMemory(self.ctx.device, self.memory)
+        return out
+
+    def destroy(self) -> None:
+        vk = self.ctx.vk
+        vk.vkDestroyBuffer(self.ctx.device, self.buffer, None)
+        vk.vkFreeMemory(self.ctx.device, self.memory, None)
+
+
+class VulkanProgram:
+    """A `HostProgram` loaded on a Vulkan device; call it with the input arrays in order."""
+
+    def __init__(self, program: HostProgram, spirv: Mapping[str, bytes], ctx: VulkanContext | None = None) -> None:
+        from onnxc.targets.cpu.abi import numpy_dtype
+
+        self.program = program
+        self.ctx = ctx or vulkan_context()
+        vk = self.ctx.vk
+        dev = self.ctx.device
+        self._dtypes = {b.id: numpy_dtype(b.element_type) for b in program.buffers}
+        self._buffers: dict[int, _Buffer] = {}
+        self._objects: list[tuple[str, Any]] = []  # (destroy function name, handle), destroyed in reverse
+        try:
+            for b in program.buffers:
+                self._buffers[b.id] = _Buffer(self.ctx, b.nbytes)
+                if b.kind == "constant":
+                    assert b.value is not None
+                    self._buffers[b.id].write(b.value.astype(self._dtypes[b.id], copy=False))  # weights, uploaded once
+            launches = [s for s in program.steps if isinstance(s, Launch)]
+            pool_size = vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=max(1, sum(len(s.args) for s in launches)))
+            self._pool = vk.vkCreateDescriptorPool(dev, vk.VkDescriptorPoolCreateInfo(maxSets=max(1, len(launches)), poolSizeCount=1, pPoolSizes=[pool_size]), None)
+            self._objects.append(("vkDestroyDescriptorPool", self._pool))
+            pipelines: dict[str, tuple[Any, Any]] = {}
+            sets: list[Any] = []
+            for s in launches:
+                if s.module not in pipelines:
+                    pipelines[s.module] = self._pipeline(s, spirv)
+                layout, _ = pipelines[s.module]
+                dsl = self._set_layouts[s.module]
+                ds = vk.vkAllocateDescriptorSets(dev, vk.VkDescriptorSetAllocateInfo(descriptorPool=self._pool, descriptorSetCount=1, pSetLayouts=[dsl]))[0]
+                writes = [
+                    vk.VkWriteDescriptorSet(dstSet=ds, dstBinding=i, descriptorCount=1, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                            pBufferInfo=[vk.VkDescriptorBufferInfo(buffer=self._buffers[a].buffer, offset=0, range=self._buffers[a].nbytes)])
+                    for i, a in enumerate(s.args)
+                ]
+                vk.vkUpdateDescriptorSets(dev, len(writes), writes, 0, None)
+                sets.append(ds)
+            self._record(pipelines, sets)
+            self._fence = vk.vkCreateFence(dev, vk.VkFenceCreateInfo(), None)
+            self._objects.append(("vkDestroyFence", self._fence))
+        except vk.VkError as e:
+            self.close()
+            raise VulkanError(f"Vulkan: cannot load @{program.name}: {type(e).__name__}") from None
+
+    _set_layouts: dict[str, Any]
+
+    def _pipeline(self, launch: Launch, spirv: Mapping[str, bytes]) -> tuple[Any, Any]:
+        vk = self.ctx.vk
+        dev = self.ctx.device
+        if not hasattr(self, "_set_layouts"):
+            self._set_layouts = {}
+        code = spirv.get(launch.module)
+        if code is None:
+            raise VulkanError(f"no SPIR-V for kernel module @{launch.module}")
+        shader = vk.vkCreateShaderModule(dev, vk.VkShaderModuleCreateInfo(codeSize=len(code), pCode=code), None)
+        self._objects.append(("vkDestroyShaderModule", shader))
+        bindings = [vk.VkDescriptorSetLayoutBinding(binding=i, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=1,
+                                                    stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT) for i in range(len(launch.args))]
+        dsl = vk.vkCreateDescriptorSetLayout(dev, vk.VkDescriptorSetLayoutCreateInfo(bindingCount=len(bindings), pBindings=bindings), None)
+        self._objects.append(("vkDestroyDescriptorSetLayout", dsl))
+        self._set_layouts[launch.module] = dsl
+        layout = vk.vkCreatePipelineLayout(dev, vk.VkPipelineLayoutCreateInfo(setLayoutCount=1, pSetLayouts=[dsl]), None)
+        self._objects.append(("vkDestroyPipelineLayout", layout))
+        stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=shader, pName=launch.function)
+        pipeline = vk.vkCreateComputePipelines(dev, None, 1, [vk.VkComputePipelineCreateInfo(stage=stage, layout=layout)], None)[0]
+        self._objects.append(("vkDestroyPipeline", pipeline))
+        return layout, pipeline
+
+    def _record(self, pipelines: dict[str, tuple[Any, Any]], sets: list[Any]) -> None:
+        vk = self.ctx.vk
+        self._cmd = vk.vkAllocateCommandBuffers(self.ctx.device, vk.VkCommandBufferAllocateInfo(
+            commandPool=self.ctx.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
+        vk.vkBeginCommandBuffer(self._cmd, vk.VkCommandBufferBeginInfo())
+        stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
+        access = vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT | vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_TRANSFER_READ_BIT
+        # Each step may read what any earlier one wrote: a full memory barrier between steps.
+        barrier = vk.VkMemoryBarrier(srcAccessMask=access, dstAccessMask=access)
+        launch_index = 0
+        for step in self.program.steps:
+            if isinstance(step, Launch):
+                layout, pipeline = pipelines[step.module]
+                vk.vkCmdBindPipeline(self._cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)
+                vk.vkCmdBindDescriptorSets(self._cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, [sets[launch_index]], 0, None)
+                vk.vkCmdDispatch(self._cmd, *step.grid)
+                launch_index += 1
+            elif isinstance(step, Copy):
+                src, dst = self._buffers[step.source], self._buffers[step.target]
+                vk.vkCmdCopyBuffer(self._cmd, src.buffer, dst.buffer, 1, [vk.VkBufferCopy(srcOffset=0, dstOffset=0, size=min(src.nbytes, dst.nbytes))])
+            vk.vkCmdPipelineBarrier(self._cmd, stages, stages, 0, 1, [barrier], 0, None, 0, None)
+        vk.vkEndCommandBuffer(self._cmd)
+
+    def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
+        """Write `arrays` (already validated against the signature) into the input buffers, run
+        the recorded commands and return the results as new arrays."""
+        vk = self.ctx.vk
+        inputs = self.program.inputs
+        if len(arrays) != len(inputs):
+            raise VulkanError(f"@{self.program.name} takes {len(inputs)} argument(s), got {len(arrays)}")
+        with self.ctx.lock:
+            for b, a in zip(inputs, arrays):
+                self._buffers[b.id].write(np.asarray(a, dtype=self._dtypes[b.id]))
+            vk.vkResetFences(self.ctx.device, 1, [self._fence])
+            vk.vkQueueSubmit(self.ctx.queue, 1, [vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[self._cmd])], self._fence)
+            vk.vkWaitForFences(self.ctx.device, 1, [self._fence], vk.VK_TRUE, 0xFFFFFFFFFFFFFFFF)
+            return [self._buffers[r].read(self._dtypes[r], shape) for r, shape in zip(self.program.results, self.program.result_shapes)]
+
+    def close(self) -> None:
+        """Free the program's Vulkan objects and device memory (also done when it is collected)."""
+        vk = self.ctx.vk
+        dev = self.ctx.device
+        if getattr(self, "_cmd", None) is not None:
+            vk.vkFreeCommandBuffers(dev, self.ctx.pool, 1, [self._cmd])
+            self._cmd = None
+        for fn, handle in reversed(self._objects):
+            getattr(vk, fn)(dev, handle, None)
+        self._objects = []
+        for b in self._buffers.values():
+            b.destroy()
+        self._buffers = {}
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the loader may already be gone
+            pass

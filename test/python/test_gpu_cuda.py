@@ -1,0 +1,71 @@
+"""The CUDA target without a GPU: every model of test_gpu_vulkan.MODELS lowered to PTX for sm_80
+and for sm_90, each PTX assembled by NVIDIA's ptxas for its chip (a rejected PTX fails the test),
+and the `-v` resource report read back. ptxas comes from the `gpu` extra (`nvidia-cuda-nvcc`), so a
+missing ptxas is a failure, not a skip.
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_gpu_vulkan import MODELS
+
+from onnxc.compiler import lower
+
+
+@pytest.fixture(scope="module")
+def ptxas() -> str:
+    from onnxc.targets.cuda import find_ptxas
+
+    tool = find_ptxas()
+    if tool is None:
+        pytest.fail("ptxas not found: install onnxc[gpu] (nvidia-cuda-nvcc)")
+    return tool
+
+
+@pytest.mark.parametrize("chip", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_ptx_assembles(name: str, chip: str, ptxas: str) -> None:
+    from onnxc.targets.cuda import CudaOptions, assemble, compile_ptx
+
+    artifact = compile_ptx(lower(MODELS[name](), "linalg"), CudaOptions(chip, "+ptx80"))
+    launched = {step.module for step in artifact.program.steps}
+    assert artifact.ptx and set(artifact.ptx) == launched  # one PTX module per launched kernel
+    for kernel, ptx in artifact.ptx.items():
+        assert f".target {chip}" in ptx
+        result = assemble(ptx, chip, ptxas)
+        assert result.cubin[:4] == b"\x7fELF", f"{name}/{kernel}: ptxas wrote no ELF cubin"
+        assert len(result.kernels) == 1 and result.kernels[0].registers > 0, result.log
+        assert result.kernels[0].spill_stores == 0, f"{name}/{kernel} spills: {result.log}"
+
+
+def test_ptxas_rejection_is_an_error(ptxas: str) -> None:
+    from onnxc.targets.cuda import PtxasError, assemble
+
+    with pytest.raises(PtxasError, match="rejected the PTX"):
+        assemble(".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k() { bogus; }\n", "sm_80", ptxas)
+
+
+@pytest.mark.parametrize(
+    "chip, features, message",
+    [
+        ("sm_80", "+ptx60", r"sm_80 needs PTX 7\.0 or newer"),  # LLVM would abort the process
+        ("sm_90", "+ptx75", r"sm_90 needs PTX 7\.8 or newer"),
+        ("sm_75", "+ptx80", "chip must be one of"),
+        ("sm_80", "ptx80", "features must look like"),
+        ("sm_80", "+ptx99", "newer than"),
+    ],
+)
+def test_bad_chip_feature_pairs_are_refused_before_mlir(chip: str, features: str, message: str) -> None:
+    from onnxc.targets.cuda import CudaLoweringError, CudaOptions, compile_ptx
+
+    with pytest.raises(CudaLoweringError, match=message):
+        compile_ptx(lower(MODELS["driver_mlp"](), "linalg"), CudaOptions(chip, features))
+
+
+def test_compile_without_gpu_says_so() -> None:
+    from onnxc.targets.cuda import CudaUnavailable, compile_module, cuda_device_count
+
+    if cuda_device_count():
+        pytest.skip("an NVIDIA GPU is present: this test is about machines without one")
+    with pytest.raises(CudaUnavailable, match="no NVIDIA GPU is present"):
+        compile_module(lower(MODELS["driver_mlp"](), "linalg"))

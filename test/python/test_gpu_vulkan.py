@@ -1,0 +1,229 @@
+"""The Vulkan target on small ONNX models: numerics against `onnx.reference`, SPIR-V through `spirv-val`.
+
+Runs on any Vulkan device; in CI that is Mesa's lavapipe (a CPU driver), installed with
+`spirv-tools` by tools/install_system_deps.sh. When they are missing the tests skip only if this
+process could not have installed them (not root); as root a missing driver is a failure, since
+the README's test command installs it. The models (`MODELS`) are shared with test_gpu_cuda.py.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from onnxc.compiler import lower
+
+IR_VERSION = 10
+# The backend suite's default float tolerances (onnx.backend.test: rtol 1e-3, atol 1e-7), with
+# atol raised to 1e-5 where an output is a sum of many products (float32 order of summation).
+RTOL, ATOL = 1e-3, 1e-5
+
+
+def _model(nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto], outputs: list[onnx.ValueInfoProto], inits: list[onnx.TensorProto]) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "g", inputs, outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=IR_VERSION)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _f32(name: str, shape: list[int]) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def _init(rng: np.random.Generator, name: str, shape: tuple[int, ...]) -> onnx.TensorProto:
+    return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+
+
+def elementwise_chain() -> onnx.ModelProto:
+    """Add -> Mul -> Sigmoid -> Sub -> Relu on a [5, 37] input with a broadcast row: one kernel."""
+    rng = np.random.default_rng(0)
+    nodes = [
+        helper.make_node("Add", ["x", "c"], ["a"]),
+        helper.make_node("Mul", ["a", "x"], ["m"]),
+        helper.make_node("Sigmoid", ["m"], ["s"]),
+        helper.make_node("Sub", ["s", "c"], ["d"]),
+        helper.make_node("Relu", ["d"], ["y"]),
+    ]
+    return _model(nodes, [_f32("x", [5, 37])], [_f32("y", [5, 37])], [_init(rng, "c", (37,))])
+
+
+def matmul_add_relu() -> onnx.ModelProto:
+    """relu(x @ W + b) with shapes that divide no tile (37x50 @ 50x70)."""
+    rng = np.random.default_rng(1)
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["m"]),
+        helper.make_node("Add", ["m", "b"], ["a"]),
+        helper.make_node("Relu", ["a"], ["y"]),
+    ]
+    return _model(nodes, [_f32("x", [37, 50])], [_f32("y", [37, 70])], [_init(rng, "W", (50, 70)), _init(rng, "b", (70,))])
+
+
+def softmax() -> onnx.ModelProto:
+    """Softmax over the last axis of [6, 100]: max, exp-sum, divide (reductions + elementwise)."""
+    return _model([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], [_f32("x", [6, 100])], [_f32("y", [6, 100])], [])
+
+
+def reduce_sum() -> onnx.ModelProto:
+    """ReduceSum over axis 1 (row sums, keepdims) and over axis 0 (column sums) of [12, 40]."""
+    axes1 = numpy_helper.from_array(np.array([1], np.int64), "axes1")
+    axes0 = numpy_helper.from_array(np.array([0], np.int64), "axes0")
+    nodes = [
+        helper.make_node("ReduceSum", ["x", "axes1"], ["rows"], keepdims=1),
+        helper.make_node("ReduceSum", ["x", "axes0"], ["cols"], keepdims=0),
+    ]
+    return _model(nodes, [_f32("x", [12, 40])], [_f32("rows", [12, 1]), _f32("cols", [40])], [axes1, axes0])
+
+
+def conv_relu() -> onnx.ModelProto:
+    """A 3x3 Conv (pads 1, bias) from 3 to 4 channels on 10x10, then Relu."""
+    rng = np.random.default_rng(2)
+    nodes = [
+        helper.make_node("Conv", ["x", "W", "B"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["y"]),
+    ]
+    return _model(nodes, [_f32("x", [1, 3, 10, 10])], [_f32("y", [1, 4, 10, 10])], [_init(rng, "W", (4, 3, 3, 3)), _init(rng, "B", (4,))])
+
+
+def driver_mlp() -> onnx.ModelProto:
+    """test_driver's MLP: y = relu(x @ W + b), z = y * 2 (two outputs)."""
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array(rng.standard_normal((4, 3)).astype(np.float32), "W")
+    b = numpy_helper.from_array(rng.standard_normal(3).astype(np.float32), "B")
+    two = numpy_helper.from_array(np.array(2.0, np.float32), "two")
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["xw"]),
+        helper.make_node("Add", ["xw", "B"], ["pre"]),
+        helper.make_node("Relu", ["pre"], ["y"]),
+        helper.make_node("Mul", ["y", "two"], ["z"]),
+    ]
+    return _model(nodes, [_f32("x", [2, 4])], [_f32("y", [2, 3]), _f32("z", [2, 3])], [w, b, two])
+
+
+#: Name -> builder; every model has float32 inputs without initializer defaults.
+MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
+    "elementwise_chain": elementwise_chain,
+    "matmul_add_relu": matmul_add_relu,
+    "softmax": softmax,
+    "reduce_sum": reduce_sum,
+    "conv_relu": conv_relu,
+    "driver_mlp": driver_mlp,
+}
+
+
+def feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded standard-normal float32 inputs for the graph inputs that are not initializers."""
+    rng = np.random.default_rng(seed)
+    inits = {t.name for t in model.graph.initializer}
+    out = {}
+    for v in model.graph.input:
+        if v.name not in inits:
+            shape = [d.dim_value for d in v.type.tensor_type.shape.dim]
+            out[v.name] = rng.standard_normal(shape).astype(np.float32)
+    return out
+
+
+def _vulkan_or_skip() -> None:
+    """Skip (not root: nothing could install the driver) or fail (root: it should be there)."""
+    from onnxc.targets.vulkan import VulkanUnavailable, vulkan_context
+
+    try:
+        vulkan_context()
+    except VulkanUnavailable as e:
+        if os.geteuid() != 0:
+            pytest.skip(f"no Vulkan device and not root, so tools/install_system_deps.sh could not install Mesa's lavapipe: {e}")
+        pytest.fail(f"no Vulkan device although running as root: run tools/install_system_deps.sh and install onnxc[gpu] ({e})")
+
+
+@pytest.fixture(scope="module")
+def vulkan() -> None:
+    _vulkan_or_skip()
+
+
+@pytest.fixture(scope="module")
+def spirv_val() -> str:
+    tool = shutil.which("spirv-val")
+    if tool is None:
+        if os.geteuid() != 0:
+            pytest.skip("spirv-val (Debian spirv-tools) is missing and not root, so tools/install_system_deps.sh could not install it")
+        pytest.fail("spirv-val is missing although running as root: run tools/install_system_deps.sh")
+    return tool
+
+
+def _compile(model: onnx.ModelProto):  # -> VulkanFunction
+    from onnxc.targets.vulkan import compile_module
+
+    return compile_module(lower(model, "linalg"))
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_vulkan_matches_reference(name: str, vulkan: None, spirv_val: str, tmp_path) -> None:
+    model = MODELS[name]()
+    fn = _compile(model)
+    x = feeds(model)
+    want = ReferenceEvaluator(model).run(None, x)
+    got = fn(*x.values())
+    assert len(got) == len(want)
+    for g, w, out in zip(got, want, model.graph.output):
+        assert g.shape == w.shape, out.name
+        np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL, err_msg=f"{name}: output {out.name}")
+    # Every kernel module is valid SPIR-V for Vulkan 1.1 (the version the runtime asks for).
+    assert fn.spirv
+    for kernel, words in fn.spirv.items():
+        path = tmp_path / f"{kernel}.spv"
+        path.write_bytes(words)
+        r = subprocess.run([spirv_val, "--target-env", "vulkan1.1", str(path)], capture_output=True, text=True)
+        assert r.returncode == 0, f"{name}/{kernel}: spirv-val: {r.stdout}{r.stderr}"
+
+
+def test_elementwise_chain_is_one_kernel(vulkan: None) -> None:
+    """Fusion: five elementwise ops make one kernel (intermediates never reach memory)."""
+    assert len(_compile(elementwise_chain()).spirv) == 1
+
+
+def test_program_runs_twice_with_new_inputs(vulkan: None) -> None:
+    """Buffers are reused across calls: the second call sees its own inputs, not the first's."""
+    model = matmul_add_relu()
+    fn = _compile(model)
+    ref = ReferenceEvaluator(model)
+    for seed in (1, 2):
+        x = feeds(model, seed)
+        np.testing.assert_allclose(fn(*x.values())[0], ref.run(None, x)[0], rtol=RTOL, atol=ATOL)
+
+
+def test_bad_argument_is_refused_before_the_device(vulkan: None) -> None:
+    from onnxc.targets.cpu.abi import ArgumentError
+
+    fn = _compile(softmax())
+    with pytest.raises(ArgumentError, match="dim 1 must be 100"):
+        fn(np.zeros((6, 99), np.float32))
+
+
+def test_int64_buffers_are_refused_with_the_type_named() -> None:
+    """Vulkan storage buffers of i64 need an optional feature: refused, not miscompiled."""
+    from onnxc.targets.vulkan import VulkanLoweringError
+
+    nodes = [helper.make_node("Add", ["x", "x"], ["y"])]
+    model = helper.make_model(
+        helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.INT64, [4])], [helper.make_tensor_value_info("y", TensorProto.INT64, [4])]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=IR_VERSION,
+    )
+    with pytest.raises(VulkanLoweringError, match="i64"):
+        _compile(model)
+
+
+def test_bad_options_are_refused() -> None:
+    from onnxc.targets.gpu import GpuDeviceError
+    from onnxc.targets.vulkan import VulkanLoweringError, VulkanOptions
+
+    with pytest.raises(VulkanLoweringError, match="spirv_version"):
+        VulkanOptions(spirv_version="2.0").validate()
+    with pytest.raises(GpuDeviceError, match="unknown GPU device 'tpu'"):
+        VulkanOptions(device="tpu").validate()
