@@ -30,25 +30,15 @@ from typing import Any
 import numpy as np
 import onnx
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_models import random_feeds  # noqa: E402  (bench/ is a folder of scripts)
+
 
 def light_models() -> dict[str, str]:
     """Short name (`resnet50`, `bvlc_alexnet`) -> path of every light model in the onnx wheel."""
     folder = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
     paths = sorted(glob.glob(os.path.join(folder, "light_*.onnx")))
     return {os.path.basename(p)[len("light_") : -len(".onnx")]: p for p in paths}
-
-
-def _feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
-    """Random float32 data for every graph input that has no initializer (static shapes)."""
-    inits = {t.name for t in model.graph.initializer}
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for vi in model.graph.input:
-        if vi.name in inits:
-            continue
-        shape = [d.dim_value if d.HasField("dim_value") else 1 for d in vi.type.tensor_type.shape.dim]
-        feeds[vi.name] = rng.random(shape, dtype=np.float32)
-    return feeds
 
 
 def _median_ms(fn: Callable[[], Any], warmup: int, repeat: int) -> float:
@@ -78,7 +68,7 @@ def bench_model(name: str, path: str, warmup: int, repeat: int) -> dict[str, Any
     import onnxc
 
     model = onnx.load(path)
-    feeds = _feeds(model)
+    feeds = random_feeds(model)
     row: dict[str, Any] = {"model": name}
     try:
         t0 = time.perf_counter()

@@ -1,0 +1,412 @@
+"""Benchmark: onnxc against onnxruntime on real models, 1 and 2 threads, side by side in one run.
+
+What: for each model, onnxc's compile time and median latency and onnxruntime's median latency
+(``intra_op_num_threads`` = 1 and 2, ``inter_op_num_threads`` = 1, sequential execution), their
+ratio, the peak resident memory of each runtime's process, and a check of every onnxc output
+against onnxruntime's (``|onnxc - ort| <= 1e-4 * (|ort| + max|ort|)``, i.e. 1e-4 relative to the
+element or to the output's scale): a mismatching or failing model is marked and left out of the
+geometric means, so a fast wrong answer cannot count. The closing line gives the geometric mean
+of onnxc / onnxruntime at each thread count.
+
+Models: the nine `light` CNNs of the onnx wheel (``light:<name>``, found by ``light_models.py``;
+constant weights, so their check is weak) and the random-weight models of ``bench_models.py``
+(ResNet-50, MobileNetV2, BERT-base, GPT-2 prefill and decode, ViT-S, Llama-style blocks).
+
+Why one child process per model and runtime: a crash, a 10-minute compile or a memory blow-up of
+one model must not take the table down (``--timeout``), each model is compiled once in its
+process, and ``resource.getrusage`` of a child is that runtime's own peak memory. onnxc is given
+``threads=N`` only when ``onnxc.compile`` has that parameter; otherwise it runs single-threaded
+and its one latency is set against both onnxruntime columns (the table says so).
+
+Run:
+  python bench/models.py                         # everything (about 30 minutes)
+  python bench/models.py --quick                 # a small ResNet, 2-layer BERT, SqueezeNet
+  python bench/models.py --models bert,light:resnet50 --threads 1 --layers 2
+  python bench/models.py --write-doc             # also regenerate docs/performance.md
+Timings are only meaningful on a quiet machine; no assertion is made on speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import inspect
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import bench_models  # noqa: E402  (bench/ is a folder of scripts, not a package)
+import light_models  # noqa: E402
+
+RTOL = 1e-4
+QUICK = ("resnet_small", "bert", "light:squeezenet")
+QUICK_LAYERS = 2
+FULL = tuple(f"light:{n}" for n in light_models.light_models()) + ("resnet50", "mobilenet_v2", "bert", "gpt2", "gpt2_decode", "vit", "llama")
+DOC = ROOT / "docs" / "performance.md"
+
+
+# --- child side: one runtime, one model, one process -------------------------------------------
+
+
+def _measure(fn: Callable[[], Any], warmup: int, repeat: int, budget_s: float) -> tuple[float, int]:
+    """Median latency (ms) of ``fn`` after ``warmup`` calls, over ``repeat`` calls or as many as
+    fit in ``budget_s`` (at least 3), and the number of timed calls."""
+    for _ in range(max(1, warmup)):
+        fn()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < repeat and (len(times) < 3 or time.perf_counter() - start < budget_s):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return 1000.0 * statistics.median(times), len(times)
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+
+
+def child_main(args: argparse.Namespace) -> int:
+    """Compile/load the model, time it, save outputs and a JSON result into ``args.out``."""
+    feeds = dict(np.load(args.feeds))
+    out = Path(args.out)
+    result: dict[str, Any] = {"runtime": args.child, "threads": args.threads}
+    if args.child == "ort":
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = args.threads
+        so.inter_op_num_threads = 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so.log_severity_level = 3
+        t0 = time.perf_counter()
+        sess = ort.InferenceSession(args.model_file, so, providers=["CPUExecutionProvider"])
+        result["compile_s"] = time.perf_counter() - t0
+        names = [o.name for o in sess.get_outputs()]
+        outputs = sess.run(names, feeds)
+        run = lambda: sess.run(names, feeds)  # noqa: E731
+    else:
+        import onnxc
+
+        kwargs: dict[str, Any] = {}
+        if args.threads_supported:
+            kwargs["threads"] = args.threads
+        if "cache_dir" in inspect.signature(onnxc.compile).parameters:
+            kwargs["cache_dir"] = False  # compile time is measured: never load from a cache
+        t0 = time.perf_counter()
+        model = onnxc.compile(args.model_file, "cpu", **kwargs)
+        result["compile_s"] = time.perf_counter() - t0
+        names = model.output_names
+        outputs = model(**feeds)
+        run = lambda: model(**feeds)  # noqa: E731
+    np.savez(out / f"{args.child}{args.threads}.npz", **{f"o{i}": np.asarray(a) for i, a in enumerate(outputs)})
+    result["output_names"] = list(names)
+    result["ms"], result["runs"] = _measure(run, args.warmup, args.repeat, args.budget)
+    result["rss_mb"] = _peak_rss_mb()
+    (out / f"{args.child}{args.threads}.json").write_text(json.dumps(result))
+    return 0
+
+
+# --- parent side --------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Row:
+    """One model's line of the table."""
+
+    model: str
+    description: str
+    ort_ms: dict[int, float] = dataclasses.field(default_factory=dict)
+    onnxc_ms: dict[int, float] = dataclasses.field(default_factory=dict)
+    compile_s: float | None = None
+    onnxc_rss_mb: float | None = None
+    ort_rss_mb: float | None = None
+    check: str = "-"  # "ok", "MISMATCH (...)", or "-" when there was nothing to compare
+    errors: list[str] = dataclasses.field(default_factory=list)
+
+    def ratio(self, threads: int, onnxc_threads: int | None) -> float | None:
+        ours = self.onnxc_ms.get(threads if onnxc_threads is None else onnxc_threads)
+        theirs = self.ort_ms.get(threads)
+        return ours / theirs if ours is not None and theirs else None
+
+    @property
+    def counts(self) -> bool:
+        """Whether the row enters the geometric means: onnxc ran and matched onnxruntime."""
+        return self.check == "ok" and not self.errors
+
+
+def _run_child(kind: str, threads: int, model_file: Path, feeds: Path, work: Path, args: argparse.Namespace, threads_supported: bool) -> dict[str, Any]:
+    """Run one child; its JSON result, or {"error": ...} on a crash or timeout."""
+    cmd = [
+        sys.executable, str(Path(__file__).resolve()), "--child", kind, "--model-file", str(model_file), "--feeds", str(feeds),
+        "--out", str(work), "--threads", str(threads), "--warmup", str(args.warmup), "--repeat", str(args.repeat), "--budget", str(args.budget),
+    ]
+    if threads_supported:
+        cmd.append("--threads-supported")
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, start_new_session=True)
+    except subprocess.TimeoutExpired:
+        return {"error": f"{kind}: timed out after {args.timeout:.0f} s"}
+    result_file = work / f"{kind}{threads}.json"
+    if proc.returncode != 0 or not result_file.exists():
+        lines = [ln for ln in (proc.stderr or "").strip().splitlines() if ln.strip()]
+        tail = lines[-1] if lines else f"exit status {proc.returncode}"
+        return {"error": f"{kind}: {tail[:300]}"}
+    return json.loads(result_file.read_text())
+
+
+def _compare(ours: Path, theirs: Path) -> str:
+    """'ok' or 'MISMATCH (output i: worst relative error)' between two saved output sets."""
+    a, b = np.load(ours), np.load(theirs)
+    if sorted(a.files) != sorted(b.files):
+        return f"MISMATCH ({len(a.files)} outputs, onnxruntime has {len(b.files)})"
+    worst = 0.0
+    for key in sorted(b.files, key=lambda k: int(k[1:])):
+        x, y = a[key], b[key]
+        if x.shape != y.shape:
+            return f"MISMATCH (output {key[1:]}: shape {x.shape}, onnxruntime {y.shape})"
+        if y.dtype.kind not in "fc":
+            if not np.array_equal(x, y):
+                return f"MISMATCH (output {key[1:]}: integer values differ)"
+            continue
+        x64, y64 = x.astype(np.float64), y.astype(np.float64)
+        if not np.array_equal(np.isnan(x64), np.isnan(y64)):
+            return f"MISMATCH (output {key[1:]}: NaN pattern differs)"
+        finite = ~np.isnan(y64)
+        if not finite.any():
+            continue
+        scale = float(np.max(np.abs(y64[finite])))
+        err = np.abs(x64[finite] - y64[finite]) / (np.abs(y64[finite]) + scale + 1e-30)
+        worst = max(worst, float(np.max(err)))
+    return "ok" if worst <= RTOL else f"MISMATCH (relative error {worst:.1e} > {RTOL:g})"
+
+
+def bench_one(name: str, args: argparse.Namespace, threads: Sequence[int], threads_supported: bool, work_root: Path) -> Row:
+    """Build (or locate) the model, run every child, compare outputs."""
+    work = Path(tempfile.mkdtemp(prefix=name.replace(":", "_") + "-", dir=work_root))
+    if name.startswith("light:"):
+        import onnx
+
+        short = name.split(":", 1)[1]
+        path = light_models.light_models()[short]
+        model_file = Path(path)
+        feeds = bench_models.random_feeds(onnx.load(path))
+        row = Row(name, f"onnx wheel light model {short} (weights 0.02)")
+    else:
+        built = bench_models.build(name, layers=args.layers)
+        model_file = work / "model.onnx"
+        model_file.write_bytes(built.proto.SerializeToString())
+        feeds = built.feeds
+        row = Row(name, built.description)
+        del built
+    feeds_file = work / "feeds.npz"
+    np.savez(feeds_file, **feeds)
+    for t in threads:
+        r = _run_child("ort", t, model_file, feeds_file, work, args, threads_supported)
+        if "error" in r:
+            row.errors.append(r["error"])
+            continue
+        row.ort_ms[t] = r["ms"]
+        row.ort_rss_mb = max(row.ort_rss_mb or 0.0, r["rss_mb"])
+    for t in threads if threads_supported else threads[:1]:
+        r = _run_child("onnxc", t, model_file, feeds_file, work, args, threads_supported)
+        if "error" in r:
+            row.errors.append(r["error"])
+            break
+        row.onnxc_ms[t] = r["ms"]
+        row.compile_s = r["compile_s"] if row.compile_s is None else min(row.compile_s, r["compile_s"])
+        row.onnxc_rss_mb = max(row.onnxc_rss_mb or 0.0, r["rss_mb"])
+        ref = work / f"ort{threads[0]}.npz"
+        if ref.exists():
+            check = _compare(work / f"onnxc{t}.npz", ref)
+            row.check = check if row.check in ("-", "ok") else row.check
+    return row
+
+
+def _fmt(v: float | None, spec: str) -> str:
+    return format(v, spec) if v is not None else "-"
+
+
+def _geomeans(rows: Sequence[Row], threads: Sequence[int], onnxc_threads: int | None) -> dict[int, float | None]:
+    out: dict[int, float | None] = {}
+    for t in threads:
+        ratios = [r.ratio(t, onnxc_threads) for r in rows if r.counts]
+        ratios = [x for x in ratios if x is not None]
+        out[t] = statistics.geometric_mean(ratios) if ratios else None
+    return out
+
+
+def table_lines(rows: Sequence[Row], threads: Sequence[int], threads_supported: bool, markdown: bool) -> list[str]:
+    """The table (plain text or markdown), the errors and the closing geomean line."""
+    onnxc_threads = None if threads_supported else 1
+    head = ["model", "compile s"]
+    for t in threads:
+        head += [f"onnxc {t}t ms" if threads_supported else ("onnxc ms" if t == threads[0] else ""), f"ORT {t}t ms", f"x {t}t"]
+    head += ["onnxc MB", "ORT MB", "check"]
+    head = [h for h in head if h]
+    body = []
+    for r in rows:
+        cells = [r.model, _fmt(r.compile_s, ".1f")]
+        for t in threads:
+            if threads_supported or t == threads[0]:
+                cells.append(_fmt(r.onnxc_ms.get(t if threads_supported else threads[0]), ".2f"))
+            cells += [_fmt(r.ort_ms.get(t), ".2f"), _fmt(r.ratio(t, onnxc_threads), ".2f")]
+        cells += [_fmt(r.onnxc_rss_mb, ".0f"), _fmt(r.ort_rss_mb, ".0f"), r.check if not r.errors else "FAILED"]
+        body.append(cells)
+    lines: list[str] = []
+    if markdown:
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "|".join("---" if i == 0 or i == len(head) - 1 else "---:" for i in range(len(head))) + "|")
+        lines += ["| " + " | ".join(c) + " |" for c in body]
+    else:
+        widths = [max(len(h), *(len(c[i]) for c in body)) if body else len(h) for i, h in enumerate(head)]
+        lines.append("  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(head, widths))))
+        lines.append("-" * len(lines[0]))
+        lines += ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))) for cells in body]
+    notes = [f"{r.model}: {e}" for r in rows for e in r.errors] + [f"{r.model}: {r.check}" for r in rows if r.check.startswith("MISMATCH")]
+    if notes:
+        lines.append("")
+        lines += [("- " if markdown else "  ") + n for n in notes]
+    g = _geomeans(rows, threads, onnxc_threads)
+    counted = sum(1 for r in rows if r.counts)
+    parts = [f"{t} thread{'s' if t > 1 else ''} {_fmt(g[t], '.2f')}x" for t in threads]
+    excluded = len(rows) - counted
+    closing = f"geomean onnxc/onnxruntime over {counted} model(s): " + ", ".join(parts)
+    if excluded:
+        closing += f" ({excluded} failed or mismatched, left out)"
+    lines.append("")
+    lines.append(closing)
+    return lines
+
+
+def _machine() -> tuple[str, str]:
+    """(CPU model and core count, ISA) of this machine."""
+    from onnxc.targets.cpu.isa import host_cpu
+
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} logical CPU(s)", host_cpu().isa
+
+
+def write_doc(lines: Sequence[str], args: argparse.Namespace, threads_supported: bool, header: Sequence[str]) -> None:
+    import onnxruntime
+
+    machine, isa = _machine()
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    except OSError:
+        commit = "?"
+    text = [
+        "<!-- DO NOT EDIT: generated by `python bench/models.py --write-doc`; rerun it to update. -->",
+        "",
+        "# Performance: onnxc against onnxruntime",
+        "",
+        f"- machine: {machine}; ISA: {isa}",
+        f"- onnxc commit {commit or '?'}, onnxruntime {onnxruntime.__version__}, Python {platform.python_version()}, {datetime.date.today().isoformat()}",
+        f"- command: `python bench/models.py {' '.join(sys.argv[1:])}`",
+        *[f"- {h}" for h in header],
+        "- latencies are medians after warm-up; `x Nt` = onnxc / onnxruntime latency at N threads (below 1: onnxc faster);",
+        f"  `check`: every onnxc output against onnxruntime, relative error <= {RTOL:g} (a mismatch is left out of the geomeans);",
+        "  MB: peak resident memory of the process (onnxc: import, compile and run; onnxruntime: session and run).",
+        "",
+        *lines,
+        "",
+    ]
+    DOC.write_text("\n".join(text))
+    print(f"wrote {DOC}", file=sys.stderr)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    known = ", ".join(FULL + ("resnet_small",))
+    ap.add_argument("--models", help=f"comma-separated subset of: {known}")
+    ap.add_argument("--threads", default="1,2", help="thread counts (default 1,2)")
+    ap.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}, transformers at {QUICK_LAYERS} layers")
+    ap.add_argument("--layers", type=int, help="layers of the transformer models (default: their real depth)")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed runs first (default 2)")
+    ap.add_argument("--repeat", type=int, default=20, help="timed runs at most (default 20)")
+    ap.add_argument("--budget", type=float, default=5.0, help="seconds of timed runs per measurement, at least 3 runs (default 5)")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per child process (compile and runs; default 600)")
+    ap.add_argument("--write-doc", action="store_true", help=f"regenerate {DOC.relative_to(ROOT)}")
+    ap.add_argument("--child", choices=("ort", "onnxc"), help=argparse.SUPPRESS)
+    ap.add_argument("--model-file", help=argparse.SUPPRESS)
+    ap.add_argument("--feeds", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    ap.add_argument("--threads-supported", action="store_true", help=argparse.SUPPRESS)
+    return ap.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.child:
+        args.threads = int(args.threads)
+        return child_main(args)
+    import onnxc
+
+    threads = [int(t) for t in args.threads.split(",") if t.strip()]
+    if not threads or min(threads) < 1:
+        print("--threads: give positive counts, e.g. 1,2", file=sys.stderr)
+        return 1
+    names = list(QUICK if args.quick else FULL)
+    if args.models:
+        names = [m.strip() for m in args.models.split(",") if m.strip()]
+    if args.quick and args.layers is None:
+        args.layers = QUICK_LAYERS
+    light = light_models.light_models()
+    unknown = [n for n in names if not (n in bench_models.BUILDERS or (n.startswith("light:") and n[6:] in light))]
+    if unknown:
+        print(f"unknown model(s): {', '.join(unknown)} (known: {', '.join(FULL + ('resnet_small',))})", file=sys.stderr)
+        return 1
+    threads_supported = "threads" in inspect.signature(onnxc.compile).parameters
+    machine, isa = _machine()
+    header = [f"onnxc threads: {'as onnxruntime (threads=N)' if threads_supported else '1 thread (threads option not available)'}"]
+    if args.layers is not None:
+        header.append(f"transformers shrunk to {args.layers} layer(s) (--layers)")
+    print(f"ISA: {isa}; machine: {machine}; threads: {','.join(map(str, threads))}")
+    print(f"onnxc: {'threads=N as onnxruntime' if threads_supported else '1 thread (threads option not available)'}")
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="onnxc-bench-") as tmp:
+        for name in names:
+            t0 = time.perf_counter()
+            print(f"{name}...", file=sys.stderr, flush=True)
+            row = bench_one(name, args, threads, threads_supported, Path(tmp))
+            rows.append(row)
+            ratios = ", ".join(f"x{t}t {_fmt(row.ratio(t, None if threads_supported else 1), '.2f')}" for t in threads)
+            print(
+                f"  {name}: ISA {isa}, compile {_fmt(row.compile_s, '.1f')} s, onnxc {', '.join(f'{t}t {v:.2f} ms' for t, v in row.onnxc_ms.items()) or '-'}, "
+                f"ORT {', '.join(f'{t}t {v:.2f} ms' for t, v in row.ort_ms.items()) or '-'}, {ratios}, check {row.check}"
+                f"{' ERRORS: ' + '; '.join(row.errors) if row.errors else ''} [{time.perf_counter() - t0:.0f} s]",
+                flush=True,
+            )
+    lines = table_lines(rows, threads, threads_supported, markdown=False)
+    print()
+    print("\n".join(lines))
+    if args.write_doc:
+        write_doc(table_lines(rows, threads, threads_supported, markdown=True), args, threads_supported, header)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
