@@ -28,6 +28,7 @@ PASSES: dict[str, str] = {
     "inline-functions": "onnxc.transforms.inline_functions:InlineFunctionsPass",
     "expand-schema-functions": "onnxc.transforms.expand_schema_functions:ExpandSchemaFunctionsPass",
     "onnx-validate-attributes": "onnxc.transforms.onnx_validate_attributes:OnnxValidateAttributesPass",
+    "onnxc-approximate-math": "onnxc.transforms.math_approximation:ApproximateMathPass",
 }
 
 
