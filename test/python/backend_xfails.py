@@ -195,8 +195,6 @@ XFAILS: dict[str, str] = {
     "^test_training_dropout_default_cpu$": "lower: convert-onnx-to-linalg: Dropout (opset 22, onnx.dropout) node 'y': training_mode must be a constant false (or the ratio a constant 0)",
     "^test_training_dropout_default_mask_cpu$": "lower: convert-onnx-to-linalg: Dropout (opset 22, onnx.dropout) node 'y': training_mode must be a constant false (or the ratio a constant 0)",
     "^test_training_dropout_mask_cpu$": "lower: convert-onnx-to-linalg: Dropout (opset 22, onnx.dropout) node 'y': training_mode must be a constant false (or the ratio a constant 0)",
-    "^test_training_dropout_zero_ratio_cpu$": "lower: convert-onnx-to-linalg: Dropout (opset 22, onnx.dropout) node 'y': training_mode must be a constant false (or the ratio a constant 0)",
-    "^test_training_dropout_zero_ratio_mask_cpu$": "lower: convert-onnx-to-linalg: Dropout (opset 22, onnx.dropout) node 'y': training_mode must be a constant false (or the ratio a constant 0)",
     "^test_unique_bfloat16_sorted_without_axis_cpu$": "lower: convert-onnx-to-linalg: Unique (opset 28, onnx.unique) node 'Y': no lowering for Unique",
     "^test_unique_length_1_cpu$": "lower: convert-onnx-to-linalg: Unique (opset 28, onnx.unique) node 'Y': no lowering for Unique",
     "^test_unique_not_sorted_without_axis_cpu$": "lower: convert-onnx-to-linalg: Unique (opset 28, onnx.unique) node 'Y': no lowering for Unique",

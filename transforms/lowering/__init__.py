@@ -8,7 +8,8 @@ Softmax family), shape_ops (Constant, Reshape, Slice, Gather, Pad, ...), conv (C
 ConvTranspose, Col2Im), pooling, normalization, control_flow (If, Loop, Scan), indexing (Einsum,
 Scatter*, TopK, CumSum, Compress, ...), quantization, resize, rnn (RNN/GRU/LSTM), grid_sample
 (GridSample, AffineGrid), spectral (DFT), training (Adagrad/Momentum/Adam), ml (Binarizer,
-ArrayFeatureExtractor).
+ArrayFeatureExtractor), random (RandomUniform/Normal(Like), Bernoulli, Multinomial, Dropout:
+a Philox generator in the generated code).
 
 `load_patterns()` imports every family module so their `@lowers` registrations are in
 `common.PATTERNS`; `lowered_op_types()` lists what they cover.
@@ -35,6 +36,7 @@ FAMILIES = (
     "training",
     "ml",
     "spectral",
+    "random",
 )
 
 
