@@ -21,9 +21,6 @@ from mlir import ir
 
 from onnxc.errors import OnnxcError
 
-TARGETS = ("cpu",)
-
-
 class InputError(OnnxcError):
     """Arrays given to a compiled model do not match its ONNX inputs."""
 
@@ -227,23 +224,22 @@ def _structure_key(value: Any) -> Any:
 class StructuredModel(CompiledModel):
     """A model with sequence or optional inputs or outputs.
 
-    The CPU target takes and returns only tensors, so the model is specialized to each call's
+    The targets take and return only tensors, so the model is specialized to each call's
     structure (sequence lengths, which optionals are present, array dtypes and shapes) by
     `onnx_sequences.bind_boundary`, which turns the sequence/optional arguments and results into
     their tensors; each specialization is compiled once and cached. Sequences are given and
     returned as lists of arrays, absent optionals as None."""
 
-    def __init__(self, proto: onnx.ModelProto, inputs: list[IOSpec], outputs: list[IOSpec], cpu_options: Any, source: Any = None) -> None:
-        super().__init__(inputs, outputs, function=None)
+    def __init__(self, proto: onnx.ModelProto, inputs: list[IOSpec], outputs: list[IOSpec], settings: "_Settings", source: Any = None) -> None:
+        super().__init__(inputs, outputs, function=None, target=settings.target.name)
         self.proto = proto
         self.source = proto if source is None else source  # path or proto, for the importer
-        self.cpu_options = cpu_options
+        self.settings = settings
+        self.cpu_options = settings.options  # the target's options (kept under its old name)
         self._cache: dict[Any, tuple[Any, list[Any]]] = {}
 
     def _specialize(self, values: list[Any]) -> tuple[Any, list[Any]]:
         from onnxc.importers import import_model
-        from onnxc.targets.cpu import compile_module
-        from onnxc.transforms.named_pipelines import lower_onnx_module
         from onnxc.transforms.onnx_sequences import bind_boundary
 
         key = tuple(_structure_key(v) for v in values)
@@ -254,8 +250,7 @@ class StructuredModel(CompiledModel):
                     None if _is_tensor(i.type) else _value_layout(v, i.type, i.name) for v, i in zip(values, self.proto.graph.input)
                 ]
                 out_layouts = bind_boundary(module.operation, layouts)
-            lower_onnx_module(module, "linalg")
-            self._cache[key] = (compile_module(module, None, self.cpu_options), out_layouts)
+            self._cache[key] = (_compile_module(module, self.settings, {}), out_layouts)
         return self._cache[key]
 
     def __call__(self, *args: Any, **kwargs: Any) -> list[Any]:
@@ -272,13 +267,135 @@ class StructuredModel(CompiledModel):
         return [_regroup(layout, results) for layout in out_layouts]
 
 
-def lower(model: onnx.ModelProto | str | os.PathLike[str] | bytes, stage: str = "llvm", *, context: ir.Context | None = None) -> ir.Module:
-    """Import `model` and lower it to `stage` ('onnx', 'linalg', 'vector', 'bufferize', 'llvm')."""
-    from onnxc.importers import import_model
-    from onnxc.transforms.named_pipelines import lower_onnx_module
+# ------------------------------------------------------------------------------------------------
+# The driver: every stage is pipeline text run by `onnxc.transforms.pipeline`, as in onnx-opt.
 
+
+@dataclass(frozen=True)
+class _Settings:
+    """What one `compile`/`lower` call runs with: the target, its checked options, the
+    instrumentation of the pass managers, and the model's name for reproducer commands."""
+
+    target: Any  # onnxc.targets.base.Target
+    options: Any
+    instrumentation: Any  # onnxc.transforms.pipeline.Instrumentation
+    model_name: str
+
+
+def _settings(
+    model: Any,
+    target: str,
+    options: Any,
+    *,
+    print_ir_after_all: bool = False,
+    print_ir_after: Sequence[str] | str = (),
+    timing: bool = False,
+) -> _Settings:
+    """Look the target up, check its options and the pass names of `print_ir_after`."""
+    from onnxc.targets import get_target
+    from onnxc.transforms.pipeline import Instrumentation, expand, step_pass_names
+
+    t = get_target(target)
+    opts = t.options(options)
+    after = (print_ir_after,) if isinstance(print_ir_after, str) else tuple(print_ir_after)
+    if after:
+        known = step_pass_names(expand(_ONNX_STAGE)) + step_pass_names(expand(t.pipeline(opts)))
+        missing = [n for n in after if n not in known]
+        if missing:
+            raise OnnxcError(
+                f"print_ir_after: no pass {', '.join(repr(m) for m in missing)} in the pipeline of target '{t.name}' "
+                f"(its passes: {', '.join(dict.fromkeys(known))})"
+            )
+    inst = Instrumentation(print_ir_after_all=print_ir_after_all, print_ir_after=after, timing=timing)
+    name = os.fspath(model) if isinstance(model, (str, os.PathLike)) else "model.onnx"
+    return _Settings(t, opts, inst, name)
+
+
+#: The target-independent stage every target starts from (a named pipeline of the registry).
+_ONNX_STAGE = "onnx-to-linalg"
+
+
+def _for(inst: Any, text: str) -> Any:
+    """`inst` with `print_ir_after` narrowed to the passes that `text` runs (each pipeline checks
+    that the names it is given are its own)."""
+    from dataclasses import replace
+
+    from onnxc.transforms.pipeline import expand, step_pass_names
+
+    if not inst.print_ir_after:
+        return inst
+    names = set(step_pass_names(expand(text)))
+    return replace(inst, print_ir_after=tuple(n for n in inst.print_ir_after if n in names))
+
+
+def _explain(error: BaseException, settings: _Settings, pipeline_text: str) -> None:
+    """Add the failing pass and the `onnx-opt` command that reproduces the failure to `error`
+    as notes (shown under a traceback and by the `onnxc` driver; `str(error)` is unchanged)."""
+    from onnxc.transforms.pipeline import reproduce_command
+
+    if not hasattr(error, "failed_pass"):
+        return  # not raised by a pass (an unknown entry, the execution engine...)
+    failed = error.failed_pass
+    if failed:
+        error.add_note(f"in pass '{failed}'")
+    input_name = settings.model_name
+    error.add_note("reproduce with: " + reproduce_command(input_name, pipeline_text))
+
+
+def _lower_to_linalg(module: ir.Module, settings: _Settings) -> None:
+    """Run the target-independent stage on an imported module (in place)."""
+    from onnxc.transforms.pipeline import run_pipeline
+
+    try:
+        run_pipeline(module, _ONNX_STAGE, instrumentation=_for(settings.instrumentation, _ONNX_STAGE), reraise=True)
+    except OnnxcError as e:
+        _explain(e, settings, _ONNX_STAGE)
+        raise
+
+
+def _compile_module(module: ir.Module, settings: _Settings, kept: dict[str, str]) -> Any:
+    """Import-level module -> linalg -> the target's runnable artifact."""
+    _lower_to_linalg(module, settings)
+    if "onnx" in kept:
+        kept["linalg"] = str(module)
+    target_text = settings.target.pipeline(settings.options)
+    try:
+        return settings.target.compile(module, settings.options, instrumentation=_for(settings.instrumentation, target_text))
+    except OnnxcError as e:
+        _explain(e, settings, f"{_ONNX_STAGE},{target_text}")
+        raise
+
+
+def lower(
+    model: onnx.ModelProto | str | os.PathLike[str] | bytes,
+    stage: str = "llvm",
+    *,
+    context: ir.Context | None = None,
+    target: str = "cpu",
+    options: Any = None,
+    print_ir_after_all: bool = False,
+    print_ir_after: Sequence[str] | str = (),
+    timing: bool = False,
+) -> ir.Module:
+    """Import `model` and lower it to `stage`: 'onnx', 'linalg', or one of the target's stages
+    ('vector', 'bufferize', 'llvm' for the CPU), through the same pipelines `compile` runs."""
+    from onnxc.importers import import_model
+    from onnxc.transforms.pipeline import run_pipeline
+
+    settings = _settings(
+        model, target, options, print_ir_after_all=print_ir_after_all, print_ir_after=print_ir_after, timing=timing
+    )
+    if stage not in ("onnx", "linalg"):
+        settings.target.check_stage(stage)
+    text = "onnx-passes" if stage == "onnx" else _ONNX_STAGE
+    if stage not in ("onnx", "linalg"):
+        text += "," + settings.target.pipeline(settings.options, stop_after=stage)
     module = import_model(_import_source(model, _load(model)), context=context)
-    lower_onnx_module(module, stage)
+    try:
+        run_pipeline(module, text, instrumentation=_for(settings.instrumentation, text), reraise=True)
+    except OnnxcError as e:
+        _explain(e, settings, text)
+        raise
     return module
 
 
@@ -286,15 +403,34 @@ def compile(  # noqa: A001 - the public name the design asks for
     model: onnx.ModelProto | str | os.PathLike[str] | bytes,
     target: str = "cpu",
     *,
+    options: Any = None,
     cpu_options: Any = None,
     keep_ir: bool = False,
+    print_ir_after_all: bool = False,
+    print_ir_after: Sequence[str] | str = (),
+    timing: bool = False,
 ) -> CompiledModel:
-    """Compile an ONNX model for `target` and return a callable `CompiledModel`."""
-    if target not in TARGETS:
-        raise OnnxcError(f"unknown target '{target}' (targets: {', '.join(TARGETS)})")
+    """Compile an ONNX model for `target` and return a callable `CompiledModel`.
+
+    `options` are the target's options (`onnxc.targets.get_target(target).options_type`, e.g.
+    `CpuPipelineOptions`); `cpu_options` is the older name of the same argument. `keep_ir` keeps the
+    IR text of the 'onnx' and 'linalg' stages in `CompiledModel.modules`. `print_ir_after_all`
+    prints the IR after every pass and `print_ir_after` after the named passes (to stderr),
+    `timing` prints MLIR's pass timing report: the same as `onnx-opt`'s flags, because the
+    stages are the same pipelines run by the same pass-manager driver. A failing pass's error
+    carries notes naming the pass and the `onnx-opt` command that reproduces it.
+    """
+    if options is not None and cpu_options is not None:
+        raise OnnxcError("give the target's options once: options= or cpu_options=, not both")
+    settings = _settings(
+        model,
+        target,
+        options if options is not None else cpu_options,
+        print_ir_after_all=print_ir_after_all,
+        print_ir_after=print_ir_after,
+        timing=timing,
+    )
     from onnxc.importers import import_model
-    from onnxc.targets.cpu import compile_module
-    from onnxc.transforms.named_pipelines import lower_onnx_module
 
     proto = _load(model)
     # Inputs with an initializer stay arguments (the importer keeps them so callers may
@@ -302,16 +438,13 @@ def compile(  # noqa: A001 - the public name the design asks for
     inputs = io_specs(list(proto.graph.input), {t.name: t for t in proto.graph.initializer})
     outputs = io_specs(list(proto.graph.output))
     if not all(_is_tensor(v.type) for v in list(proto.graph.input) + list(proto.graph.output)):
-        return StructuredModel(proto, inputs, outputs, cpu_options, _import_source(model, proto))
+        return StructuredModel(proto, inputs, outputs, settings, _import_source(model, proto))
     module = import_model(_import_source(model, proto))
     kept: dict[str, str] = {}
     if keep_ir:
         kept["onnx"] = str(module)
-    lower_onnx_module(module, "linalg")
-    if keep_ir:
-        kept["linalg"] = str(module)
-    function = compile_module(module, None, cpu_options)
-    return CompiledModel(inputs, outputs, function, target, kept)
+    function = _compile_module(module, settings, kept)
+    return CompiledModel(inputs, outputs, function, settings.target.name, kept)
 
 
 __all__ = ["CompiledModel", "IOSpec", "InputError", "StructuredModel", "compile", "io_specs", "lower"]

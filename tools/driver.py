@@ -39,25 +39,26 @@ from typing import Any
 
 import numpy as np
 
+from onnxc.errors import OnnxcError
+
 EMITS: tuple[str, ...] = ("onnx", "linalg", "vector", "bufferize", "llvm", "obj", "lib")
 IR_EMITS: tuple[str, ...] = ("onnx", "linalg", "vector", "bufferize", "llvm")
-TARGETS: tuple[str, ...] = ("cpu",)
 IO_SUFFIX = ".onnx.json"  # the ONNX-level interface of a library, beside `<lib>.json`
 _LIB_SUFFIXES = (".so", ".dylib", ".dll")
 
 
-class DriverError(Exception):
+class DriverError(OnnxcError):
     """A problem the user must fix, reported as one message and exit status 1."""
 
 
-class CheckFailed(Exception):
+class CheckFailed(OnnxcError):
     """`--check` found outputs beyond tolerance (exit status 2)."""
 
 
 # ---------------------------------------------------------------------------------------- helpers
 
 
-def _lower(model: Any, stage: str) -> Any:
+def _lower(model: Any, stage: str, args: argparse.Namespace) -> Any:
     """`onnxc.compiler.lower` inside its context: some CPU-target steps build types from the
     ambient context, so one must be active (the module is returned still bound to it)."""
     from onnxc.compiler import lower
@@ -65,7 +66,13 @@ def _lower(model: Any, stage: str) -> Any:
 
     ctx = import_context()
     with ctx:
-        return lower(model, stage, context=ctx)
+        return lower(model, stage, context=ctx, target=args.target, **_pipeline_flags(args))
+
+
+def _pipeline_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The pass-manager instrumentation flags as keyword arguments of `compile`/`lower`."""
+    after = tuple(n for item in args.print_ir_after or () for n in item.split(",") if n)
+    return {"print_ir_after_all": args.print_ir_after_all, "print_ir_after": after, "timing": args.timing}
 
 
 def _load_model(path: str) -> Any:
@@ -114,31 +121,32 @@ def _write_text(text: str, out: str | None) -> None:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     """`onnxc compile`."""
-    if args.target not in TARGETS:
-        raise DriverError(f"unknown target '{args.target}' (targets: {', '.join(TARGETS)})")
+    from onnxc.targets import get_target
+
+    get_target(args.target)  # an unknown target is an error before any work
     model = _load_model(args.model)
     stem = str(Path(args.model).with_suffix(""))
     if args.emit in IR_EMITS:
-        module = _lower(model, args.emit)
+        module = _lower(model, args.emit, args)
         _write_text(str(module), args.output)
         return 0
     if args.emit == "obj":
         out = args.output or stem + ".o"
-        _emit_object(model, out)
+        _emit_object(model, out, args)
         print(f"wrote {out}", file=sys.stderr)
         return 0
     out = args.output or stem + ".so"
-    _emit_library(model, out, args.model)
+    _emit_library(model, out, args.model, args)
     print(f"wrote {out} (+ {Path(out).name}.json, .h, {IO_SUFFIX})", file=sys.stderr)
     return 0
 
 
-def _emit_object(model: Any, out: str) -> None:
+def _emit_object(model: Any, out: str, args: argparse.Namespace) -> None:
     from mlir.dialects import llvm as llvm_dialect
 
     from onnxc.targets.cpu.aot import find_llc
 
-    module = _lower(model, "llvm")
+    module = _lower(model, "llvm", args)
     llc = find_llc()
     with module.context:
         ir_text = str(llvm_dialect.translate_module_to_llvmir(module.operation))
@@ -152,13 +160,17 @@ def _emit_object(model: Any, out: str) -> None:
             raise DriverError(f"llc failed: {proc.stderr.strip()}")
 
 
-def _emit_library(model: Any, out: str, model_path: str) -> None:
+def _emit_library(model: Any, out: str, model_path: str, args: argparse.Namespace) -> None:
     from onnxc.targets.cpu import compile_aot
+    from onnxc.transforms.pipeline import Instrumentation
 
     inputs, outputs = model_io_specs(model)
-    module = _lower(model, "linalg")
+    module = _lower(model, "linalg", args)
+    flags = _pipeline_flags(args)
+    target_passes = ("cpu-to-vector", "cpu-bufferize", "cpu-to-llvm")
+    inst = Instrumentation(flags["print_ir_after_all"], tuple(n for n in flags["print_ir_after"] if n in target_passes), timing=flags["timing"])
     with module.context:
-        compile_aot(module, out)
+        compile_aot(module, out, instrumentation=inst)
     defaults = {s.name: s.default for s in inputs if s.default is not None}
     meta: dict[str, Any] = {
         "model": str(Path(model_path).resolve()),
@@ -370,7 +382,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         import onnxc
 
         model = _load_model(path)
-        cm = onnxc.compile(model, "cpu")
+        cm = onnxc.compile(model, "cpu", **_pipeline_flags(args))
         model_path = path
     feeds = _bind_inputs(cm, args.input or [], args.seed)
     outputs = cm(**feeds)
@@ -410,6 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--target", default="cpu", help="code generation target (cpu)")
     c.add_argument("--emit", choices=EMITS, default="llvm", help="what to produce (default: llvm IR)")
     c.add_argument("-o", "--output", help="output file (IR: default stdout; obj/lib: <model>.o / <model>.so)")
+    _add_pipeline_flags(c)
     c.set_defaults(func=cmd_compile)
     r = sub.add_parser("run", help="run a model (or a library from --emit lib) on inputs")
     r.add_argument("model", help="the ONNX model, or a shared library written by `onnxc compile --emit lib`")
@@ -420,8 +433,23 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--output-dir", help="save every output as <dir>/<name>.npy")
     r.add_argument("--seed", type=int, default=0, help="seed of the generated random inputs (default 0)")
     r.add_argument("--model", dest="reference_model", help="with a library and --check: the ONNX model to check against")
+    _add_pipeline_flags(r)
     r.set_defaults(func=cmd_run)
     return ap
+
+
+def _add_pipeline_flags(p: argparse.ArgumentParser) -> None:
+    """The pass-manager instrumentation flags, spelled as onnx-opt spells them."""
+    p.add_argument("--mlir-print-ir-after-all", dest="print_ir_after_all", action="store_true", help="print the IR after every pass (to stderr)")
+    p.add_argument(
+        "--print-ir-after",
+        "--mlir-print-ir-after",
+        dest="print_ir_after",
+        action="append",
+        metavar="PASS",
+        help="print the IR after the named pass (repeat, or comma-separate names)",
+    )
+    p.add_argument("--timing", "--mlir-timing", dest="timing", action="store_true", help="print the pass timing report (to stderr)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -437,11 +465,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - every error becomes one message, never a traceback
         if os.environ.get("ONNXC_TRACEBACK"):
             raise
-        from onnxc.errors import OnnxcError
-
-        expected = isinstance(exc, (DriverError, OnnxcError, ValueError, OSError))
+        expected = isinstance(exc, (OnnxcError, ValueError, OSError))
         prefix = "error" if expected else f"internal error ({type(exc).__name__}; ONNXC_TRACEBACK=1 shows where)"
         print(f"onnxc: {prefix}: {exc}", file=sys.stderr)
+        # A failing pass says which one it was and how to reproduce it with onnx-opt.
+        for note in getattr(exc, "__notes__", ()):
+            print(f"note: {note}", file=sys.stderr)
         return 1
 
 

@@ -20,7 +20,6 @@ import inspect
 import io
 import os
 import re
-import shlex
 import sys
 import traceback
 from pathlib import Path
@@ -36,8 +35,10 @@ from onnxc.transforms.pipeline import (
     PipelineFailure,
     build_pipeline,
     canonical_pipeline,
+    Instrumentation,
     collect_diagnostics,
     file_line_col,
+    reproduce_command,
 )
 
 PROG = "onnx-opt"
@@ -70,6 +71,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--split-input-file", "-split-input-file", action="store_true", help=f"process each '{SPLIT_MARKER}'-separated chunk on its own")
     p.add_argument("--verify-diagnostics", "-verify-diagnostics", action="store_true", help="check emitted diagnostics against 'expected-*' comments")
     p.add_argument("--mlir-print-ir-after-all", "-mlir-print-ir-after-all", action="store_true", help="print the IR after every pass (to stderr)")
+    p.add_argument(
+        "--mlir-print-ir-after",
+        "-mlir-print-ir-after",
+        "--print-ir-after",
+        dest="print_ir_after",
+        action="append",
+        metavar="PASS",
+        help="print the IR after the named pass (repeat, or comma-separate names)",
+    )
+    p.add_argument("--mlir-timing", "-mlir-timing", "--timing", dest="mlir_timing", action="store_true", help="print MLIR's pass timing report")
     p.add_argument("--mlir-print-debuginfo", "-mlir-print-debuginfo", action="store_true", help="print locations with the IR")
     p.add_argument("--mlir-print-op-generic", "-mlir-print-op-generic", action="store_true", help="print operations in the generic form")
     p.add_argument("--mlir-disable-threading", "-mlir-disable-threading", action="store_true", help="run passes on one thread")
@@ -96,9 +107,16 @@ def _version() -> str:
 
 
 def list_passes(out: TextIO) -> None:
-    """Print every registered onnxc pass: its summary, then its options with types and defaults."""
+    """Print every registered onnxc pass (its summary, then its options with types and defaults)
+    and every named pipeline (its summary and the text it stands for)."""
+    _register_target_passes()
     out.write("onnxc passes:\n")
     for name in registry.pass_names():
+        named = registry.get_pipeline(name)
+        if named is not None:
+            out.write(f"  {name:<28} {named.summary} (pipeline)\n")
+            out.write(f"      = {named.text}\n")
+            continue
         try:
             cls = registry.get_pass_class(name)
         except (ImportError, AttributeError) as e:
@@ -106,8 +124,7 @@ def list_passes(out: TextIO) -> None:
             continue
         if cls is None:
             continue
-        kind = " (pipeline)" if callable(getattr(cls, "pipeline", None)) else ""
-        out.write(f"  {name:<28} {cls.summary()}{kind}\n")
+        out.write(f"  {name:<28} {cls.summary()}\n")
         for f in cls.options():
             out.write(f"      --{f.name.replace('_', '-')}=<{_type_name(f)}>  default: {_default_text(f)}")
             help_text = f.metadata.get("help") if f.metadata else None
@@ -116,6 +133,12 @@ def list_passes(out: TextIO) -> None:
         "\nAny upstream MLIR pass or pass pipeline (canonicalize, cse, one-shot-bufferize, ...) is accepted\n"
         "as well, with its options in braces; `mlir-opt --help` lists them.\n"
     )
+
+
+def _register_target_passes() -> None:
+    """Add the code-generation targets' stage passes (`cpu-to-vector`, ...) to the registry:
+    importing `onnxc.targets` registers them (it imports no target code)."""
+    import onnxc.targets  # noqa: F401 - imported for its registrations
 
 
 def _type_name(f: dataclasses.Field) -> str:  # type: ignore[type-arg]
@@ -398,17 +421,14 @@ def verify_diagnostics(
 
 
 def _reproduce_note(args: argparse.Namespace, pipeline_text: str) -> str:
-    parts = [PROG, args.input]
+    flags: list[str] = []
     if args.split_input_file:
-        parts.append("--split-input-file")
+        flags.append("--split-input-file")
     if args.allow_unregistered_dialect:
-        parts.append("--allow-unregistered-dialect")
+        flags.append("--allow-unregistered-dialect")
     if not args.verify_onnx:
-        parts.append("--no-verify-onnx")
-    words = [shlex.quote(p) for p in parts]
-    # Quote only the value, as one would type it: --pass-pipeline='builtin.module(...)'.
-    words.append("--pass-pipeline=" + shlex.quote(canonical_pipeline(pipeline_text)))
-    return "note: reproduce with: " + " ".join(words)
+        flags.append("--no-verify-onnx")
+    return "note: reproduce with: " + reproduce_command(args.input, pipeline_text, tuple(flags))
 
 
 def _run(argv: Sequence[str] | None) -> int:
@@ -443,12 +463,14 @@ def _run(argv: Sequence[str] | None) -> int:
 
     pipeline = None
     if pipeline_text is not None and pipeline_text.strip():
-        pipeline = build_pipeline(
-            pipeline_text,
-            ctx,
+        _register_target_passes()
+        instrumentation = Instrumentation(
             print_ir_after_all=args.mlir_print_ir_after_all,
+            print_ir_after=tuple(n for item in args.print_ir_after or () for n in item.split(",") if n),
             print_debuginfo=args.mlir_print_debuginfo,
+            timing=args.mlir_timing,
         )
+        pipeline = build_pipeline(pipeline_text, ctx, instrumentation=instrumentation)
 
     outputs: list[str] = []
     ok = True

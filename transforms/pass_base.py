@@ -63,7 +63,18 @@ class ModulePass:
 
 def _convert(pass_name: str, field: dataclasses.Field[Any], raw: str) -> Any:
     kind = field.type if isinstance(field.type, str) else getattr(field.type, "__name__", str(field.type))
+    return convert_option(pass_name, field.name, kind, raw)
+
+
+def convert_option(pass_name: str, option: str, kind: str, raw: str) -> Any:
+    """The value of option `option` of type `kind` (a field's annotation as text: `bool`, `int`,
+    `float`, `str`, `tuple[int, ...]`, `tuple[str, ...]`, or any of them `| None`) from `raw`."""
+    kind = kind.replace(" ", "")
     try:
+        if kind.endswith("|None") or kind.startswith("None|"):
+            if raw.lower() in ("", "none"):
+                return None
+            return convert_option(pass_name, option, kind.replace("|None", "").replace("None|", ""), raw)
         if kind == "bool":
             if raw.lower() in ("1", "true", "on", "yes", ""):
                 return True
@@ -74,8 +85,29 @@ def _convert(pass_name: str, field: dataclasses.Field[Any], raw: str) -> Any:
             return int(raw, 0)
         if kind == "float":
             return float(raw)
+        if kind.startswith("tuple[int"):
+            return tuple(int(s, 0) for s in raw.split(",") if s)
         if kind.startswith("tuple[str"):
             return tuple(s for s in raw.split(",") if s)
         return raw
     except ValueError:
-        raise OnnxcError(f"pass '{pass_name}' option '{field.name}' expects {kind}, got '{raw}'") from None
+        raise OnnxcError(f"pass '{pass_name}' option '{option}' expects {kind}, got '{raw}'") from None
+
+
+def option_text(value: Any) -> str:
+    """`value` as it is written in a `pass{option=value}` element (the inverse of `convert_option`)."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (tuple, list)):
+        return "{" + ",".join(str(v) for v in value) + "}"
+    text = str(value)
+    return text if text and not any(c in text for c in " ,{}'\"") else '"' + text + '"'
+
+
+def element_text(name: str, options: dict[str, Any]) -> str:
+    """`name{key=value ...}` for the given option values (no braces without options)."""
+    if not options:
+        return name
+    return name + "{" + " ".join(f"{k.replace('_', '-')}={option_text(v)}" for k, v in options.items()) + "}"

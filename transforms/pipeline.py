@@ -8,8 +8,10 @@ module parses the pipeline itself, turns every top-level element whose name is i
 element (upstream passes, their options, nested `func.func(...)` anchors) to MLIR as text, all
 in one `PassManager` so that order, IR printing and verification after each pass are MLIR's own.
 
-A registered pass may also be a *named pipeline*: a class with a `pipeline(self) -> str` method
-whose textual pipeline (which may name onnxc passes again) replaces it, recursively.
+A name may also be a *named pipeline* (`registry.PIPELINES`): its text (which may name onnxc
+passes and named pipelines again) replaces it, recursively. `onnx-opt` and `onnxc.compile` both
+build their pass managers here, so a stage means the same passes in both, with the same
+instrumentation (`Instrumentation`: IR printing after all or named passes, timing).
 
 Errors never escape as MLIR exceptions: a malformed pipeline or an unknown pass raises
 `PipelineError` (with the closest known names), a failing pass raises `PipelineFailure` carrying
@@ -24,6 +26,7 @@ import difflib
 import functools
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -373,7 +376,7 @@ def _registry_class(name: str) -> type[ModulePass] | None:
 def _check_nested(element: PipelineElement, anchor: str) -> None:
     """onnxc passes run on the module: reject one nested under another anchor, with a reason."""
     for e in element.nested or ():
-        if e.name in registry.PASSES:
+        if registry.is_registered(e.name):
             raise PipelineError(
                 f"onnxc pass '{e.name}' runs on the whole module and cannot be nested in '{anchor}(...)'; "
                 f"move it to the top level of the pipeline"
@@ -398,6 +401,15 @@ def expand(text: str, _stack: tuple[str, ...] = ()) -> list[Step]:
             native.clear()
 
     for element in parse_pipeline(text):
+        named = registry.get_pipeline(element.name)
+        if named is not None:
+            if element.nested is not None or element.options is not None:
+                raise PipelineError(f"named pipeline '{element.name}' takes no options and is not an anchor")
+            if element.name in _stack:
+                raise PipelineError(f"named pipeline cycle: {' -> '.join(_stack + (element.name,))}")
+            flush()
+            steps.extend(expand(named.text, _stack + (element.name,)))
+            continue
         cls = _registry_class(element.name)
         if cls is None:
             _check_nested(element, element.name)
@@ -405,16 +417,8 @@ def expand(text: str, _stack: tuple[str, ...] = ()) -> list[Step]:
             continue
         if element.nested is not None:
             raise PipelineError(f"onnxc pass '{element.name}' is not an anchor: '{element.name}(...)' is not allowed")
-        if element.name in _stack:
-            raise PipelineError(f"named pipeline cycle: {' -> '.join(_stack + (element.name,))}")
-        instance = cls.from_options(parse_options(element.options))
-        sub = getattr(instance, "pipeline", None)
-        if callable(sub):
-            flush()
-            steps.extend(expand(sub(), _stack + (element.name,)))
-        else:
-            flush()
-            steps.append(PythonStep(instance))
+        flush()
+        steps.append(PythonStep(cls.from_options(parse_options(element.options))))
     flush()
     # Expansion can put two native steps side by side (a named pipeline ending natively).
     merged: list[Step] = []
@@ -424,6 +428,17 @@ def expand(text: str, _stack: tuple[str, ...] = ()) -> list[Step]:
         else:
             merged.append(s)
     return merged
+
+
+def step_pass_names(steps: list[Step]) -> list[str]:
+    """The names of the passes the steps run, top level only, in order (for `print_ir_after`)."""
+    names: list[str] = []
+    for step in steps:
+        if isinstance(step, PythonStep):
+            names.append(type(step.pass_).name)
+        else:
+            names.extend(e.name for e in parse_pipeline(step.text))
+    return names
 
 
 # ----------------------------------------------------------------------------------------------
@@ -498,19 +513,36 @@ def _native_error(text: str, error: ValueError, captured: str) -> PipelineError:
 # Building and running
 
 
+@dataclasses.dataclass
+class _RunState:
+    """What the Python steps of one run record, for the failure report: the index of every step
+    that completed, the failing Python pass, the exception it raised and its traceback."""
+
+    completed: list[int] = dataclasses.field(default_factory=list)
+    failed_pass: str | None = None
+    cause: BaseException | None = None
+    tracebacks: list[str] = dataclasses.field(default_factory=list)
+
+
 class _PythonPassAdapter:
     """The callable MLIR's pass manager runs for an onnxc pass: `(op, pass_) -> None`.
 
     No exception may leave it: MLIR would unwind through C++ frames. `PassFailure` becomes one
     error diagnostic per finding (so it is reported like a native pass's errors, and
     `--verify-diagnostics` sees it); any other exception becomes an internal-error diagnostic whose
-    traceback is kept in `tracebacks` for debugging.
+    traceback is kept in the run state for debugging. The exception itself is kept too, so that
+    `run_pipeline(..., reraise=True)` can hand an onnxc error to the caller with its own type.
     """
 
-    def __init__(self, pass_: ModulePass, tracebacks: list[str]) -> None:
+    def __init__(self, pass_: ModulePass, index: int, state: _RunState) -> None:
         self.pass_ = pass_
-        self.tracebacks = tracebacks
+        self.index = index
+        self.state = state
         self.__name__ = type(pass_).__name__
+
+    def _failed(self, error: BaseException) -> None:
+        self.state.failed_pass = self.pass_.name
+        self.state.cause = error
 
     def __call__(self, op: ir.Operation, external: Any) -> None:
         try:
@@ -518,28 +550,71 @@ class _PythonPassAdapter:
             # expecting one, and ops they create default to the module's location.
             with op.context, op.location:
                 self.pass_.run(op)
+            self.state.completed.append(self.index)
         except PassFailure as e:
+            self._failed(e)
             for loc, message in e.diagnostics or [(None, str(e))]:
                 (loc if loc is not None else op.location).emit_error(message)
             external.signal_pass_failure()
         except OnnxcError as e:
+            self._failed(e)
             op.location.emit_error(f"pass '{self.pass_.name}' failed: {e}")
             external.signal_pass_failure()
         except ir.MLIRError as e:
             # A pass manager the pass ran itself failed. Its errors reached our diagnostic handler
             # already when errors are routed to handlers; otherwise they are in the exception.
+            self._failed(e)
             for d in e.error_diagnostics:
                 d.location.emit_error(d.message)
             op.location.emit_error(f"pass '{self.pass_.name}' failed: {str(e).splitlines()[0]}")
             external.signal_pass_failure()
-        except Exception as e:  # noqa: BLE001 - a bug in a pass must not take the process down
-            self.tracebacks.append(traceback.format_exc())
+        except Exception as e:  # noqa: BLE001 - a bug in a pass must not unwind through MLIR's C++
+            self._failed(e)
+            self.state.tracebacks.append(traceback.format_exc())
             message = str(e)
             if "Traceback (most recent call last)" in message:
                 # Exceptions from nested MLIR callbacks carry a traceback in their text.
                 message = [line for line in message.splitlines() if line.strip()][-1]
             op.location.emit_error(f"internal error in onnxc pass '{self.pass_.name}': {type(e).__name__}: {message}")
             external.signal_pass_failure()
+
+
+class _PrintIRAfter:
+    """A step that prints the IR after the pass before it (`print_ir_after`), as MLIR's
+    `--mlir-print-ir-after=<pass>` would: the same header, the module, to the given stream."""
+
+    def __init__(self, label: str, argument: str, stream: TextIO | None, debuginfo: bool) -> None:
+        self.label = label
+        self.argument = argument
+        self.stream = stream
+        self.debuginfo = debuginfo
+        self.__name__ = "PrintIR"
+
+    def __call__(self, op: ir.Operation, external: Any) -> None:
+        out = self.stream if self.stream is not None else sys.stderr
+        out.write(f"// -----// IR Dump After {self.label} ({self.argument}) //----- //\n")
+        op.print(enable_debug_info=self.debuginfo, assume_verified=True, file=out)
+        out.write("\n\n")
+        out.flush()
+
+
+@dataclasses.dataclass(frozen=True)
+class Instrumentation:
+    """How a pipeline reports on itself, for `onnx-opt` and `onnxc.compile` alike.
+
+    print_ir_after_all: the IR after every pass (MLIR's own printer, to the process's stderr).
+    print_ir_after: names of passes (onnxc or upstream, top level of the pipeline) after which
+        the IR is printed; a name not in the pipeline is an error (a typo must not go unseen).
+    print_debuginfo: print locations with the IR.
+    timing: MLIR's pass timing report (to stderr, when the pass manager goes away).
+    stream: where IR dumps go (default: the process's stderr).
+    """
+
+    print_ir_after_all: bool = False
+    print_ir_after: tuple[str, ...] = ()
+    print_debuginfo: bool = False
+    timing: bool = False
+    stream: TextIO | None = None
 
 
 @dataclasses.dataclass
@@ -549,15 +624,36 @@ class Pipeline:
     text: str
     steps: list[Step]
     pass_manager: passmanager.PassManager
-    tracebacks: list[str] = dataclasses.field(default_factory=list)
+    state: _RunState = dataclasses.field(default_factory=_RunState)
+    stream: TextIO | None = None
+    # index in `steps` of each pass-manager entry's step (printer entries excluded)
+    python_indices: tuple[int, ...] = ()
 
-    def run(self, module: ir.Module | ir.Operation | ir.OpView, *, stream: TextIO | None = None) -> list[Diagnostic]:
+    @property
+    def tracebacks(self) -> list[str]:
+        """Tracebacks of Python exceptions (bugs) raised by passes in the last run."""
+        return self.state.tracebacks
+
+    def run(
+        self,
+        module: ir.Module | ir.Operation | ir.OpView,
+        *,
+        stream: TextIO | None = None,
+        reraise: bool = False,
+    ) -> list[Diagnostic]:
         """Run on `module` in place; return warnings and remarks, raise `PipelineFailure` on failure.
 
         IR dumps (when enabled) go to the process's stderr, or to `stream` if another one is given.
+        With `reraise`, an `OnnxcError` raised by a Python pass reaches the caller as itself (its
+        type and fields intact: `DiagnosticsError.problems`, ...), with the failing pass in its
+        `failed_pass` attribute and the `PipelineFailure` as its `__cause__`.
         """
         op = module.operation
-        del self.tracebacks[:]
+        self.state.completed.clear()
+        self.state.tracebacks.clear()
+        self.state.failed_pass = None
+        self.state.cause = None
+        stream = stream if stream is not None else self.stream
         # MLIR writes IR dumps to file descriptor 2; only a different stream needs the swap.
         redirect = stream is not None and stream is not sys.stderr
         with contextlib.ExitStack() as stack:
@@ -570,9 +666,26 @@ class Pipeline:
                 failed = True
         if dumps is not None and stream is not None:
             stream.write("".join(dumps))
-        if failed:
-            raise PipelineFailure(self.text, diagnostics, list(self.tracebacks))
-        return diagnostics
+        if not failed:
+            return diagnostics
+        failure = PipelineFailure(self.text, diagnostics, list(self.state.tracebacks), self._failed_pass(), self.state.cause)
+        cause = self.state.cause
+        if reraise and isinstance(cause, OnnxcError):
+            cause.failed_pass = failure.failed_pass  # type: ignore[attr-defined]
+            raise cause from failure
+        raise failure
+
+    def _failed_pass(self) -> str | None:
+        """The failing pass: the Python pass that said so, else the native step after the last
+        Python step that completed (named when it holds one pass)."""
+        if self.state.failed_pass is not None:
+            return self.state.failed_pass
+        done = max(self.state.completed, default=-1)
+        for step in self.steps[done + 1 :]:
+            if isinstance(step, NativeStep):
+                names = [e.name for e in parse_pipeline(step.text)]
+                return names[0] if len(names) == 1 else "one of " + ",".join(names)
+        return None
 
 
 def build_pipeline(
@@ -581,44 +694,93 @@ def build_pipeline(
     *,
     print_ir_after_all: bool = False,
     print_debuginfo: bool = False,
+    instrumentation: Instrumentation | None = None,
 ) -> Pipeline:
-    """Parse `text`, expand named pipelines and build one `PassManager` on `builtin.module`."""
+    """Parse `text`, expand named pipelines and build one `PassManager` on `builtin.module`.
+
+    `instrumentation` says what to print and time; `print_ir_after_all`/`print_debuginfo` are
+    shorthands for its fields.
+    """
+    inst = instrumentation or Instrumentation(print_ir_after_all=print_ir_after_all, print_debuginfo=print_debuginfo)
     steps = expand(text)
+    missing = sorted(set(inst.print_ir_after) - set(step_pass_names(steps)))
+    if missing:
+        raise PipelineError(
+            f"print-ir-after: no pass {', '.join(repr(m) for m in missing)} in the pipeline '{text}' "
+            f"(its passes: {', '.join(dict.fromkeys(step_pass_names(steps)))})"
+        )
     pm = passmanager.PassManager("builtin.module", context=context)
-    tracebacks: list[str] = []
-    for step in steps:
+    state = _RunState()
+    for index, step in enumerate(steps):
         if isinstance(step, PythonStep):
             cls = type(step.pass_)
             pm.add(
-                _PythonPassAdapter(step.pass_, tracebacks),
+                _PythonPassAdapter(step.pass_, index, state),
                 name=cls.__name__,
                 argument=cls.name,
                 description=cls.summary(),
             )
+            if cls.name in inst.print_ir_after:
+                pm.add(_PrintIRAfter(cls.__name__, cls.name, inst.stream, inst.print_debuginfo), name="PrintIR")
             continue
-        with capture_native_stderr() as captured:
-            try:
-                pm.add(step.text)
-                error = None
-            except ValueError as e:
-                error = e
-        if error is not None:
-            raise _native_error(step.text, error, "".join(captured)) from None
-    if print_ir_after_all:
-        pm.enable_ir_printing(print_after_all=True, enable_debug_info=print_debuginfo)
-    return Pipeline(text, steps, pm, tracebacks)
+        # Native text is added element by element only where IR is printed after one of them.
+        pieces = [step.text]
+        if inst.print_ir_after:
+            pieces = [e.text() for e in parse_pipeline(step.text)]
+        for piece in pieces:
+            _add_native(pm, piece)
+            name = parse_pipeline(piece)[0].name if inst.print_ir_after else ""
+            if name in inst.print_ir_after:
+                pm.add(_PrintIRAfter(name, name, inst.stream, inst.print_debuginfo), name="PrintIR")
+    if inst.print_ir_after_all:
+        pm.enable_ir_printing(print_after_all=True, enable_debug_info=inst.print_debuginfo)
+    if inst.timing:
+        pm.enable_timing()
+    return Pipeline(text, steps, pm, state, inst.stream)
+
+
+def _add_native(pm: passmanager.PassManager, text: str) -> None:
+    """Add native pipeline text, turning MLIR's parse errors into a readable `PipelineError`."""
+    with capture_native_stderr() as captured:
+        try:
+            pm.add(text)
+            error = None
+        except ValueError as e:
+            error = e
+    if error is not None:
+        raise _native_error(text, error, "".join(captured)) from None
 
 
 class PipelineFailure(OnnxcError):
-    """A pass of the pipeline failed. `diagnostics` holds everything MLIR and the passes emitted."""
+    """A pass of the pipeline failed. `diagnostics` holds everything MLIR and the passes emitted;
+    `failed_pass` names the failing pass (None when it cannot be told), `cause` is the exception
+    a Python pass raised (None for a native pass)."""
 
-    def __init__(self, pipeline: str, diagnostics: list[Diagnostic], tracebacks: list[str]) -> None:
+    def __init__(
+        self,
+        pipeline: str,
+        diagnostics: list[Diagnostic],
+        tracebacks: list[str],
+        failed_pass: str | None = None,
+        cause: BaseException | None = None,
+    ) -> None:
         self.pipeline = pipeline
         self.diagnostics = diagnostics
         self.tracebacks = tracebacks
+        self.failed_pass = failed_pass
+        self.cause = cause
         errors = [d.format() for d in diagnostics if d.severity == "error"]
         body = "\n".join(errors) if errors else "a pass failed without reporting an error"
-        super().__init__(f"pass pipeline '{pipeline}' failed:\n{body}")
+        head = f"pass '{failed_pass}' failed" if failed_pass else f"pass pipeline '{pipeline}' failed"
+        super().__init__(f"{head}:\n{body}")
+
+
+def reproduce_command(input_name: str, pipeline_text: str, flags: tuple[str, ...] = ()) -> str:
+    """The `onnx-opt` command line that runs `pipeline_text` on `input_name` again."""
+    words = [shlex.quote(p) for p in ("onnx-opt", input_name, *flags)]
+    # Quote only the value, as one would type it: --pass-pipeline='builtin.module(...)'.
+    words.append("--pass-pipeline=" + shlex.quote(canonical_pipeline(pipeline_text)))
+    return " ".join(words)
 
 
 def run_pipeline(
@@ -628,18 +790,21 @@ def run_pipeline(
     print_ir_after_all: bool = False,
     print_debuginfo: bool = False,
     stream: TextIO | None = None,
+    instrumentation: Instrumentation | None = None,
+    reraise: bool = False,
 ) -> list[Diagnostic]:
     """Run a textual pipeline (onnxc and upstream passes mixed) on `module` in place.
 
     Returns the warnings and remarks the passes emitted. Raises `PipelineError` for a bad pipeline
-    and `PipelineFailure` (with every diagnostic) when a pass fails. With `print_ir_after_all`, the
-    IR after every pass (Python passes included) goes to `stream`, by default the process's stderr
-    as with `mlir-opt --mlir-print-ir-after-all`.
+    and `PipelineFailure` (with every diagnostic) when a pass fails (with `reraise`, a Python
+    pass's own `OnnxcError`, see `Pipeline.run`). With `print_ir_after_all`, the IR after every
+    pass (Python passes included) goes to `stream`, by default the process's stderr as with
+    `mlir-opt --mlir-print-ir-after-all`; `instrumentation` gives every reporting option at once.
     """
-    pipeline = build_pipeline(
-        pipeline_text,
-        module.operation.context,
-        print_ir_after_all=print_ir_after_all,
-        print_debuginfo=print_debuginfo,
-    )
-    return pipeline.run(module, stream=stream)
+    inst = instrumentation or Instrumentation(print_ir_after_all=print_ir_after_all, print_debuginfo=print_debuginfo, stream=stream)
+    pipeline = build_pipeline(pipeline_text, module.operation.context, instrumentation=inst)
+    try:
+        return pipeline.run(module, stream=stream, reraise=reraise)
+    finally:
+        # MLIR prints the timing report when the pass manager is destroyed: now, not at exit.
+        del pipeline.pass_manager

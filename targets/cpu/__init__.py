@@ -10,11 +10,15 @@ Public API:
   arrays, get numpy arrays.
 - ``compile_aot(module, path, entry=None)`` / ``load_library(path)`` (``aot.py``): a shared
   library with a C entry point, and its ctypes loader.
+- ``CpuTarget`` (``target.py``): the ``onnxc.targets.base.Target`` of the CPU, what
+  ``onnxc.targets.get_target("cpu")`` returns; its stage passes ``cpu-to-vector``,
+  ``cpu-bufferize``, ``cpu-to-llvm`` live in ``passes.py`` (``cpu_pipeline_text(options)``).
 """
 
 from .abi import ArgumentError, CpuTargetError, FunctionSignature, TensorSpec
 from .aot import AotFunction, compile_aot, load_library
-from .jit import CompiledFunction, compile_module
+from .jit import CompiledFunction, compile_module, copy_module
+from .passes import CpuBufferizePass, CpuToLLVMPass, CpuToVectorPass, cpu_pipeline_text
 from .pipeline import (
     BUFFERIZE_PIPELINE,
     LLVM_PIPELINE,
@@ -31,12 +35,17 @@ from .pipeline import (
     tile_and_vectorize,
     vector_transform_script,
 )
+from .target import CpuTarget
 
 __all__ = [
     "AotFunction",
     "ArgumentError",
     "BUFFERIZE_PIPELINE",
     "CompiledFunction",
+    "CpuBufferizePass",
+    "CpuTarget",
+    "CpuToLLVMPass",
+    "CpuToVectorPass",
     "CpuPipelineError",
     "CpuPipelineOptions",
     "CpuTargetError",
@@ -49,6 +58,8 @@ __all__ = [
     "bufferize",
     "compile_aot",
     "compile_module",
+    "copy_module",
+    "cpu_pipeline_text",
     "load_library",
     "lower_module",
     "lower_to_llvm",

@@ -113,22 +113,26 @@ def compile_aot(
     path: str | os.PathLike[str],
     entry: str | None = None,
     options: Any = None,
+    *,
+    instrumentation: Any = None,
 ) -> Path:
     """Compile ``entry`` of ``module`` into the shared library ``path``; return its path.
 
     Also writes ``<path>.json`` (signature) and ``<path>.h`` (C declarations). The input
-    module is not modified.
+    module is not modified. The module is lowered by the CPU stage passes through the one
+    pass-manager driver, as the JIT does (``instrumentation``: IR printing, timing).
     """
     from mlir.dialects import llvm as llvm_dialect
 
-    from .jit import _copy_module, select_entry
-    from .pipeline import lower_module
+    from onnxc.transforms.pipeline import run_pipeline
+
+    from .jit import copy_module, select_entry
+    from .passes import cpu_pipeline_text
 
     out = Path(path)
     sig = select_entry(module, entry)
-    lowered = _copy_module(module)
-    with lowered.context:
-        lower_module(lowered, "llvm", options)
+    lowered = copy_module(module)
+    run_pipeline(lowered, cpu_pipeline_text(options), instrumentation=instrumentation, reraise=True)
     metadata = json.dumps(
         {"onnxc_aot": _METADATA_VERSION, "function": sig.to_json()}, separators=(",", ":")
     )

@@ -1,7 +1,7 @@
 """JIT execution of linalg-on-tensors modules on the host CPU.
 
 What: ``compile_module(module, entry=None)`` lowers a copy of ``module`` through the CPU
-pipeline (``pipeline.lower_module``), builds an ``mlir.execution_engine.ExecutionEngine`` at
+stage passes (``passes.cpu_pipeline_text``, run by ``onnxc.transforms.pipeline``), builds an ``mlir.execution_engine.ExecutionEngine`` at
 ``opt_level=3`` (``CpuPipelineOptions.jit_opt_level``; host CPU features), and returns a ``CompiledFunction``: call it with numpy
 arrays, get a list of numpy arrays back.
 
@@ -23,10 +23,13 @@ import numpy as np
 from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
-from .abi import CpuTargetError, FunctionSignature, Invoker, signature_from_func
-from .pipeline import CpuPipelineOptions, lower_module
+from onnxc.transforms.pipeline import Instrumentation, run_pipeline
 
-__all__ = ["CompiledFunction", "compile_module", "runtime_libraries", "select_entry"]
+from .abi import CpuTargetError, FunctionSignature, Invoker, signature_from_func
+from .passes import cpu_pipeline_text
+from .pipeline import CpuPipelineOptions
+
+__all__ = ["CompiledFunction", "compile_module", "copy_module", "runtime_libraries", "select_entry"]
 
 _libc = ctypes.CDLL(None)
 _libc.free.argtypes = [ctypes.c_void_p]
@@ -43,7 +46,7 @@ def runtime_libraries() -> list[str]:
         import mlir
 
         base = os.path.join(os.path.dirname(list(mlir.__path__)[0]), "mlir", "lib")
-    except Exception:  # pragma: no cover
+    except (ImportError, IndexError):  # pragma: no cover - no mlir package path
         return []
     lib = os.path.join(base, "libmlir_c_runner_utils.so")
     return [lib] if os.path.exists(lib) else []
@@ -82,9 +85,20 @@ def select_entry(module: ir.Module, entry: str | None) -> FunctionSignature:
     return signature_from_func(funcs[names.index(entry)])
 
 
-def _copy_module(module: ir.Module) -> ir.Module:
-    """Lower a copy: the caller's module stays at the tensor level."""
-    return ir.Module.parse(module.operation.get_asm(), context=module.context)
+def copy_module(module: ir.Module) -> ir.Module:
+    """A copy of ``module`` in its context, made with ``Operation.clone`` (no printing and
+    re-parsing: weight blobs are not turned into text and back). The ExecutionEngine takes an
+    ``ir.Module``, which the bindings cannot make from an operation, so the top-level ops are
+    cloned into a fresh module and the module's attributes copied."""
+    with module.context, module.operation.location:
+        copy = ir.Module.create()
+    attributes = module.operation.attributes
+    for name in attributes:
+        copy.operation.attributes[name] = attributes[name]
+    block = copy.body
+    for op in module.body.operations:
+        op.operation.clone(ip=ir.InsertionPoint(block))
+    return copy
 
 
 class CompiledFunction:
@@ -122,20 +136,25 @@ def compile_module(
     entry: str | None = None,
     options: CpuPipelineOptions | None = None,
     shared_libs: Sequence[str] | None = None,
+    *,
+    instrumentation: Instrumentation | None = None,
 ) -> CompiledFunction:
     """Lower ``module`` (linalg on ranked tensors) to LLVM and JIT it; return the entry.
 
     ``entry`` names the function to call (default: the module's only public function).
     ``options`` tunes the pipeline (``CpuPipelineOptions(vectorize=False)`` for scalar loops).
-    The input module is not modified.
+    ``instrumentation`` prints IR after passes or times them (see
+    ``onnxc.transforms.pipeline.Instrumentation``). The input module is not modified.
     """
     level = (options or CpuPipelineOptions()).jit_opt_level
     if level not in (0, 1, 2, 3):  # checked here: LLVM asserts on other levels
         raise CpuTargetError(f"JIT: jit_opt_level must be 0, 1, 2 or 3, got {level!r}")
     signature = select_entry(module, entry)
-    lowered = _copy_module(module)
+    lowered = copy_module(module)
+    # The CPU stages as registered passes, through the one pass-manager driver: what
+    # `onnx-opt -p '<this text>'` runs. Their own errors (CpuPipelineError) come back as such.
+    run_pipeline(lowered, cpu_pipeline_text(options), instrumentation=instrumentation, reraise=True)
     with lowered.context:
-        lower_module(lowered, "llvm", options)
         libs = list(runtime_libraries() if shared_libs is None else shared_libs)
         try:
             engine = ExecutionEngine(lowered, opt_level=level, shared_libs=libs)

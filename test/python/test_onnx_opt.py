@@ -114,31 +114,20 @@ class MakeConstantPass(ModulePass):
             arith.ConstantOp(ir.IntegerType.get_signless(32), 7)
 
 
-@dataclasses.dataclass(frozen=True)
-class CountTwicePipeline(ModulePass):
-    """A named pipeline: count, canonicalize, count again (names onnxc and upstream passes)."""
-
-    name = "test-count-twice"
-
-    def pipeline(self) -> str:
-        return "test-count-constants{label=before},canonicalize,test-count-constants{label=after}"
-
-
-@dataclasses.dataclass(frozen=True)
-class LoopPipeline(ModulePass):
-    """A named pipeline that names itself: must be reported as a cycle, not recurse forever."""
-
-    name = "test-loop"
-
-    def pipeline(self) -> str:
-        return "cse,test-loop"
+#: Test-only named pipelines: one that names onnxc and upstream passes, one that names itself
+#: (must be reported as a cycle, not recurse forever).
+TEST_PIPELINES = {
+    "test-count-twice": registry.NamedPipeline(
+        "test-count-constants{label=before},canonicalize,test-count-constants{label=after}",
+        "Count, canonicalize, count again.",
+    ),
+    "test-loop": registry.NamedPipeline("cse,test-loop", "Names itself."),
+}
 
 
 TEST_PASSES = {
     cls.name: f"{__name__}:{cls.__name__}"
-    for cls in (
-        CountConstantsPass, RejectAddPass, CrashPass, InnerPipelinePass, MakeConstantPass, CountTwicePipeline, LoopPipeline
-    )
+    for cls in (CountConstantsPass, RejectAddPass, CrashPass, InnerPipelinePass, MakeConstantPass)
 }
 
 
@@ -147,6 +136,8 @@ def test_passes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Register the test-only passes in the registry for one test."""
     for name, target in TEST_PASSES.items():
         monkeypatch.setitem(registry.PASSES, name, target)
+    for name, named in TEST_PIPELINES.items():
+        monkeypatch.setitem(registry.PIPELINES, name, named)
     SEEN.clear()
     yield
     SEEN.clear()
