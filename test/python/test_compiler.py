@@ -111,3 +111,144 @@ def test_compile_from_a_path_reads_external_data_from_the_model_folder(tmp_path)
     onnx.save(m, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location="w.bin", size_threshold=0)
     x = np.random.default_rng(1).random((2, 64), dtype=np.float32)
     np.testing.assert_allclose(onnxc.compile(path)(x)[0], x @ expected_w, rtol=1e-5)
+
+
+# --- one driver: instrumentation, failures, targets ------------------------------------------------
+
+
+def _relu_model() -> onnx.ModelProto:
+    return _model(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        [helper.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", T.FLOAT, [2, 3])],
+    )
+
+
+def _headers(text: str) -> list[str]:
+    return [line for line in text.splitlines() if "IR Dump After" in line]
+
+
+def test_print_ir_after_named_passes_and_timing(capfd) -> None:
+    """print_ir_after prints after exactly the named passes of both stages (ONNX-level and the
+    target's), in pipeline order; timing prints MLIR's report naming onnxc's passes."""
+    m = _relu_model()
+    cm = onnxc.compile(m, print_ir_after=("convert-onnx-to-linalg", "cpu-bufferize"), timing=True)
+    x = np.array([[1, -2, 3], [-1, 0, 5]], np.float32)
+    np.testing.assert_array_equal(cm(x)[0], ReferenceEvaluator(m).run(None, {"x": x})[0])
+    err = capfd.readouterr().err
+    assert _headers(err) == [
+        "// -----// IR Dump After ConvertOnnxToLinalgPass (convert-onnx-to-linalg) //----- //",
+        "// -----// IR Dump After CpuBufferizePass (cpu-bufferize) //----- //",
+    ]
+    after_linalg, after_bufferize = err.split("IR Dump After CpuBufferizePass")
+    assert "linalg.generic" in after_linalg and "memref<2x3xf32>" not in after_linalg.split("IR Dump After")[1]
+    assert "memref<2x3xf32>" in after_bufferize
+    assert err.count("Execution time report") == 2  # one per pass manager: ONNX stage, target
+    for name in ("OnnxShapeInferencePass", "ConvertOnnxToLinalgPass", "CpuToVectorPass", "CpuToLLVMPass"):
+        assert name in err
+
+
+def test_print_ir_after_all_covers_every_stage(capfd) -> None:
+    onnxc.compile(_relu_model(), print_ir_after_all=True)
+    headers = _headers(capfd.readouterr().err)
+    assert headers[0] == "// -----// IR Dump After OnnxUpgradeOpsPass (onnx-upgrade-ops) //----- //"
+    assert headers[-1] == "// -----// IR Dump After CpuToLLVMPass (cpu-to-llvm) //----- //"
+    assert "// -----// IR Dump After CSE (cse) //----- //" in headers
+
+
+def test_print_ir_after_an_unknown_pass_is_an_error() -> None:
+    with pytest.raises(onnxc.errors.OnnxcError, match="no pass 'cpu-to-vektor' in the pipeline of target 'cpu'"):
+        onnxc.compile(_relu_model(), print_ir_after=["cpu-to-vektor"])
+
+
+def test_failing_pass_keeps_its_error_and_names_itself_with_a_reproducer(tmp_path) -> None:
+    """An op the lowering lacks: the conversion's own DiagnosticsError reaches the caller, with
+    notes naming the pass and the onnx-opt command, and that command reproduces the failure."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from onnxc.errors import DiagnosticsError
+
+    m = _model(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Frobnicate", ["r"], ["y"], domain="com.example")],
+        [helper.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", T.FLOAT, [2, 3])],
+    )
+    m.opset_import.append(helper.make_opsetid("com.example", 1))
+    path = tmp_path / "custom.onnx"
+    onnx.save(m, str(path))
+    with pytest.warns(UserWarning), pytest.raises(DiagnosticsError) as info:
+        onnxc.compile(str(path))
+    assert "Frobnicate" in str(info.value)
+    notes = info.value.__notes__
+    assert notes[0] == "in pass 'convert-onnx-to-linalg'"
+    assert notes[1] == f"reproduce with: onnx-opt {path} --pass-pipeline='builtin.module(onnx-to-linalg)'"
+    onnx_opt = Path(sys.executable).parent / "onnx-opt"
+    argv = [str(onnx_opt), str(path), "--pass-pipeline=builtin.module(onnx-to-linalg)"]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and "Frobnicate" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_lower_and_onnx_opt_run_the_same_stage_pipelines(tmp_path) -> None:
+    """`lower(model, 'vector')` and `onnx-opt model -p onnx-to-vector` print the same IR: one
+    registry, one driver."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    m = _model(
+        [helper.make_node("MatMul", ["a", "b"], ["c"]), helper.make_node("Relu", ["c"], ["y"])],
+        [helper.make_tensor_value_info("a", T.FLOAT, [4, 8]), helper.make_tensor_value_info("b", T.FLOAT, [8, 16])],
+        [helper.make_tensor_value_info("y", T.FLOAT, [4, 16])],
+    )
+    path = tmp_path / "mm.onnx"
+    onnx.save(m, str(path))
+    ours = str(onnxc.compiler.lower(str(path), "vector"))
+    onnx_opt = Path(sys.executable).parent / "onnx-opt"
+    r = subprocess.run([str(onnx_opt), str(path), "-p", "onnx-to-vector"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "vector.contract" in ours or "vector.fma" in ours or "vector.outerproduct" in ours
+    assert r.stdout.strip() == ours.strip()
+
+
+def test_targets_registry_and_option_checks() -> None:
+    from onnxc.targets import available_targets, get_target
+    from onnxc.targets.base import TargetError
+    from onnxc.targets.cpu import CpuPipelineOptions, CpuToVectorPass
+    from onnxc.transforms.pipeline import PythonStep, expand
+
+    assert "cpu" in available_targets()
+    cpu = get_target("cpu")
+    assert cpu.name == "cpu" and cpu.stages == ("vector", "bufferize", "llvm")
+    with pytest.raises(TargetError, match="unknown target 'tpu' \\(targets: .*cpu"):
+        get_target("tpu")
+    with pytest.raises(TargetError, match="jit_opt_level must be 0, 1, 2 or 3, got 7"):
+        cpu.options(CpuPipelineOptions(jit_opt_level=7))
+    with pytest.raises(TargetError, match="matmul_tile"):
+        cpu.options(CpuPipelineOptions(matmul_tile=(8, 0, 1)))
+    with pytest.raises(TargetError, match="takes options of type CpuPipelineOptions, got dict"):
+        cpu.options({"vectorize": False})
+    with pytest.raises(TargetError, match="no stage 'gpu'"):
+        cpu.pipeline(None, stop_after="gpu")
+    # The options survive the trip through pipeline text unchanged.
+    opts = CpuPipelineOptions(vectorize=False, matmul_tile=(4, 16, 1), max_sequential_reduction=0)
+    text = cpu.pipeline(opts)
+    assert text.startswith("cpu-to-vector{") and text.endswith(",cpu-bufferize,cpu-to-llvm")
+    first = expand(text)[0]
+    assert isinstance(first, PythonStep) and first.pass_ == CpuToVectorPass(opts)
+    assert cpu.pipeline(None, stop_after="vector") == "cpu-to-vector"
+    with pytest.raises(onnxc.errors.OnnxcError, match="has no option 'vectorise'"):
+        expand("cpu-to-vector{vectorise=false}")
+
+
+def test_compile_takes_the_target_options_under_either_name() -> None:
+    from onnxc.targets.cpu import CpuPipelineOptions
+
+    m = _relu_model()
+    x = np.array([[1, -2, 3], [-1, 0, 5]], np.float32)
+    want = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    for kwargs in ({"options": CpuPipelineOptions(vectorize=False)}, {"cpu_options": CpuPipelineOptions(vectorize=False)}):
+        np.testing.assert_array_equal(onnxc.compile(m, **kwargs)(x)[0], want)
+    with pytest.raises(onnxc.errors.OnnxcError, match="not both"):
+        onnxc.compile(m, options=CpuPipelineOptions(), cpu_options=CpuPipelineOptions())
