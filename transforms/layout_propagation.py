@@ -110,6 +110,21 @@ def _elementwise(op: ir.Operation) -> bool:
     return not _uses_index(block)
 
 
+def _reads_whole(m: ir.AffineMap, t: ir.Type) -> bool:
+    """Whether map `m` reads an operand of type `t` element for element with the loops: the
+    identity, where a size-1 dim may be read at the constant 0 (the elementwise lowering writes
+    static 1s so)."""
+    if m.n_dims != len(m.results) or not isinstance(t, ir.RankedTensorType):
+        return False
+    for i, e in enumerate(m.results):
+        if isinstance(e, ir.AffineDimExpr) and e.position == i:
+            continue
+        if isinstance(e, ir.AffineConstantExpr) and e.value == 0 and not t.is_dynamic_dim(i) and t.get_dim_size(i) == 1:
+            continue
+        return False
+    return True
+
+
 def _permute_map(m: ir.AffineMap, perm: list[int]) -> ir.AffineMap:
     """`m` with loop d_i renamed e_perm[i] (the loops of the transpose's source layout)."""
     out: list[ir.AffineExpr] = []
@@ -178,12 +193,13 @@ def _push_through(t: ir.Operation, user: ir.Operation) -> bool:
         return False
     ident = ir.AffineMap.get_identity(len(perm))
     operands = list(user.operands)
-    if not any(v == res and maps[i] == ident for i, v in enumerate(operands[:n_in])):
+    whole = [_reads_whole(maps[i], v.type) for i, v in enumerate(operands[:n_in])]
+    if not any(v == res and whole[i] for i, v in enumerate(operands[:n_in])):
         return False
     # Only when no other full-size operand would end up read across the new layout (that would
     # trade one transpose for a strided read, and let two transposes push the op back and forth).
     for i, v in enumerate(operands[:n_in]):
-        if v == res or maps[i] != ident:
+        if v == res or not whole[i]:
             continue
         pt = _is_transpose(v)
         if not (pt is not None and _perm(pt) == perm) and _existing_transpose(v, _inverse(perm), user) is None:
@@ -207,10 +223,10 @@ def _push_through(t: ir.Operation, user: ir.Operation) -> bool:
                 new_maps.append(ident)
                 continue
             pt = _is_transpose(v)
-            if maps[i] == ident and pt is not None and _perm(pt) == perm:
+            if whole[i] and pt is not None and _perm(pt) == perm:
                 user.operands[i] = pt.operands[0]
                 new_maps.append(ident)
-            elif maps[i] == ident and (existing := _existing_transpose(v, _inverse(perm), user)) is not None:
+            elif whole[i] and (existing := _existing_transpose(v, _inverse(perm), user)) is not None:
                 user.operands[i] = existing
                 new_maps.append(ident)
             else:

@@ -330,8 +330,13 @@ def _bias_init(bias: ir.Value | None, elem: ir.Type, out_shape: list[Dim]) -> ir
     """The accumulator: the bias broadcast along the last (channel) dim, or zeros."""
     if bias is None:
         return filled(out_shape, elem, 0.0)
-    lead = list(range(len(out_shape) - 1))
-    return elementwise([expand_unit_dims(bias, lead)], elem, lambda v: v, out_shape=out_shape)
+    return _broadcast(bias, out_shape)
+
+
+def _broadcast(v: ir.Value, out_shape: list[Dim]) -> ir.Value:
+    """`linalg.broadcast` of `v` along the leading dims of `out_shape` (v is its trailing dims)."""
+    lead = list(range(len(out_shape) - rank_of(v)))
+    return linalg.broadcast(v, outs=[empty(out_shape, elem_of(v.type))], dimensions=lead).results[0]
 
 
 def _conv_2d_nhwc(
@@ -384,7 +389,7 @@ def _conv_2d_nhwc(
         else:
             wf = _filter(w, elem, [c, mult, kh, kw], [2, 3, 0, 1])
             if bias is not None:
-                init = elementwise([expand_unit_dims(_split_dim(bias, 0, c, mult), [0, 1, 2])], elem, lambda v: v, out_shape=[n, oh, ow, c, mult])
+                init = _broadcast(_split_dim(bias, 0, c, mult), [n, oh, ow, c, mult])
             else:
                 init = filled([n, oh, ow, c, mult], elem, 0.0)
             y5 = linalg.depthwise_conv_2d_nhwc_hwcm(xp, wf, outs=[init], strides=strides, dilations=dil)

@@ -1,0 +1,275 @@
+"""Channels-last convolution: numerics of CNN blocks end to end, layout, folding and tile plans.
+
+The blocks are the patterns real CNNs are made of (ResNet basic and bottleneck blocks with
+BatchNormalization, a MobileNet depthwise-separable block with Clip, grouped and dilated
+convolutions, a stem with MaxPool and global pooling, dynamic batch, weights given at run time),
+built with onnx.helper and random weights, compiled by `onnxc.compile` (so through
+`onnx-fold-conv-bn`, the NHWC lowering, `layout-propagation` and the vectorizing CPU plan), and
+compared with `onnx.reference.ReferenceEvaluator` at the ONNX backend tests' relative tolerance
+(1e-3). The absolute tolerance is 1e-5 rather than the backend's 1e-7: these outputs sum hundreds
+of products of O(1) values, so outputs that cancel to near zero carry float32 rounding of about
+1e-6 in any summation order (the reference's own order included).
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from mlir import ir
+from onnx import TensorProto as TP
+from onnx import helper
+from onnx import numpy_helper as nh
+from onnx.reference import ReferenceEvaluator
+
+import onnxc
+from onnxc.compiler import lower
+from onnxc.targets.cpu.conv_plan import plan_conv
+from onnxc.targets.cpu.isa import KNOWN_CPUS
+
+RNG = np.random.default_rng(7)
+RTOL, ATOL = 1e-3, 1e-5
+
+
+def _r(*shape: int, lo: float = -1.0, hi: float = 1.0) -> np.ndarray:
+    return RNG.uniform(lo, hi, size=shape).astype(np.float32)
+
+
+class Graph:
+    """A small builder: nodes and initializers named in order."""
+
+    def __init__(self) -> None:
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: dict[str, np.ndarray] = {}
+        self.count = 0
+
+    def _name(self, prefix: str) -> str:
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+    def const(self, value: np.ndarray) -> str:
+        name = self._name("c")
+        self.inits[name] = value
+        return name
+
+    def op(self, op_type: str, inputs: list[str], **attrs: Any) -> str:
+        out = self._name(op_type.lower())
+        self.nodes.append(helper.make_node(op_type, inputs, [out], **attrs))
+        return out
+
+    def conv(self, x: str, cin: int, cout: int, k: int, bias: bool = True, group: int = 1, **attrs: Any) -> str:
+        w = self.const(_r(cout, cin // group, k, k, lo=-0.5, hi=0.5))
+        ins = [x, w] + ([self.const(_r(cout))] if bias else [])
+        return self.op("Conv", ins, group=group, **attrs)
+
+    def bn(self, x: str, c: int) -> str:
+        params = [_r(c, lo=0.5, hi=1.5), _r(c), _r(c), _r(c, lo=0.5, hi=2.0)]
+        return self.op("BatchNormalization", [x] + [self.const(p) for p in params], epsilon=1e-5)
+
+    def model(self, x_dims: list[Any], out: str, extra_inputs: list[tuple[str, list[Any]]] = ()) -> onnx.ModelProto:  # type: ignore[assignment]
+        self.nodes.append(helper.make_node("Identity", [out], ["y"]))
+        inputs = [helper.make_tensor_value_info("x", TP.FLOAT, x_dims)]
+        inputs += [helper.make_tensor_value_info(n, TP.FLOAT, d) for n, d in extra_inputs]
+        g = helper.make_graph(
+            self.nodes, "g", inputs, [helper.make_tensor_value_info("y", TP.FLOAT, None)],
+            initializer=[nh.from_array(v, k) for k, v in self.inits.items()],
+        )
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def _check(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> None:
+    expected = ReferenceEvaluator(model).run(None, feeds)[0]
+    got = onnxc.compile(model)(**feeds)[0]
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=RTOL, atol=ATOL)
+
+
+def _ir(model: onnx.ModelProto, stage: str) -> str:
+    """The model's IR after `stage` ('onnx': after the ONNX-level passes, 'linalg', 'vector')."""
+    return str(lower(model, stage))
+
+
+def _basic_block(c: int) -> tuple[Graph, str]:
+    g = Graph()
+    y = g.op("Relu", [g.bn(g.conv("x", c, c, 3, bias=False, pads=[1, 1, 1, 1]), c)])
+    y = g.bn(g.conv(y, c, c, 3, bias=False, pads=[1, 1, 1, 1]), c)
+    return g, g.op("Relu", [g.op("Add", [y, "x"])])
+
+
+def test_resnet_basic_block_runs_nhwc_end_to_end() -> None:
+    """conv-BN-relu-conv-BN-add-relu on odd spatial sizes: right values, BN folded, and the
+    linalg IR holds exactly the two boundary transposes."""
+    g, out = _basic_block(8)
+    model = g.model([1, 8, 9, 9], out)
+    _check(model, {"x": _r(1, 8, 9, 9)})
+    assert "onnx.batch_normalization" not in _ir(model, "onnx")
+    linalg_ir = _ir(model, "linalg")
+    assert linalg_ir.count("linalg.conv_2d_nhwc_hwcf") == 2
+    assert linalg_ir.count("linalg.transpose") == 2
+    # The CPU plan vectorizes both convolutions (none is left as a linalg op to become loops).
+    assert "linalg.conv" not in _ir(model, "vector")
+
+
+def test_resnet_bottleneck_stride2_projection() -> None:
+    """1x1 (as matmul) -> 3x3/2 -> 1x1 with a strided 1x1 projection shortcut, BN everywhere."""
+    g = Graph()
+    y = g.op("Relu", [g.bn(g.conv("x", 16, 8, 1, bias=False), 8)])
+    y = g.op("Relu", [g.bn(g.conv(y, 8, 8, 3, bias=False, pads=[1, 1, 1, 1], strides=[2, 2]), 8)])
+    y = g.bn(g.conv(y, 8, 32, 1, bias=False), 32)
+    s = g.bn(g.conv("x", 16, 32, 1, bias=False, strides=[2, 2]), 32)
+    out = g.op("Relu", [g.op("Add", [y, s])])
+    model = g.model([2, 16, 11, 11], out)
+    _check(model, {"x": _r(2, 16, 11, 11)})
+    assert _ir(model, "linalg").count("linalg.matmul") == 3
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_mobilenet_depthwise_separable_block(stride: int) -> None:
+    """1x1 expand -> depthwise 3x3 -> 1x1 project, Clip(0, 6) activations, residual at stride 1."""
+    g = Graph()
+    lo, hi = g.const(np.array(0.0, np.float32)), g.const(np.array(6.0, np.float32))
+    y = g.op("Clip", [g.bn(g.conv("x", 8, 24, 1), 24), lo, hi])
+    y = g.op("Clip", [g.bn(g.conv(y, 24, 24, 3, group=24, pads=[1, 1, 1, 1], strides=[stride, stride]), 24), lo, hi])
+    y = g.bn(g.conv(y, 24, 8, 1), 8)
+    if stride == 1:
+        y = g.op("Add", [y, "x"])
+    model = g.model([1, 8, 10, 10], y)
+    _check(model, {"x": _r(1, 8, 10, 10)})
+    assert "linalg.depthwise_conv_2d_nhwc_hwc " in _ir(model, "linalg")
+    assert "linalg.depthwise" not in _ir(model, "vector")
+
+
+@pytest.mark.parametrize(
+    "cin,cout,k,attrs",
+    [
+        (6, 12, 3, {"group": 6}),  # depthwise with channel multiplier 2 (HWCM)
+        (8, 12, 3, {"group": 4, "pads": [1, 0, 2, 1]}),  # grouped, asymmetric pads
+        (4, 6, 3, {"group": 2, "dilations": [2, 2], "pads": [2, 2, 2, 2]}),  # grouped, dilated
+        (3, 8, 7, {"strides": [2, 2], "pads": [3, 3, 3, 3]}),  # ResNet stem 7x7/2
+        (5, 7, 3, {"dilations": [1, 2], "strides": [2, 1], "auto_pad": "SAME_UPPER"}),
+        (4, 4, 1, {"pads": [1, 1, 1, 1]}),  # padded 1x1: a direct convolution, not a matmul
+    ],
+    ids=["depthwise-x2", "group4-pads", "group2-dilated", "stem-7x7-s2", "same-upper", "1x1-padded"],
+)
+def test_conv_variants(cin: int, cout: int, k: int, attrs: dict[str, Any]) -> None:
+    g = Graph()
+    out = g.op("Relu", [g.conv("x", cin, cout, k, **attrs)])
+    _check(g.model([1, cin, 13, 11], out), {"x": _r(1, cin, 13, 11)})
+
+
+def test_stem_with_pools_and_classifier() -> None:
+    """7x7/2 conv-BN-relu, MaxPool 3x3/2, conv, AveragePool without padded counts, global pool,
+    Flatten, Gemm: the pools run channels-last between the convolutions."""
+    g = Graph()
+    y = g.op("Relu", [g.bn(g.conv("x", 3, 16, 7, strides=[2, 2], pads=[3, 3, 3, 3]), 16)])
+    y = g.op("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    y = g.op("Relu", [g.conv(y, 16, 16, 3, pads=[1, 1, 1, 1])])
+    y = g.op("AveragePool", [y], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    y = g.op("MaxPool", [y], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)
+    y = g.op("Flatten", [g.op("GlobalAveragePool", [y])])
+    out = g.op("Gemm", [y, g.const(_r(10, 16)), g.const(_r(10))], transB=1)
+    model = g.model([1, 3, 29, 27], out)
+    _check(model, {"x": _r(1, 3, 29, 27)})
+    linalg_ir = _ir(model, "linalg")
+    assert "linalg.pooling_nhwc_max" in linalg_ir and "linalg.pooling_nhwc_sum" in linalg_ir
+
+
+def test_dynamic_batch() -> None:
+    """A basic block and a depthwise conv with a symbolic batch, run at two batch sizes."""
+    g, out = _basic_block(4)
+    out = g.conv(out, 4, 4, 3, group=4, pads=[1, 1, 1, 1])
+    model = g.model(["N", 4, 7, 7], out)
+    compiled = onnxc.compile(model)
+    for n in (1, 3):
+        x = _r(n, 4, 7, 7)
+        expected = ReferenceEvaluator(model).run(None, {"x": x})[0]
+        np.testing.assert_allclose(compiled(x=x)[0], expected, rtol=RTOL, atol=ATOL)
+
+
+def test_weights_given_at_run_time() -> None:
+    """Filters that are graph inputs are rearranged at run time (conv, depthwise, 1x1)."""
+    g = Graph()
+    y = g.op("Conv", ["x", "w"], pads=[1, 1, 1, 1])
+    y = g.op("Conv", [y, "wd"], group=6, pads=[1, 1, 1, 1])
+    y = g.op("Conv", [y, "w1"])
+    model = g.model([1, 4, 6, 6], y, [("w", [6, 4, 3, 3]), ("wd", [6, 1, 3, 3]), ("w1", [5, 6, 1, 1])])
+    feeds = {"x": _r(1, 4, 6, 6), "w": _r(6, 4, 3, 3), "wd": _r(6, 1, 3, 3), "w1": _r(5, 6, 1, 1)}
+    _check(model, feeds)
+
+
+def test_batchnorm_not_folded_when_conv_result_is_shared() -> None:
+    """A Conv whose result also feeds another op keeps its BN (folding would change the other)."""
+    g = Graph()
+    c = g.conv("x", 4, 4, 3, pads=[1, 1, 1, 1])
+    out = g.op("Add", [g.bn(c, 4), c])
+    model = g.model([1, 4, 6, 6], out)
+    _check(model, {"x": _r(1, 4, 6, 6)})
+    assert "onnx.batch_normalization" in _ir(model, "onnx")
+
+
+# --- tile plans --------------------------------------------------------------------------------
+
+_CONV_IR = """
+func.func @f(%x: tensor<1x58x58x64xf32>, %w: tensor<3x3x64x64xf32>, %o: tensor<1x56x56x64xf32>) -> tensor<1x56x56x64xf32> {
+  %r = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+    ins(%x, %w : tensor<1x58x58x64xf32>, tensor<3x3x64x64xf32>) outs(%o : tensor<1x56x56x64xf32>) -> tensor<1x56x56x64xf32>
+  return %r : tensor<1x56x56x64xf32>
+}
+func.func @dw(%x: tensor<1x9x9x24xf32>, %w: tensor<3x3x24xf32>, %o: tensor<1x7x7x24xf32>) -> tensor<1x7x7x24xf32> {
+  %r = linalg.depthwise_conv_2d_nhwc_hwc {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+    ins(%x, %w : tensor<1x9x9x24xf32>, tensor<3x3x24xf32>) outs(%o : tensor<1x7x7x24xf32>) -> tensor<1x7x7x24xf32>
+  return %r : tensor<1x7x7x24xf32>
+}
+"""
+
+
+def _named_ops() -> tuple[ir.Context, list[ir.Operation]]:
+    ctx = ir.Context()
+    module = ir.Module.parse(_CONV_IR, ctx)
+    ops: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name in ("linalg.conv_2d_nhwc_hwcf", "linalg.depthwise_conv_2d_nhwc_hwc"):
+            ops.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    ctx._keep = module  # type: ignore[attr-defined]
+    return ctx, ops
+
+
+@pytest.mark.parametrize(
+    "cpu,conv_tiles,dw_tiles",
+    [
+        # AVX2 (8 f32 lanes, 16 registers): 4 pixels x 16 channels, input channels by 16.
+        ("x86-64-v3", (1, 1, 4, 16, 1, 0, 16), (1, 1, 7, 8, 1, 0)),
+        # AVX-512 (16 lanes, 32 registers): 8 pixels x 32 channels, input channels by 32.
+        ("x86-64-v4", (1, 1, 8, 32, 1, 0, 32), (1, 1, 7, 24, 1, 0)),
+    ],
+)
+def test_plan_follows_the_isa(cpu: str, conv_tiles: tuple[int, ...], dw_tiles: tuple[int, ...]) -> None:
+    """Tile sizes come from the CPU's lanes and registers and divide every loop (7 pixels and 24
+    channels give divisors, not partial tiles); every plan decomposes to the 1-D form."""
+    _ctx, (conv, dw) = _named_ops()
+    options = types.SimpleNamespace(cpu=KNOWN_CPUS[cpu])
+    p = plan_conv(conv, options)
+    assert p is not None and p.decompose and p.vector_sizes == ()
+    assert p.tile_sizes == conv_tiles
+    q = plan_conv(dw, options)
+    assert q is not None and q.decompose
+    assert q.tile_sizes == dw_tiles
+
+
+def test_plan_ignores_other_ops() -> None:
+    ctx = ir.Context()
+    module = ir.Module.parse(
+        "func.func @m(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>, %c: tensor<4x4xf32>) -> tensor<4x4xf32> {\n"
+        "  %r = linalg.matmul ins(%a, %b : tensor<4x4xf32>, tensor<4x4xf32>) outs(%c : tensor<4x4xf32>) -> tensor<4x4xf32>\n"
+        "  return %r : tensor<4x4xf32>\n}",
+        ctx,
+    )
+    matmul = module.body.operations[0].regions[0].blocks[0].operations[0].operation
+    assert plan_conv(matmul, None) is None
