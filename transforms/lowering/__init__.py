@@ -9,7 +9,8 @@ ConvTranspose, Col2Im), pooling, normalization, control_flow (If, Loop, Scan), i
 Scatter*, TopK, CumSum, Compress, ...), quantization, resize, rnn (RNN/GRU/LSTM), grid_sample
 (GridSample, AffineGrid), spectral (DFT), training (Adagrad/Momentum/Adam), ml (Binarizer,
 ArrayFeatureExtractor), random (RandomUniform/Normal(Like), Bernoulli, Multinomial, Dropout:
-a Philox generator in the generated code).
+a Philox generator in the generated code), data_dependent (NonZero, Unique, NonMaxSuppression:
+outputs sized at run time).
 
 `load_patterns()` imports every family module so their `@lowers` registrations are in
 `common.PATTERNS`; `lowered_op_types()` lists what they cover.
@@ -37,6 +38,7 @@ FAMILIES = (
     "ml",
     "spectral",
     "random",
+    "data_dependent",
 )
 
 

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mlir import ir
-from mlir.dialects import arith, scf, tensor
+from mlir.dialects import arith, tensor
 from mlir.dialects import math as mmath
 
 # Imported first so that elementwise's inference-only Dropout registers before this module's
@@ -58,14 +58,13 @@ from onnxc.transforms.lowering.common import (
     generic,
     identity_map,
     index_of,
-    is_bool,
     is_float,
     lowers,
-    rank_of,
     scalar_of,
     shape_of,
     static_shape,
 )
+from onnxc.transforms.lowering.data_dependent import for_range
 
 # Philox4x32 multipliers and Weyl key increments (Random123's PHILOX_M4x32_0/1, PHILOX_W32_0/1).
 PHILOX_M0 = 0xD2511F53
@@ -323,14 +322,6 @@ def _check_multinomial(node: Node) -> str | None:
     return None
 
 
-def _for(n: ir.Value, inits: list[ir.Value], body: "callable") -> list[ir.Value]:
-    """`scf.for` over [0, n) carrying `inits`; `body(i, carried) -> new carried`."""
-    loop = scf.ForOp(const_index(0), n, const_index(1), inits)
-    with ir.InsertionPoint(loop.body):
-        scf.YieldOp(body(loop.induction_variable, list(loop.inner_iter_args)))
-    return list(loop.results)
-
-
 @lowers("Multinomial", check=_check_multinomial)
 def lower_multinomial(node: Node) -> list[ir.Value]:
     """Multinomial: for each batch row and sample, the class index c drawn with probability
@@ -352,8 +343,8 @@ def lower_multinomial(node: Node) -> list[ir.Value]:
         def logit(j: ir.Value) -> ir.Value:
             return convert_scalar(tensor.extract(x, [b, j]), src, ctype)
 
-        (mx,) = _for(n_cls, [const_scalar(float("-inf"), ctype)], lambda j, c: [arith.maximumf(c[0], logit(j))])
-        (total,) = _for(n_cls, [const_scalar(0.0, ctype)], lambda j, c: [arith.addf(c[0], mmath.exp(arith.subf(logit(j), mx)))])
+        (mx,) = for_range(n_cls, [const_scalar(float("-inf"), ctype)], lambda j, c: [arith.maximumf(c[0], logit(j))])
+        (total,) = for_range(n_cls, [const_scalar(0.0, ctype)], lambda j, c: [arith.addf(c[0], mmath.exp(arith.subf(logit(j), mx)))])
         target = arith.mulf(unit_float(element_words(shape, key, offset), ctype), total)
 
         def step(j: ir.Value, c: list[ir.Value]) -> list[ir.Value]:
@@ -361,7 +352,7 @@ def lower_multinomial(node: Node) -> list[ir.Value]:
             below = arith.cmpf(arith.CmpFPredicate.OLE, acc, target)
             return [acc, arith.addi(c[1], arith.select(below, const_index(1), const_index(0)))]
 
-        _, count = _for(n_cls, [const_scalar(0.0, ctype), const_index(0)], step)
+        _, count = for_range(n_cls, [const_scalar(0.0, ctype), const_index(0)], step)
         idx = arith.minui(count, arith.subi(n_cls, const_index(1)))  # rounding can leave u*total >= the sum
         return [arith.index_cast(out, idx)]
 
