@@ -33,7 +33,7 @@ from mlir import ir
 from mlir.dialects import gpu
 
 from onnxc.errors import OnnxcError
-from onnxc.targets.gpu.mapping import lower_kernels_to_loops, run_pipeline
+from onnxc.targets.gpu.mapping import lower_kernels_to_loops, run_pipeline, workgroup_allocs_to_attributions
 
 __all__ = [
     "CudaLoweringError",
@@ -108,6 +108,7 @@ def lower_to_ptx(module: ir.Module, options: CudaOptions | None = None) -> ir.Mo
     opts = options or CudaOptions()
     pipeline = nvvm_pipeline(opts)  # validates before MLIR sees the options
     with module.context, ir.Location.unknown():
+        workgroup_allocs_to_attributions(module)  # tree reductions' partials -> shared memory
         lower_kernels_to_loops(module, CudaLoweringError)
         run_pipeline(module, pipeline, "lowering to NVVM/PTX", CudaLoweringError)
     return module

@@ -18,7 +18,8 @@ How (the recipe checked on the MLIR 22.1.8 wheels, see GUIDE.md):
    thread count per workgroup (`num_threads`, not tile sizes) keeps the thread forall's trip
    count static even for the partial tiles at a loop's end, which `map_nested_forall_to_threads`
    requires.
-4. One-shot bufferization across function boundaries (identity layouts).
+4. One-shot bufferization across function boundaries (identity layouts); tree reductions'
+   partials are allocated in `#gpu.address_space<workgroup>` first.
 5. A second script: each top-level `scf.forall` -> `map_forall_to_blocks generate_gpu_launch`, then
    `map_nested_forall_to_threads` with the workgroup size read from its thread forall.
 6. `gpu-launch-sink-index-computations` (constants stay in the kernel instead of becoming kernel
@@ -26,15 +27,20 @@ How (the recipe checked on the MLIR 22.1.8 wheels, see GUIDE.md):
 
 Work distribution (`plan_kernel`, sizes from `device.GpuDevice`): up to three parallel loops,
 the innermost ones with extent > 1, are mapped; the innermost goes to `x` so that neighbouring
-threads touch neighbouring elements. Elementwise ops and reductions: one output element per
-thread, `workgroup_size` threads per workgroup. Reductions therefore run one thread per output
-element with the reduction loop sequential in that thread (coalesced across threads when the
-reduced dimension is not the innermost one; a row reduction reads with the row stride) - a
-per-workgroup tree reduction (`tile_reduction_using_forall` + workgroup memory) is not done yet.
+threads touch neighbouring elements (coalesced). Elementwise ops: one output element per thread,
+`workgroup_size` threads per workgroup. Reductions whose only reduction loop is the innermost one
+and at least 4 subgroups long (row reductions: Softmax, ReduceSum/Max/Mean over the last axis,
+norms) use a per-workgroup tree: one workgroup per output element, `tile_reduction_using_forall`
+gives each thread a contiguous chunk of the row whose partial result goes to workgroup memory,
+then one thread combines the partials after a barrier (`_build_tree_reduction`). Other
+reductions run one thread per output element with the reduction loop sequential in it
+(coalesced across threads when the reduced loop is not the innermost, e.g. column sums).
 Contractions (matmul, batch matmul): a `matmul_block_tile` per workgroup and a
-`matmul_thread_tile` register tile per thread; convolutions: the generic scheme over their output
-loops, the window loops sequential per thread. Shared-memory promotion of operand tiles is not
-done yet. Parallel loops beyond the three mapped ones run sequentially in each thread.
+`matmul_thread_tile` register tile per thread; convolutions: the generic scheme over their
+output loops, the window loops sequential per thread. Shared-memory promotion of matmul/conv
+operand tiles is not done yet. Parallel loops beyond the three mapped ones run sequentially in
+each thread. Pad and Concat (`tensor.insert_slice`) become copy kernels
+(`_insert_slices_to_copies`).
 
 What is refused (`GpuMappingError`, naming the op and its location): dynamic shapes, ops
 without a parallel loop (a reduction to a scalar), and any non-linalg computation the host
@@ -63,6 +69,7 @@ __all__ = [
     "GpuMappingError",
     "KERNEL_LOOPS_PIPELINE",
     "lower_kernels_to_loops",
+    "workgroup_allocs_to_attributions",
     "KernelPlan",
     "OUTLINE_PIPELINE",
     "PRE_PIPELINE",
@@ -127,15 +134,18 @@ class KernelPlan:
     block_tiles: per loop, the extent of a workgroup's tile (0: the loop is not split across
         workgroups).
     threads: per loop, the threads of a workgroup along it (0: not split across threads).
+    tree_threads: for a row reduction, the threads that split the reduced loop inside one
+        workgroup (0: one thread per output element instead).
     Mapped loops (non-zero in both) are listed outer to inner; the innermost is `x`.
     """
 
     block_tiles: tuple[int, ...]
     threads: tuple[int, ...]
+    tree_threads: int = 0  # > 0: a per-workgroup tree reduction with this many threads (see plan_kernel)
 
     @property
     def workgroup_size(self) -> int:
-        return math.prod(t for t in self.threads if t)
+        return self.tree_threads or math.prod(t for t in self.threads if t)
 
 
 def _loop_extents(op: ir.Operation) -> list[int]:
@@ -160,8 +170,11 @@ def _iterators(op: ir.Operation) -> list[str]:
     return [str(a).split("<")[-1].rstrip(">") for a in ir.ArrayAttr(op.attributes["iterator_types"])]
 
 
-def plan_kernel(extents: Sequence[int], iterators: Sequence[str], contraction: bool, device: GpuDevice) -> KernelPlan:
-    """The workgroup tiles and thread counts of one op with loop `extents` (see module doc)."""
+def plan_kernel(extents: Sequence[int], iterators: Sequence[str], contraction: bool, device: GpuDevice, tree_ok: bool = False) -> KernelPlan:
+    """The workgroup tiles and thread counts of one op with loop `extents` (see module doc).
+
+    `tree_ok`: the op is a simple single-result reduction (`_is_simple_reduction`), which may
+    use a per-workgroup tree when its only reduction loop is the innermost and long enough."""
     parallel = [i for i, it in enumerate(iterators) if it == "parallel"]
     if not parallel:
         raise GpuMappingError("an op without a parallel loop (a reduction to a scalar) is not mapped to the GPU yet")
@@ -169,6 +182,22 @@ def plan_kernel(extents: Sequence[int], iterators: Sequence[str], contraction: b
     mapped = [i for i in parallel if extents[i] > 1][-3:] or parallel[-1:]
     block = [0] * len(extents)
     threads = [0] * len(extents)
+    reductions = [i for i, it in enumerate(iterators) if it == "reduction"]
+    unmapped_long = [i for i in parallel if i not in mapped and extents[i] > 1]
+    if (
+        tree_ok
+        and not contraction
+        and reductions == [len(extents) - 1]
+        and extents[-1] >= 4 * device.subgroup_size
+        and not unmapped_long
+    ):
+        # One workgroup per output element; its threads each reduce a contiguous chunk of the
+        # row into workgroup memory, then one thread combines the partial results.
+        k = extents[-1]
+        tree = min(device.workgroup_size, max(device.subgroup_size, (k // 4) // device.subgroup_size * device.subgroup_size))
+        for d in mapped:
+            block[d] = 1
+        return KernelPlan(tuple(block), tuple(threads), tree)
     if contraction and len(mapped) >= 2:
         (m, n), (bm, bn), (tm, tn) = mapped[-2:], device.matmul_block_tile, device.matmul_thread_tile
         for d, b, t in ((m, bm, tm), (n, bn, tn)):
@@ -204,6 +233,32 @@ def _linalg_ops(module: ir.Module) -> list[ir.Operation]:
 
     module.operation.walk(visit)
     return found
+
+
+_COMBINERS = (
+    "arith.addf", "arith.mulf", "arith.maximumf", "arith.minimumf", "arith.maxnumf", "arith.minnumf",
+    "arith.addi", "arith.muli", "arith.maxsi", "arith.minsi", "arith.andi", "arith.ori",
+)
+
+
+def _is_simple_reduction(op: ir.Operation) -> bool:
+    """A `linalg.generic` with one result whose body yields `combiner(x, out)` with the output
+    block argument used exactly once: what `tile_reduction_using_forall` can split (a combiner
+    it cannot recognize would fail the whole transform script)."""
+    if op.name != "linalg.generic" or len(op.results) != 1:
+        return False
+    body = op.regions[0].blocks[0]
+    out = body.arguments[len(body.arguments) - 1]
+    ops = list(body.operations)
+    term = ops[-1]
+    if len(term.operands) != 1:
+        return False
+    owner = term.operands[0].owner
+    owner = getattr(owner, "operation", owner)
+    if not isinstance(owner, ir.Operation) or owner.name not in _COMBINERS:
+        return False
+    uses = list(out.uses)
+    return len(uses) == 1 and uses[0].owner == owner
 
 
 def _is_init_only_fill(op: ir.Operation) -> bool:
@@ -323,8 +378,118 @@ def _insert_slices_to_copies(module: ir.Module) -> int:
     return count
 
 
+def _build_tree_reduction(tiled: ir.Value, fused_fills: list[ir.Value], plan: KernelPlan) -> None:
+    """Inside one workgroup: `tile_reduction_using_forall` splits the reduced loop over
+    `plan.tree_threads` threads (thread x), each writing one partial result; the partials' fill
+    is fused into that forall (each thread initializes its own slot, so no thread can overwrite
+    another's partial); the combining op runs on one thread (a one-iteration forall on thread
+    x), after the barrier `map_nested_forall_to_threads` puts after every thread loop, with the
+    output's fill fused into it. The partials live in workgroup memory
+    (`_partials_to_workgroup_memory`)."""
+    n_loops = len(plan.block_tiles)
+    red = structured.TileReductionUsingForallOp(
+        [_any_op()], _any_op(), _any_op(), _any_op(), tiled,
+        num_threads=[0] * (n_loops - 1) + [plan.tree_threads], mapping=_mapping("thread", 1),
+    )
+    structured.FuseIntoContainingOp(_any_op(), _any_op(), red.fill_op[0], red.forall_op)
+    n_par = n_loops - 1
+    combine = structured.TileUsingForallOp(
+        _any_op(), _any_op(), red.combining_op, num_threads=[1] * n_par, mapping=_mapping("thread", min(n_par, 3)) if n_par <= 3 else None,
+    )
+    for f in fused_fills:
+        structured.FuseIntoContainingOp(_any_op(), _any_op(), f, combine.forall_op)
+
+
+def _parent_forall_kind(op: ir.Operation) -> str | None:
+    """'block' or 'thread' for the innermost enclosing mapped scf.forall, else None."""
+    parent = op.parent
+    while parent is not None and getattr(parent, "name", None) != "func.func":
+        if parent.name == "scf.forall" and "mapping" in parent.attributes:
+            return "thread" if "thread" in str(parent.attributes["mapping"]) else "block"
+        parent = parent.parent
+    return None
+
+
+def _partials_to_workgroup_memory(module: ir.Module) -> int:
+    """Replace each `tensor.empty` created inside a workgroup (block forall) and shared by a
+    thread forall with `bufferization.alloc_tensor` in `#gpu.address_space<workgroup>`: the
+    tree reductions' partial results, which all threads of the workgroup must see."""
+    from mlir.dialects import bufferization
+
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "tensor.empty" and _parent_forall_kind(op) == "block":
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    space = ir.Attribute.parse("#gpu.address_space<workgroup>")
+    count = 0
+    for op in found:
+        users = [u.owner for u in op.results[0].uses]
+        if not users or not all(getattr(u, "name", None) == "scf.forall" and "thread" in str(u.attributes["mapping"]) for u in users):
+            continue
+        with ir.InsertionPoint(op), op.location:
+            alloc = bufferization.AllocTensorOp(op.results[0].type, [], memory_space=space)
+        op.results[0].replace_all_uses_with(alloc.result)
+        op.erase()
+        count += 1
+    return count
+
+
+def workgroup_allocs_to_attributions(module: ir.Module) -> int:
+    """Turn `memref.alloc` of workgroup memory inside kernels into workgroup attributions of
+    the `gpu.func`, which the NVVM lowering turns into shared memory (it does not lower an alloc
+    in that address space). The SPIR-V lowering wants the opposite: it converts such allocs to
+    Workgroup variables and fails on attributions, so only the CUDA target calls this."""
+    count = 0
+    for gmod in module.body.operations:
+        if gmod.operation.name != "gpu.module":
+            continue
+        for func in gmod.operation.regions[0].blocks[0].operations:
+            func = func.operation
+            if func.name != "gpu.func":
+                continue
+            entry = func.regions[0].blocks[0]
+            allocs: list[ir.Operation] = []
+
+            def visit(op: ir.Operation) -> ir.WalkResult:
+                if op.name == "memref.alloc" and "workgroup" in str(ir.MemRefType(op.results[0].type).memory_space):
+                    allocs.append(op)
+                return ir.WalkResult.ADVANCE
+
+            func.walk(visit)
+            for alloc in allocs:
+                if len(alloc.operands):
+                    raise GpuMappingError(f"{alloc.location}: a dynamically sized workgroup buffer")
+                arg = entry.add_argument(alloc.results[0].type, alloc.location)
+                alloc.results[0].replace_all_uses_with(arg)
+                alloc.erase()
+                n = ir.IntegerAttr(func.attributes["workgroup_attributions"]).value if "workgroup_attributions" in func.attributes else 0
+                func.attributes["workgroup_attributions"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), n + 1)
+                count += 1
+    return count
+
+
+def _one_consumer_per_fill(module: ir.Module) -> int:
+    """Clone every init-only `linalg.fill` used by several ops (CSE merges equal fills), so that
+    each fill is fused into exactly one kernel: a fill shared by two kernels would be cloned by
+    the first fusion with its tags, and the second fusion would then match both copies."""
+    count = 0
+    for op in _linalg_ops(module):
+        if not _is_init_only_fill(op):
+            continue
+        for use in list(op.results[0].uses)[1:]:
+            clone = op.clone(ir.InsertionPoint(op))
+            use.owner.operands[use.operand_number] = clone.results[0]
+            count += 1
+    return count
+
+
 def _tile_to_blocks_and_threads(module: ir.Module, device: GpuDevice) -> int:
     """Tag roots and fills, plan each root, and run the tensor-level tiling script (step 3)."""
+    _one_consumer_per_fill(module)
     # Generalization drops discardable attributes, so each op's kind is read before it and
     # matched after it by position (the pass rewrites ops in place, keeping their order).
     before = _linalg_ops(module)
@@ -344,7 +509,7 @@ def _tile_to_blocks_and_threads(module: ir.Module, device: GpuDevice) -> int:
         if op.name != "linalg.generic":
             raise GpuMappingError(f"{op.location}: {op.name} is not mapped to the GPU")
         try:
-            plans.append(plan_kernel(_loop_extents(op), _iterators(op), contraction[i], device))
+            plans.append(plan_kernel(_loop_extents(op), _iterators(op), contraction[i], device, _is_simple_reduction(op)))
         except GpuMappingError as e:
             raise GpuMappingError(f"{op.location}: {root_names[i]}: {e}") from None
         op.attributes[f"{_ROOT_TAG}_{i}"] = ir.UnitAttr.get()
@@ -365,6 +530,9 @@ def _tile_to_blocks_and_threads(module: ir.Module, device: GpuDevice) -> int:
             if fills[i]:
                 fill = _unit_attr_match(root, f"{_FILL_TAG}_{i}")
                 fused.append(structured.FuseIntoContainingOp(_any_op(), _any_op(), fill, tiled.forall_op).fused_op)
+            if plan.tree_threads:
+                _build_tree_reduction(tiled.tiled_op, fused, plan)
+                continue
             n_thread = sum(1 for t in plan.threads if t)
             per_thread = structured.TileUsingForallOp(_any_op(), _any_op(), tiled.tiled_op, num_threads=list(plan.threads), mapping=_mapping("thread", n_thread))
             for f in fused:
@@ -436,6 +604,7 @@ def map_to_gpu(module: ir.Module, device: GpuDevice) -> ir.Module:
         try:
             _tile_to_blocks_and_threads(module, device)
             run_pipeline(module, "builtin.module(canonicalize,cse)", "cleanup")
+            _partials_to_workgroup_memory(module)
             run_pipeline(module, BUFFERIZE_PIPELINE, "bufferization")
             _map_to_launches(module, device)
         finally:

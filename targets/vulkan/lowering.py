@@ -113,6 +113,30 @@ def check_element_types(module: ir.Module) -> None:
                     )
 
 
+def _workgroup_memory_to_storage_class(module: ir.Module) -> int:
+    """Give workgroup-memory allocations inside kernels (tree reductions' partials) the SPIR-V
+    `Workgroup` storage class directly: `convert-gpu-to-spirv` maps the default memory space to
+    StorageBuffer but refuses `#gpu.address_space<workgroup>` on a `memref.alloc` ("failed to
+    legalize memory space"), while an alloc already in `#spirv.storage_class<Workgroup>` becomes a
+    Workgroup variable. Runs after `lower_kernels_to_loops`, when only loads and stores use it."""
+    workgroup = ir.Attribute.parse("#spirv.storage_class<Workgroup>")
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "memref.alloc" and str(ir.MemRefType(op.results[0].type).memory_space) == "#gpu.address_space<workgroup>":
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    for op in found:
+        t = ir.MemRefType(op.results[0].type)
+        for use in op.results[0].uses:
+            if use.owner.name not in ("memref.load", "memref.store"):
+                raise VulkanLoweringError(f"{op.location}: workgroup buffer used by {use.owner.name}")
+        op.results[0].set_type(ir.MemRefType.get(t.shape, t.element_type, t.layout, workgroup))
+    return len(found)
+
+
 def _nest_spirv_modules(module: ir.Module) -> None:
     """Move each `spirv.module @__spv__<name>` into `gpu.module @<name>` (see the module doc)."""
     gmods = _gpu_modules(module)
@@ -136,6 +160,7 @@ def lower_to_spirv(module: ir.Module, options: VulkanOptions | None = None, *, s
     with module.context, ir.Location.unknown():
         check_element_types(module)
         lower_kernels_to_loops(module, VulkanLoweringError)
+        _workgroup_memory_to_storage_class(module)
         _set_entry_point_abis(module)
         run_pipeline(module, spirv_pipeline(opts), "conversion to SPIR-V", VulkanLoweringError)
         _nest_spirv_modules(module)

@@ -38,6 +38,21 @@ def test_ptx_assembles(name: str, chip: str, ptxas: str) -> None:
         assert result.kernels[0].spill_stores == 0, f"{name}/{kernel} spills: {result.log}"
 
 
+def test_tree_reduction_uses_shared_memory(ptxas: str) -> None:
+    """A row of 1000 is reduced by one block of many threads (3 rows: 3 blocks) whose partial
+    results, one float per thread, sit in shared memory."""
+    from onnxc.targets.cuda import CudaOptions, compile_ptx
+
+    artifact = compile_ptx(lower(MODELS["long_rows"](), "linalg"), CudaOptions("sm_80"))
+    reports = artifact.assemble()
+    trees = [s for s in artifact.program.steps if reports[s.module].kernels[0].shared_bytes]
+    assert trees, "no kernel uses shared memory"
+    for step in trees:
+        threads = step.block[0] * step.block[1] * step.block[2]
+        assert threads >= 128 and step.grid == (3, 1, 1), step
+        assert reports[step.module].kernels[0].shared_bytes == 4 * threads
+
+
 def test_ptxas_rejection_is_an_error(ptxas: str) -> None:
     from onnxc.targets.cuda import PtxasError, assemble
 

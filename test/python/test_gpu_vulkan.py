@@ -82,6 +82,17 @@ def reduce_sum() -> onnx.ModelProto:
     return _model(nodes, [_f32("x", [12, 40])], [_f32("rows", [12, 1]), _f32("cols", [40])], [axes1, axes0])
 
 
+def long_rows() -> onnx.ModelProto:
+    """ReduceMax and ReduceMean over rows of 1000 (per-workgroup tree reductions on every device
+    table) and a Softmax over them."""
+    nodes = [  # opset 17: ReduceMax/ReduceMean still take `axes` as an attribute
+        helper.make_node("ReduceMax", ["x"], ["mx"], axes=[1], keepdims=0),
+        helper.make_node("ReduceMean", ["x"], ["mean"], axes=[1], keepdims=1),
+        helper.make_node("Softmax", ["x"], ["sm"], axis=1),
+    ]
+    return _model(nodes, [_f32("x", [3, 1000])], [_f32("mx", [3]), _f32("mean", [3, 1]), _f32("sm", [3, 1000])], [])
+
+
 def conv_relu() -> onnx.ModelProto:
     """A 3x3 Conv (pads 1, bias) from 3 to 4 channels on 10x10, then Relu."""
     rng = np.random.default_rng(2)
@@ -113,6 +124,7 @@ MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "matmul_add_relu": matmul_add_relu,
     "softmax": softmax,
     "reduce_sum": reduce_sum,
+    "long_rows": long_rows,
     "conv_relu": conv_relu,
     "driver_mlp": driver_mlp,
 }
@@ -186,6 +198,18 @@ def test_vulkan_matches_reference(name: str, vulkan: None, spirv_val: str, tmp_p
 def test_elementwise_chain_is_one_kernel(vulkan: None) -> None:
     """Fusion: five elementwise ops make one kernel (intermediates never reach memory)."""
     assert len(_compile(elementwise_chain()).spirv) == 1
+
+
+def test_long_rows_use_workgroup_memory(vulkan: None) -> None:
+    """Rows of 1000 are reduced by a workgroup each (a Workgroup-class SPIR-V variable holds
+    the partial results), not by one thread per row."""
+    from onnxc.targets.gpu import device_for, map_to_gpu
+    from onnxc.targets.vulkan import lower_to_spirv
+
+    module = lower(long_rows(), "linalg")
+    map_to_gpu(module, device_for("vulkan"))
+    lower_to_spirv(module, serialize=False)
+    assert "Workgroup>" in str(module)
 
 
 def test_program_runs_twice_with_new_inputs(vulkan: None) -> None:

@@ -86,8 +86,38 @@ func.func @pad(%a: tensor<4x6xf32>) -> tensor<6x8xf32> {
 # CHECK-NOT: memref.copy
 # CHECK: return
 
+ROWSUM = """
+func.func @rowsum(%a: tensor<6x1000xf32>) -> tensor<6xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<6xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<6xf32>) -> tensor<6xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                       iterator_types = ["parallel", "reduction"]}
+      ins(%a : tensor<6x1000xf32>) outs(%f : tensor<6xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %s = arith.addf %x, %o : f32
+    linalg.yield %s : f32
+  } -> tensor<6xf32>
+  return %r : tensor<6xf32>
+}
+"""
+
+# CHECK-LABEL: func.func @rowsum
+# A tree per row: 6 workgroups of 128 threads; each thread sums a chunk of 8 into its slot of a
+# workgroup buffer, a barrier, then thread 0 combines the 128 partials.
+# CHECK: gpu.launch_func @rowsum_kernel::@rowsum_kernel blocks in (%{{.*}}, %{{.*}}, %{{.*}}) threads in
+# CHECK: gpu.func @rowsum_kernel({{.*}}) kernel attributes {known_block_size = array<i32: 128, 1, 1>, known_grid_size = array<i32: 6, 1, 1>}
+# CHECK: %[[PARTIALS:.*]] = memref.alloc() {{.*}}: memref<1x128xf32, #gpu.address_space<workgroup>>
+# CHECK: gpu.thread_id x
+# CHECK: linalg.fill
+# CHECK: linalg.generic
+# CHECK-SAME: iterator_types = ["parallel", "reduction"]
+# CHECK: gpu.barrier
+# CHECK: scf.if
+# CHECK: linalg.reduce ins(%[[PARTIALS]] : memref<1x128xf32, #gpu.address_space<workgroup>>)
+
 with ir.Context():
-    for src in (ELEMENTWISE, MATMUL, PAD):
+    for src in (ELEMENTWISE, MATMUL, PAD, ROWSUM):
         m = ir.Module.parse(src)
         map_to_gpu(m, device_for("vulkan"))
         print(m)
