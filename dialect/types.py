@@ -158,7 +158,7 @@ def type_from_proto(tp: onnx.TypeProto) -> ir.Type:
     raise UnsupportedTypeError(f"TypeProto with no type ({kind!r})")
 
 
-def _split_params(body: str) -> list[str]:
+def split_params(body: str) -> list[str]:
     """Split `a, b<c, d>` at top-level commas."""
     parts, depth, start = [], 0, 0
     for i, ch in enumerate(body):
@@ -173,20 +173,20 @@ def _split_params(body: str) -> list[str]:
     return parts
 
 
-def _onnx_dialect_type(t: ir.Type) -> tuple[str, list[ir.Type]] | None:
+def onnx_dialect_type(t: ir.Type) -> tuple[str, list[ir.Type]] | None:
     """(`seq`, [elem]) for `!onnx.seq<elem>` and so on; None for other types."""
     text = str(t)
     if not text.startswith("!onnx.") or "<" not in text:
         return None
     kind = text[len("!onnx.") : text.index("<")]
-    params = _split_params(text[text.index("<") + 1 : -1])
+    params = split_params(text[text.index("<") + 1 : -1])
     return kind, [ir.Type.parse(p) for p in params]
 
 
 def type_to_proto(t: ir.Type) -> onnx.TypeProto:
     """The ONNX TypeProto of an MLIR type (the inverse of `type_from_proto`, dim names aside)."""
     tp = onnx.TypeProto()
-    wrapped = _onnx_dialect_type(t)
+    wrapped = onnx_dialect_type(t)
     if wrapped is not None:
         kind, params = wrapped
         if kind == "seq":
@@ -224,7 +224,7 @@ def type_string(t: ir.Type) -> str:
     Map values in schemas are written with bare element types (`map(int64, float)`), so a map's
     value tensor is spelled by its element type alone.
     """
-    wrapped = _onnx_dialect_type(t)
+    wrapped = onnx_dialect_type(t)
     if wrapped is not None:
         kind, params = wrapped
         if kind == "seq":
@@ -263,7 +263,7 @@ def type_from_string(type_str: str, shape: list[int] | None = None) -> ir.Type:
     if head == "optional":
         return opt_type(type_from_string(body, shape))
     if head == "map":
-        key, value = _split_params(body.replace("(", "<").replace(")", ">"))
+        key, value = split_params(body.replace("(", "<").replace(")", ">"))
         value = value.replace("<", "(").replace(">", ")")
         value_type = type_from_string(value if "(" in value else f"tensor({value})", None)
         return map_type(element_type(BY_TYPE_STR[key].onnx_dtype), value_type)

@@ -29,7 +29,7 @@ from onnxc.dialect import types as T
 from onnxc.dialect.opinfo import OpInfo
 from onnxc.dialect.table import op_info
 from onnxc.importers.errors import ImportError_
-from onnxc.importers.onnx_importer import INITIALIZER_KIND, SPARSE_INITIALIZER_KIND, unb64
+from onnxc.importers.proto import INITIALIZER_KIND, SPARSE_INITIALIZER_KIND, location_label, opset_entries, type_proto, unb64
 
 AP = onnx.AttributeProto
 _ONNX_DIALECTS = ("onnx", "onnx_ml", "onnx_training", "onnx_preview")
@@ -40,57 +40,10 @@ def export_model(module: ir.Module | ir.Operation) -> onnx.ModelProto:
     """Write an imported (and possibly transformed, still ONNX-dialect) module back as a model."""
     op = module.operation if isinstance(module, ir.Module) else module.operation
     with op.context:
-        return _ModelExporter(op).run()
+        return ModelExporter(op).run()
 
 
 # ------------------------------------------------------------------------------------ helpers
-
-
-def location_label(loc: ir.Location) -> tuple[str, str]:
-    """(name, kind) of a `loc("name"("kind"))` location, looking through fused/callsite wrappers;
-    ("", "") when the location names nothing."""
-    try:
-        if loc.is_a_name():
-            child = loc.child_loc
-            kind = child.name_str if child is not None and child.is_a_name() else ""
-            return loc.name_str, kind
-        if loc.is_a_fused():
-            for inner in loc.locations:
-                found = location_label(inner)
-                if found[0]:
-                    return found
-        if loc.is_a_callsite():
-            return location_label(loc.callee)
-    except Exception:  # pragma: no cover - exotic locations: no name
-        pass
-    return "", ""
-
-
-def type_proto(t: ir.Type) -> onnx.TypeProto:
-    """`types.type_to_proto`, plus the empty shape of rank-0 tensors (which it leaves unset, making
-    scalars unranked), also inside sequences, optionals and maps."""
-    tp = T.type_to_proto(t)
-    _mark_scalars(t, tp)
-    return tp
-
-
-def _mark_scalars(t: ir.Type, tp: onnx.TypeProto) -> None:
-    kind = tp.WhichOneof("value")
-    if kind in ("tensor_type", "sparse_tensor_type"):
-        inner = T._onnx_dialect_type(t)
-        shaped = inner[1][0] if inner is not None else t
-        if isinstance(shaped, ir.RankedTensorType) and shaped.rank == 0:
-            getattr(tp, kind).shape.SetInParent()
-        return
-    inner = T._onnx_dialect_type(t)
-    if inner is None:
-        return
-    if kind == "sequence_type":
-        _mark_scalars(inner[1][0], tp.sequence_type.elem_type)
-    elif kind == "optional_type":
-        _mark_scalars(inner[1][0], tp.optional_type.elem_type)
-    elif kind == "map_type":
-        _mark_scalars(inner[1][1], tp.map_type.value_type)
 
 
 def _str(attrs: Any, key: str, default: str = "") -> str:
@@ -99,14 +52,6 @@ def _str(attrs: Any, key: str, default: str = "") -> str:
 
 def _int(attrs: Any, key: str, default: int = 0) -> int:
     return ir.IntegerAttr(attrs[key]).value if key in attrs else default
-
-
-def _opset_entries(attr: ir.Attribute) -> list[onnx.OperatorSetIdProto]:
-    out = []
-    for pair in ir.ArrayAttr(attr):
-        items = list(ir.ArrayAttr(pair))
-        out.append(onnx.helper.make_opsetid(ir.StringAttr(items[0]).value, ir.IntegerAttr(items[1]).value))
-    return out
 
 
 def _props(attr: ir.Attribute) -> list[onnx.StringStringEntryProto]:
@@ -163,7 +108,7 @@ class _Namer:
 # -------------------------------------------------------------------------------- the exporter
 
 
-class _ModelExporter:
+class ModelExporter:
     def __init__(self, module_op: ir.Operation) -> None:
         self.module_op = module_op
         self.funcs: dict[str, ir.Operation] = {}
@@ -187,7 +132,7 @@ class _ModelExporter:
         m = onnx.ModelProto()
         m.ir_version = _int(a, "onnx.ir_version", onnx.IR_VERSION)
         if "onnx.opset_import" in a:
-            m.opset_import.extend(_opset_entries(a["onnx.opset_import"]))
+            m.opset_import.extend(opset_entries(a["onnx.opset_import"]))
         else:
             m.opset_import.append(onnx.helper.make_opsetid("", onnx.defs.onnx_opset_version()))
         for field in ("producer_name", "producer_version", "domain", "doc_string"):
@@ -474,7 +419,7 @@ class _ModelExporter:
         if "onnx.overload" in a:
             fp.overload = _str(a, "onnx.overload")
         if "onnx.opset_import" in a:
-            fp.opset_import.extend(_opset_entries(a["onnx.opset_import"]))
+            fp.opset_import.extend(opset_entries(a["onnx.opset_import"]))
         if "onnx.doc_string" in a:
             fp.doc_string = _str(a, "onnx.doc_string")
         if "onnx.function_extras" in a:

@@ -47,7 +47,6 @@ validated before MLIR's C++ sees it: bad input raises `ImportError_`, never cras
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import dataclasses
 import pathlib
@@ -69,13 +68,20 @@ from onnxc.dialect.optable import OPS
 from onnxc.errors import OnnxcError
 from onnxc.importers.config import ImportConfig
 from onnxc.importers.errors import ImportError_
+from onnxc.importers.proto import (
+    INITIALIZER_KIND,
+    SPARSE_INITIALIZER_KIND,
+    attr_kind,
+    b64,
+    node_label,
+    node_location,
+    opsets,
+    substitute,
+    type_proto,
+)
 
 AP = onnx.AttributeProto
 
-# Location kinds for constants that were initializers (not Constant nodes): export writes them back
-# into GraphProto.initializer / sparse_initializer.
-INITIALIZER_KIND = "initializer"
-SPARSE_INITIALIZER_KIND = "sparse_initializer"
 TRAINING_NOTE = "kept for export only: onnxc never runs training_info"
 
 ModelLike = "onnx.ModelProto | str | pathlib.Path | bytes"
@@ -165,51 +171,11 @@ def sanitize_symbol(name: str, fallback: str = "main_graph") -> str:
     return s
 
 
-def node_label(node: onnx.NodeProto) -> str:
-    """The name a node is known by in diagnostics: its name, else its first non-empty output."""
-    if node.name:
-        return node.name
-    for out in node.output:
-        if out:
-            return out
-    return node.op_type
-
-
-def node_location(label: str, kind: str) -> ir.Location:
-    """`loc("label"("kind"))`: the ONNX node name and op type (or "initializer")."""
-    return ir.Location.name(label, childLoc=ir.Location.name(kind))
-
-
 def describe_node(node: onnx.NodeProto, opset: int | None) -> str:
     """`node 'n' (Add, opset 17)` for diagnostics."""
     dom = f"{node.domain}::" if node.domain not in ("", "ai.onnx") else ""
     at = f", opset {opset}" if opset is not None else ""
     return f"node '{node_label(node)}' ({dom}{node.op_type}{at})"
-
-
-def attr_kind(a: onnx.AttributeProto) -> int:
-    """The AttributeProto type; old models (IR < 3) may leave `type` unset: infer it from the field set."""
-    if a.type != AP.UNDEFINED:
-        return a.type
-    for field, kind in (("f", AP.FLOAT), ("i", AP.INT), ("s", AP.STRING), ("t", AP.TENSOR), ("g", AP.GRAPH),
-                        ("sparse_tensor", AP.SPARSE_TENSOR), ("tp", AP.TYPE_PROTO)):  # fmt: skip
-        if a.HasField(field):
-            return kind
-    for field, kind in (("floats", AP.FLOATS), ("ints", AP.INTS), ("strings", AP.STRINGS), ("tensors", AP.TENSORS),
-                        ("graphs", AP.GRAPHS), ("sparse_tensors", AP.SPARSE_TENSORS), ("type_protos", AP.TYPE_PROTOS)):  # fmt: skip
-        if len(getattr(a, field)):
-            return kind
-    return AP.UNDEFINED
-
-
-def b64(data: bytes) -> str:
-    """Bytes as base64 text (proto remainders kept in string attributes)."""
-    return base64.b64encode(data).decode("ascii")
-
-
-def unb64(text: str) -> bytes:
-    """The inverse of `b64`."""
-    return base64.b64decode(text.encode("ascii"))
 
 
 def decode_model_version(version: int) -> str | None:
@@ -246,13 +212,6 @@ def max_opset(domain: str) -> int | None:
     return _MAX_OPSET_CACHE[domain]
 
 
-def _opsets(entries: Iterable[onnx.OperatorSetIdProto]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for e in entries:
-        out["" if e.domain == "ai.onnx" else e.domain] = int(e.version)
-    return out
-
-
 # --------------------------------------------------------------------------------- type fallback
 
 
@@ -277,7 +236,7 @@ def parse_type_string(text: str) -> ir.Type | None:
         t = parse_type_string(inner)
         return T.opt_type(t) if t else None
     if head == "map":
-        parts = T._split_params(inner)
+        parts = T.split_params(inner)
         key = T.BY_TYPE_STR.get(parts[0]) if len(parts) == 2 else None
         val = parse_type_string(parts[1]) if len(parts) == 2 else None
         return T.map_type(ir.Type.parse(key.mlir), val) if key and val else None
@@ -331,15 +290,15 @@ class _Specialization:
     calls: list[ir.Operation] = dataclasses.field(default_factory=list)
 
 
-class _Scope:
+class Scope:
     """ONNX names visible in one graph: its own values, then the enclosing graphs' (lexical scoping)."""
 
-    def __init__(self, parent: "_Scope | None" = None) -> None:
+    def __init__(self, parent: "Scope | None" = None) -> None:
         self.parent = parent
         self.values: dict[str, ir.Value] = {}
 
     def lookup(self, name: str) -> ir.Value | None:
-        scope: _Scope | None = self
+        scope: Scope | None = self
         while scope is not None:
             v = scope.values.get(name)
             if v is not None:
@@ -349,7 +308,7 @@ class _Scope:
 
     def names(self) -> set[str]:
         out: set[str] = set()
-        scope: _Scope | None = self
+        scope: Scope | None = self
         while scope is not None:
             out.update(scope.values)
             scope = scope.parent
@@ -458,7 +417,7 @@ class ModelImporter:
         m = self.model
         module = ir.Module.create()
         self.module = module
-        self.opsets = _opsets(m.opset_import)
+        self.opsets = opsets(m.opset_import)
         if self.config.allow_newer_opset:
             for d, v in list(self.opsets.items()):
                 newest = max_opset(d) if known_domain(d) else None
@@ -475,7 +434,7 @@ class ModelImporter:
             listed = ", ".join(f"{d}::{t} ({n}x)" for (d, t), n in sorted(self.custom_ops.items()))
             warnings.warn(f"imported {sum(self.custom_ops.values())} node(s) of domains without schemas as onnx.custom: {listed}", stacklevel=3)
         if self.config.inline_functions:
-            from onnxc.transforms.inline_functions import inline_functions
+            from onnxc.importers.functions import inline_functions
 
             inline_functions(module.operation)
         return module
@@ -554,7 +513,7 @@ class ModelImporter:
         inits = {t.name: t for t in graph.initializer}
         f.arg_attrs = ir.ArrayAttr.get([self._value_attrs(vi, inits.get(vi.name)) for vi in graph.input])
         f.res_attrs = ir.ArrayAttr.get([self._value_attrs(vi, None) for vi in graph.output])
-        scope = _Scope()
+        scope = Scope()
         for vi, arg in zip(graph.input, block.arguments):
             scope.values[vi.name] = arg
         input_names = {vi.name for vi in graph.input}
@@ -602,7 +561,7 @@ class ModelImporter:
     def _import_body(
         self,
         graph: onnx.GraphProto,
-        scope: _Scope,
+        scope: Scope,
         opsets: Mapping[str, int],
         *,
         skip_initializers: set[str] = frozenset(),  # type: ignore[assignment]
@@ -637,7 +596,7 @@ class ModelImporter:
             raise ImportError_(f"cannot import model{self._model_label()}", missing)
         return results
 
-    def _order(self, graph: onnx.GraphProto, scope: _Scope) -> list[int]:
+    def _order(self, graph: onnx.GraphProto, scope: Scope) -> list[int]:
         try:
             from onnxc.importers.validate import topological_order
         except ModuleNotFoundError:  # pragma: no cover - sibling module
@@ -645,7 +604,7 @@ class ModelImporter:
         return topological_order(graph, scope.names())
 
     # -------------------------------------------------------------- nodes
-    def _import_node(self, node: onnx.NodeProto, scope: _Scope, opsets: Mapping[str, int], types: Mapping[str, onnx.TypeProto]) -> None:
+    def _import_node(self, node: onnx.NodeProto, scope: Scope, opsets: Mapping[str, int], types: Mapping[str, onnx.TypeProto]) -> None:
         domain = "" if node.domain == "ai.onnx" else node.domain
         opset = opsets.get(domain)
         label = node_label(node)
@@ -744,7 +703,7 @@ class ModelImporter:
             raise ImportError_(f"cannot import model{self._model_label()}", [f"{who}: attribute '{a.name}': {exc}"]) from None
         raise ImportError_(f"cannot import model{self._model_label()}", [f"{who}: attribute '{a.name}' has no value (type {kind})"])
 
-    def _schema_op(self, node: onnx.NodeProto, info: OpInfo, operands: list[ir.Value | None], scope: _Scope,
+    def _schema_op(self, node: onnx.NodeProto, info: OpInfo, operands: list[ir.Value | None], scope: Scope,
                    opsets: Mapping[str, int], types: Mapping[str, onnx.TypeProto], who: str, opset: int | None) -> ir.Operation:  # fmt: skip
         attrs: dict[str, ir.Attribute] = {}
         graphs: dict[str, onnx.GraphProto] = {}
@@ -789,7 +748,7 @@ class ModelImporter:
             self._import_region(op.regions[region_index], g, scope, opsets, who, node, info, operands)
         return op
 
-    def _import_region(self, region: ir.Region, g: onnx.GraphProto, scope: _Scope, opsets: Mapping[str, int], who: str,
+    def _import_region(self, region: ir.Region, g: onnx.GraphProto, scope: Scope, opsets: Mapping[str, int], who: str,
                        node: onnx.NodeProto, info: OpInfo, operands: Sequence[ir.Value | None]) -> None:  # fmt: skip
         arg_types: list[ir.Type] = []
         implied = _implied_subgraph_input_types(node, operands, len(g.input))
@@ -804,7 +763,7 @@ class ModelImporter:
                     [f"{who}: subgraph '{g.name}' input '{vi.name}' has no type and none can be implied"],
                 )
         block = region.blocks.append(*arg_types, arg_locs=[ir.Location.name(vi.name) for vi in g.input])
-        inner = _Scope(scope)
+        inner = Scope(scope)
         for vi, arg in zip(g.input, block.arguments):
             inner.values[vi.name] = arg
         with ir.InsertionPoint(block):
@@ -884,10 +843,10 @@ class ModelImporter:
         graph.value_info.extend(fn.value_info)
         omitted = {fn.input[i] for i in range(len(fn.input)) if i >= len(operands) or operands[i] is None}
         for n in fn.node:
-            graph.node.append(_substitute(n, binding, omitted))
+            graph.node.append(substitute(n, binding, omitted))
         # The function's own opset_import decides its nodes' versions; the model's fills in gaps.
         fopsets = dict(self.opsets)
-        fopsets.update(_opsets(fn.opset_import))
+        fopsets.update(opsets(fn.opset_import))
         typed = self._infer_function(graph, fopsets)
         types = self._graph_types(typed)
         for vi in typed.output:
@@ -897,7 +856,7 @@ class ModelImporter:
             # the result types are known only after the body: build the body in a scratch op first
             f = func.FuncOp(sym, ir.FunctionType.get([t for t in arg_types], []), visibility="private")
         block = f.add_entry_block([ir.Location.name(n) for n in fn.input[: len(arg_types)]])
-        scope = _Scope()
+        scope = Scope()
         for name, arg in zip(fn.input, block.arguments):
             if name not in omitted:
                 scope.values[name] = arg
@@ -983,7 +942,6 @@ class ModelImporter:
 
 
 def _type_proto(t: ir.Type) -> onnx.TypeProto:
-    from onnxc.importers.exporter import type_proto
 
     return type_proto(t)
 
@@ -1015,43 +973,6 @@ def _attr_type(value: ir.Attribute) -> ir.Type:
 
 def _with_types(graph: onnx.GraphProto, types: Mapping[str, onnx.TypeProto]) -> onnx.GraphProto:
     return graph
-
-
-def _substitute(node: onnx.NodeProto, binding: Mapping[str, onnx.AttributeProto], omitted: set[str]) -> onnx.NodeProto:
-    """A copy of a function-body node with `ref_attr_name` attributes replaced by the bound values
-    (dropped when unbound: the spec treats them as absent) and omitted function inputs as ""."""
-    out = onnx.NodeProto()
-    out.CopyFrom(node)
-    del out.attribute[:]
-    for a in node.attribute:
-        if a.ref_attr_name:
-            bound = binding.get(a.ref_attr_name)
-            if bound is None:
-                continue
-            new = out.attribute.add()
-            new.CopyFrom(bound)
-            new.name = a.name
-            continue
-        new = out.attribute.add()
-        new.CopyFrom(a)
-        if attr_kind(a) == AP.GRAPH:
-            new.g.CopyFrom(_substitute_graph(a.g, binding, omitted))
-        elif attr_kind(a) == AP.GRAPHS:
-            for i, g in enumerate(a.graphs):
-                new.graphs[i].CopyFrom(_substitute_graph(g, binding, omitted))
-    for i, name in enumerate(out.input):
-        if name in omitted:
-            out.input[i] = ""
-    return out
-
-
-def _substitute_graph(g: onnx.GraphProto, binding: Mapping[str, onnx.AttributeProto], omitted: set[str]) -> onnx.GraphProto:
-    out = onnx.GraphProto()
-    out.CopyFrom(g)
-    del out.node[:]
-    for n in g.node:
-        out.node.append(_substitute(n, binding, omitted))
-    return out
 
 
 def _implied_subgraph_input_types(node: onnx.NodeProto, operands: Sequence[ir.Value | None], count: int) -> list[ir.Type | None]:

@@ -31,8 +31,9 @@ from onnxc.dialect.opinfo import OpInfo
 from onnxc.dialect.table import bound_version, op_info
 from onnxc.importers.config import ImportConfig
 from onnxc.importers.errors import ImportError_
-from onnxc.importers.exporter import _ModelExporter, _opset_entries, location_label, type_proto
-from onnxc.importers.onnx_importer import ModelImporter, _opsets, _Scope, _substitute, node_label, node_location
+from onnxc.importers.exporter import ModelExporter
+from onnxc.importers.onnx_importer import ModelImporter, Scope
+from onnxc.importers.proto import location_label, node_label, node_location, opset_entries, opsets, substitute, type_proto
 from onnxc.transforms.pass_base import ModulePass, PassFailure
 
 _ONNX_DIALECTS = ("onnx", "onnx_ml", "onnx_training", "onnx_preview")
@@ -43,7 +44,7 @@ _MAX_NESTED_EXPANSIONS = 4
 def _module_opsets(module: ir.Operation) -> dict[str, int]:
     if "onnx.opset_import" not in module.attributes:
         return {"": onnx.defs.onnx_opset_version()}
-    return _opsets(_opset_entries(module.attributes["onnx.opset_import"]))
+    return opsets(opset_entries(module.attributes["onnx.opset_import"]))
 
 
 def _schema(info: OpInfo, opset: int) -> Any:
@@ -95,7 +96,7 @@ def _defaults(info: OpInfo, opset: int) -> dict[str, onnx.AttributeProto]:
 
 
 def _versions_agree(fp: onnx.FunctionProto, model_opsets: dict[str, int]) -> bool:
-    body_opsets = _opsets(fp.opset_import)
+    body_opsets = opsets(fp.opset_import)
     for n in fp.node:
         d = "" if n.domain == "ai.onnx" else n.domain
         if d not in model_opsets or d not in body_opsets:
@@ -111,7 +112,7 @@ def _versions_agree(fp: onnx.FunctionProto, model_opsets: dict[str, int]) -> boo
 def _convert_body(fp: onnx.FunctionProto, model_opsets: dict[str, int], input_types: list[onnx.TypeProto]) -> onnx.FunctionProto | None:
     """The body rewritten for the model's ai.onnx opset by onnx's version converter (which knows
     each operator's adapters), or None when it cannot (other domains, no adapter)."""
-    body_opsets = _opsets(fp.opset_import)
+    body_opsets = opsets(fp.opset_import)
     if set(body_opsets) - {""} or "" not in model_opsets:
         return None
     graph = onnx.GraphProto(name="body")
@@ -142,9 +143,9 @@ class _Expander:
         self.module = module
         self.only = set(only)
         self.opsets = _module_opsets(module)
-        self.exporter = _ModelExporter(module)
+        self.exporter = ModelExporter(module)
         model = onnx.ModelProto(ir_version=onnx.IR_VERSION)
-        model.opset_import.extend(_opset_entries(module.attributes["onnx.opset_import"]) if "onnx.opset_import" in module.attributes else [])
+        model.opset_import.extend(opset_entries(module.attributes["onnx.opset_import"]) if "onnx.opset_import" in module.attributes else [])
         self.importer = ModelImporter(model, None, config, module.context)
         self.importer.opsets = dict(self.opsets)
         self.importer.module = ir.Module.create(ir.Location.unknown())  # never used: bodies of schema functions call no model function
@@ -156,7 +157,7 @@ class _Expander:
         def visit(op: ir.Operation) -> ir.WalkResult:
             name = op.name
             if name == "func.func" and "onnx.opset_import" in op.attributes and "onnx.function" in op.attributes:
-                if _opsets(_opset_entries(op.attributes["onnx.opset_import"])) != self.opsets:
+                if opsets(opset_entries(op.attributes["onnx.opset_import"])) != self.opsets:
                     return ir.WalkResult.SKIP  # a function with its own opsets: its ops bind differently
             if name.split(".")[0] in _ONNX_DIALECTS and name not in ("onnx.none", "onnx.custom") and not op.regions:
                 info = op_info(name)
@@ -201,7 +202,7 @@ class _Expander:
         present = {fp.input[i] for i, name in enumerate(node.input) if i < len(fp.input) and name}
         omitted = {n for n in fp.input if n not in present}
         # Bind the attributes first: the version converter below does not keep ref_attr_name.
-        bound = [_substitute(n, binding, omitted) for n in fp.node]
+        bound = [substitute(n, binding, omitted) for n in fp.node]
         del fp.node[:]
         fp.node.extend(bound)
         if not _versions_agree(fp, self.opsets):
@@ -224,7 +225,7 @@ class _Expander:
             body_node.name = f"{label or info.op_type}/{node_label(n)}"
             graph.node.append(body_node)
         typed = self.importer._infer_function(graph, self.opsets)
-        scope = _Scope()
+        scope = Scope()
         for i, name in enumerate(fp.input):
             if name in present:
                 scope.values[name] = operands[i]
