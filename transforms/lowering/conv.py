@@ -9,7 +9,9 @@ after `transform.structured.decompose`, channels in the vector lanes):
   transposed back; `layout-propagation` (transforms/layout_propagation.py) then cancels the pairs
   of transposes between consecutive layers, so a CNN runs NHWC end to end;
 * a constant filter is rearranged at compile time (a new constant, no run-time transpose): HWCF
-  for `linalg.conv_2d_nhwc_hwcf`, HWC / HWCM for `linalg.depthwise_conv_2d_nhwc_hwc(m)`;
+  for `linalg.conv_2d_nhwc_hwcf`, HWC / HWCM for `linalg.depthwise_conv_2d_nhwc_hwc(m)`. HWCF
+  rather than FHWC because only HWCF decomposes to a 1-D op the LLVM 22 vectorizer handles (checked:
+  `conv_2d_nhwc_fhwc` tiled the same way stays a scalar `linalg.conv` after decompose+vectorize);
 * a 1x1 convolution without padding is a `linalg.matmul` of the (N*H*W, C) pixels by the (C, F)
   filter (strided pixels are sliced first), so the CPU target's contraction path takes it;
 * grouped convolutions with a few groups become one `conv_2d_nhwc_hwcf` per group on channel
@@ -234,6 +236,10 @@ def _merge_dims(v: ir.Value, axis: int) -> ir.Value:
 NCHW_TO_NHWC: tuple[int, ...] = (0, 2, 3, 1)
 NHWC_TO_NCHW: tuple[int, ...] = (0, 3, 1, 2)
 
+#: Lower an unpadded 1x1 convolution as a `linalg.matmul` of its pixels (the CPU target's
+#: contraction path); False keeps it a `conv_2d_nhwc_hwcf` (for measurements).
+ONE_BY_ONE_AS_MATMUL: bool = True
+
 #: Grouped convolutions with at most this many groups become one named convolution per group
 #: (each vectorizes); with more, the per-group ops would bloat the module for small channel
 #: slices, and the group generic is used instead.
@@ -364,7 +370,7 @@ def _conv_2d_nhwc(
     xt = transpose(x, NCHW_TO_NHWC)
     n = dim(xt, 0)
     kh, kw = kernel
-    if g == 1 and kernel == [1, 1] and not any(lo + hi):
+    if ONE_BY_ONE_AS_MATMUL and g == 1 and kernel == [1, 1] and not any(lo + hi):
         # 1x1: a matmul over the (strided) pixels.
         oh = out_size(dim(xt, 1), 1, strides[0], 1)
         ow = out_size(dim(xt, 2), 1, strides[1], 1)
