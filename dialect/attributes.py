@@ -12,8 +12,10 @@ from typing import Any, Sequence
 import numpy as np
 from mlir import ir
 
+from onnxc.errors import OnnxcError
 
-class AttributeKindError(ValueError):
+
+class AttributeKindError(OnnxcError, ValueError):
     """A Python value that does not fit the attribute kind the schema asks for."""
 
 

@@ -27,6 +27,8 @@ DIALECT_TO_DOMAIN: dict[str, str] = {
     "onnx_training": "ai.onnx.preview.training",
     "onnx_preview": "ai.onnx.preview",
 }
+#: The MLIR dialects that hold ONNX ops (the one definition; `op.name.split(".")[0] in ONNX_DIALECTS`).
+ONNX_DIALECTS: tuple[str, ...] = tuple(DIALECT_TO_DOMAIN)
 
 # Names the generic rule renders poorly. Keys are ONNX op types.
 _OVERRIDES: dict[str, str] = {

@@ -19,6 +19,8 @@ import numpy as np
 import onnx
 from mlir import ir
 
+from onnxc.errors import OnnxcError
+
 try:  # ml_dtypes comes with onnx; it gives numpy spellings of bfloat16 and the float8 types.
     import ml_dtypes
 except ImportError:  # pragma: no cover - onnx 1.23 depends on it
@@ -72,7 +74,7 @@ BY_MLIR: dict[str, ElementType] = {e.mlir: e for e in ELEMENT_TYPES}
 BY_TYPE_STR: dict[str, ElementType] = {e.type_str: e for e in ELEMENT_TYPES}
 
 
-class UnsupportedTypeError(ValueError):
+class UnsupportedTypeError(OnnxcError, ValueError):
     """An ONNX type (or MLIR type) that has no counterpart on the other side."""
 
 

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 
 from mlir import ir
 
+from onnxc.dialect.names import ONNX_DIALECTS
 from onnxc.dialect.attributes import kind_of, onnx_attributes
 from onnxc.dialect.opinfo import OPTIONAL, VARIADIC, OpInfo, Param
 from onnxc.dialect.table import op_info
 from onnxc.dialect.types import UnsupportedTypeError, type_string
 
-ONNX_DIALECTS = ("onnx", "onnx_ml", "onnx_training", "onnx_preview")
 _LIST_KINDS = {"INTS", "FLOATS", "STRINGS", "TENSORS", "TYPE_PROTOS", "GRAPHS", "SPARSE_TENSORS"}
 
 

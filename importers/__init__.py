@@ -3,7 +3,8 @@
 - `import_model(model | path | bytes, config=None, *, context=None) -> ir.Module`
 - `import_context() -> ir.Context` (the ONNX dialects loaded)
 - `export_model(module) -> onnx.ModelProto`
-- `ImportConfig` (options, each with its reason) and `ImportError_` (every problem of a model at once)
+- `ImportConfig` (options, each with its reason) and `ModelImportError` (every problem of a model at
+  once; `ImportError_` is its former name)
 
 The IR an import produces is described in `onnx_importer.py`'s docstring; the exporter reads the same
 conventions. Names resolve lazily so that `import onnxc.importers` stays cheap.
@@ -20,6 +21,7 @@ _EXPORTS = {
     "load_model": "onnx_importer",
     "export_model": "exporter",
     "ImportConfig": "config",
+    "ModelImportError": "errors",
     "ImportError_": "errors",
 }
 

@@ -12,7 +12,7 @@ shape inference cannot recover them.
 
 Attribute values are written by the schema's attribute kind (`onnxc.dialect.attributes.from_mlir`
 spellings); tensors through `onnxc.importers.tensors.attribute_to_tensor`. Anything that is not ONNX
-(an op of another dialect after partial lowering) is refused with an `ImportError_` naming it.
+(an op of another dialect after partial lowering) is refused with an `ModelImportError` naming it.
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ import numpy as np
 import onnx
 from mlir import ir
 
+from onnxc.dialect.names import ONNX_DIALECTS
 from onnxc.dialect import attributes as attr_mod
 from onnxc.dialect import types as T
 from onnxc.dialect.opinfo import OpInfo
 from onnxc.dialect.table import op_info
-from onnxc.importers.errors import ImportError_
+from onnxc.importers.errors import ModelImportError
 from onnxc.importers.proto import INITIALIZER_KIND, SPARSE_INITIALIZER_KIND, location_label, opset_entries, type_proto, unb64
 
 AP = onnx.AttributeProto
-_ONNX_DIALECTS = ("onnx", "onnx_ml", "onnx_training", "onnx_preview")
 _KIND_TYPES = {name: AP.AttributeType.Value(name) for name in AP.AttributeType.keys()}
 
 
@@ -124,8 +124,8 @@ class ModelExporter:
             self.tensors = tensors
         return self.tensors
 
-    def fail(self, problem: str) -> ImportError_:
-        return ImportError_("cannot export the module as an ONNX model", [problem])
+    def fail(self, problem: str) -> ModelImportError:
+        return ModelImportError("cannot export the module as an ONNX model", [problem])
 
     def run(self) -> onnx.ModelProto:
         a = self.module_op.attributes
@@ -356,7 +356,7 @@ class ModelExporter:
                 if key in ("domain", "op_type"):
                     continue
                 node.attribute.append(self._custom_attribute(key, value))
-        elif name.split(".")[0] in _ONNX_DIALECTS:
+        elif name.split(".")[0] in ONNX_DIALECTS:
             info = op_info(name)
             if info is None:
                 raise self.fail(f"{op.location}: '{name}' is not an op of the ONNX dialect")
@@ -447,9 +447,10 @@ class ModelExporter:
     def _tensor(self, attr: ir.Attribute, name: str) -> onnx.TensorProto:
         try:
             return self._tensors().attribute_to_tensor(attr, name)
-        except ImportError_:
+        except ModelImportError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - numpy/onnx refusing a value (ValueError, TypeError,
+            # OverflowError...) becomes the exporter's error naming the tensor
             raise self.fail(f"tensor '{name}' ({str(attr)[:80]}): {exc}") from None
 
     def _sparse(self, attr: ir.Attribute, name: str) -> onnx.SparseTensorProto:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from mlir import ir
 
-from onnxc.importers.errors import ImportError_
+from onnxc.importers.errors import ModelImportError
 
 __all__ = ["inline_call", "inline_functions"]
 
@@ -98,7 +98,7 @@ def inline_functions(module: ir.Operation, only: tuple[str, ...] = ()) -> int:
             inline_call(call, callee)
             count += 1
     else:
-        raise ImportError_(
+        raise ModelImportError(
             "cannot inline the model's functions", [f"calls still remain after {_MAX_DEPTH} rounds: are the functions recursive?"]
         )
     # Functions no call refers to any more are dropped (the main graph is public and kept).

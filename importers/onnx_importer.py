@@ -42,7 +42,7 @@ What the IR looks like (the contract with `exporter.py` and with later passes):
 
 Types come from the model's value_info plus onnx shape inference (with data propagation) where it
 works; where neither gives a type the schema's type constraints give an unranked one. Everything is
-validated before MLIR's C++ sees it: bad input raises `ImportError_`, never crashes.
+validated before MLIR's C++ sees it: bad input raises `ModelImportError`, never crashes.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ from onnxc.dialect.table import known_domain, lookup, schema_versions
 from onnxc.dialect.optable import OPS
 from onnxc.errors import OnnxcError
 from onnxc.importers.config import ImportConfig
-from onnxc.importers.errors import ImportError_
+from onnxc.importers.errors import ModelImportError
 from onnxc.importers.proto import (
     INITIALIZER_KIND,
     SPARSE_INITIALIZER_KIND,
@@ -103,7 +103,7 @@ def import_model(
 ) -> ir.Module:
     """Import an ONNX model (a ModelProto, a file path or serialized bytes) into a new module.
 
-    `context` defaults to a new `import_context()`. Raises `ImportError_` listing every problem of
+    `context` defaults to a new `import_context()`. Raises `ModelImportError` listing every problem of
     an invalid model; a model with external data is read relative to its file's folder.
     """
     config = config or ImportConfig()
@@ -126,12 +126,12 @@ def _verify_imported(module: ir.Module, strict: bool) -> None:
         try:
             verified = module.operation.verify()
         except ir.MLIRError as exc:
-            raise ImportError_("the imported module does not verify", [f"{d.location}: {d.message}" for d in exc.error_diagnostics]) from None
+            raise ModelImportError("the imported module does not verify", [f"{d.location}: {d.message}" for d in exc.error_diagnostics]) from None
         if not verified:
-            raise ImportError_("the imported module does not verify", ["MLIR's verifier rejected it without a diagnostic"])
+            raise ModelImportError("the imported module does not verify", ["MLIR's verifier rejected it without a diagnostic"])
         errors = verify_onnx(module)
     if errors and strict:
-        raise ImportError_("the imported module breaks the ONNX dialect's rules", [str(e) for e in errors])
+        raise ModelImportError("the imported module breaks the ONNX dialect's rules", [str(e) for e in errors])
     if errors:
         warnings.warn("the imported module breaks the ONNX dialect's rules:\n  " + "\n  ".join(str(e) for e in errors), stacklevel=3)
 
@@ -148,14 +148,14 @@ def load_model(model: onnx.ModelProto | str | pathlib.Path | bytes) -> tuple[onn
         try:
             proto.ParseFromString(bytes(model))
         except Exception as exc:  # protobuf raises DecodeError (and RuntimeWarning-ish errors)
-            raise ImportError_("cannot parse the model", [f"the bytes are not a valid ONNX ModelProto ({exc})"]) from None
+            raise ModelImportError("cannot parse the model", [f"the bytes are not a valid ONNX ModelProto ({exc})"]) from None
         return proto, None
     if isinstance(model, (str, pathlib.Path)):
         from onnxc.importers.external_data import load_model_proto
 
         path = pathlib.Path(model)
         return load_model_proto(path), path.resolve().parent
-    raise ImportError_("cannot import", [f"expected a ModelProto, a path or bytes, got {type(model).__name__}"])
+    raise ModelImportError("cannot import", [f"expected a ModelProto, a path or bytes, got {type(model).__name__}"])
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -206,7 +206,7 @@ def max_opset(domain: str) -> int | None:
             vs = [s.since_version for s in mapping if s.domain == domain]
             if vs:
                 newest = max([newest or 0, *vs])
-        except Exception:  # pragma: no cover - onnx always has the API
+        except AttributeError:  # pragma: no cover - onnx always has the API
             newest = _max_opset(domain)
         _MAX_OPSET_CACHE[domain] = newest
     return _MAX_OPSET_CACHE[domain]
@@ -263,7 +263,7 @@ def fallback_result_type(info: OpInfo, index: int, operand_types: Sequence[ir.Ty
         try:
             dt = ir.IntegerAttr(attrs["to"]).value
             return ir.UnrankedTensorType.get(T.element_type(dt))
-        except Exception:
+        except (ValueError, KeyError, TypeError):  # not an int attribute, or no such ONNX dtype
             return None
     for i, formal in enumerate(info.inputs):
         if formal.type_str != param.type_str:
@@ -343,10 +343,10 @@ class ModelImporter:
         try:
             with self.ctx, ir.Location.unknown():
                 return self._build()
-        except ImportError_:
+        except ModelImportError:
             raise
         except (OnnxcError, T.UnsupportedTypeError, attr_mod.AttributeKindError) as exc:
-            raise ImportError_(f"cannot import model{self._model_label()}", [str(exc)]) from None
+            raise ModelImportError(f"cannot import model{self._model_label()}", [str(exc)]) from None
 
     def _model_label(self) -> str:
         name = self.original.graph.name
@@ -389,7 +389,7 @@ class ModelImporter:
         elif newer:
             warnings.warn("; ".join(newer) + ": binding to the newest known schemas", stacklevel=3)
         if problems:
-            raise ImportError_(f"cannot import model{self._model_label()}", problems)
+            raise ModelImportError(f"cannot import model{self._model_label()}", problems)
 
     def _validate(self) -> None:
         if not self.config.validate:
@@ -400,7 +400,7 @@ class ModelImporter:
             return
         problems = validate_model(self.model, self.config, self.base_dir)
         if problems:
-            raise ImportError_(f"model{self._model_label()} is invalid ({len(problems)} problem(s))", problems)
+            raise ModelImportError(f"model{self._model_label()} is invalid ({len(problems)} problem(s))", problems)
 
     def _infer_shapes(self, model: onnx.ModelProto) -> onnx.ModelProto:
         if not self.config.run_shape_inference:
@@ -409,7 +409,8 @@ class ModelImporter:
             if model.ByteSize() > self.config.shape_inference_size_limit:
                 return model
             return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
-        except Exception:  # inference is a help, never a requirement
+        except Exception:  # noqa: BLE001 - onnx's shape inference raises InferenceError, ValidationError,
+            # RuntimeError...: inference is a help, never a requirement
             return model
 
     # ------------------------------------------------------------- build
@@ -487,14 +488,14 @@ class ModelImporter:
 
     def _value_type(self, vi: onnx.ValueInfoProto, where: str) -> ir.Type:
         if not vi.HasField("type") or vi.type.WhichOneof("value") is None:
-            raise ImportError_(f"cannot import model{self._model_label()}", [f"{where} '{vi.name}' has no type"])
+            raise ModelImportError(f"cannot import model{self._model_label()}", [f"{where} '{vi.name}' has no type"])
         return self._type(vi.type, f"{where} '{vi.name}'")
 
     def _type(self, tp: onnx.TypeProto, what: str) -> ir.Type:
         try:
             return T.type_from_proto(tp)
         except (T.UnsupportedTypeError, ValueError) as exc:
-            raise ImportError_(f"cannot import model{self._model_label()}", [f"{what}: {exc}"]) from None
+            raise ModelImportError(f"cannot import model{self._model_label()}", [f"{what}: {exc}"]) from None
 
     def _import_main(self, graph: onnx.GraphProto, name: str) -> func.FuncOp:
         arg_types = [self._value_type(vi, "graph input") for vi in graph.input]
@@ -545,18 +546,18 @@ class ModelImporter:
     def _tensor_attr(self, t: onnx.TensorProto) -> ir.Attribute:
         try:
             return self.tensors.tensor_to_attribute(t, self.base_dir, resource_threshold=self.config.resource_threshold)
-        except ImportError_:
+        except ModelImportError:
             raise
         except (OnnxcError, ValueError, TypeError) as exc:
-            raise ImportError_(f"cannot import model{self._model_label()}", [f"tensor '{t.name}': {exc}"]) from None
+            raise ModelImportError(f"cannot import model{self._model_label()}", [f"tensor '{t.name}': {exc}"]) from None
 
     def _sparse_attr(self, sp: onnx.SparseTensorProto) -> ir.Attribute:
         try:
             return self.tensors.sparse_tensor_to_attribute(sp, self.base_dir)
-        except ImportError_:
+        except ModelImportError:
             raise
         except (OnnxcError, ValueError, TypeError) as exc:
-            raise ImportError_(f"cannot import model{self._model_label()}", [f"sparse tensor '{sp.values.name}': {exc}"]) from None
+            raise ModelImportError(f"cannot import model{self._model_label()}", [f"sparse tensor '{sp.values.name}': {exc}"]) from None
 
     def _import_body(
         self,
@@ -593,7 +594,7 @@ class ModelImporter:
                 continue
             results.append(v)
         if missing:
-            raise ImportError_(f"cannot import model{self._model_label()}", missing)
+            raise ModelImportError(f"cannot import model{self._model_label()}", missing)
         return results
 
     def _order(self, graph: onnx.GraphProto, scope: Scope) -> list[int]:
@@ -617,12 +618,12 @@ class ModelImporter:
                 continue
             v = scope.lookup(name)
             if v is None:
-                raise ImportError_(f"cannot import model{self._model_label()}", [f"{who}: input '{name}' is not defined before use"])
+                raise ModelImportError(f"cannot import model{self._model_label()}", [f"{who}: input '{name}' is not defined before use"])
             operands.append(v)
         info = None
         if known_domain(domain):
             if opset is None:
-                raise ImportError_(f"cannot import model{self._model_label()}", [f"{who}: the model imports no opset for domain '{node.domain}'"])
+                raise ModelImportError(f"cannot import model{self._model_label()}", [f"{who}: the model imports no opset for domain '{node.domain}'"])
             info = lookup(node.op_type, domain, opset)
         fkey = (node.domain, node.op_type, node.overload)
         with loc:
@@ -633,10 +634,10 @@ class ModelImporter:
             elif known_domain(domain):
                 versions = schema_versions(node.op_type, domain)
                 why = f"defined only from opset {versions[0]}" if versions else "not an operator of this domain"
-                raise ImportError_(f"cannot import model{self._model_label()}", [f"{who}: no schema ({why})"])
+                raise ModelImportError(f"cannot import model{self._model_label()}", [f"{who}: no schema ({why})"])
             else:
                 if self.config.strict_custom_ops:
-                    raise ImportError_(f"cannot import model{self._model_label()}", [f"{who}: domain '{node.domain}' has no schemas (strict_custom_ops)"])
+                    raise ModelImportError(f"cannot import model{self._model_label()}", [f"{who}: domain '{node.domain}' has no schemas (strict_custom_ops)"])
                 op = self._custom(node, operands, types, who)
         self._set_node_extras(op, node)
         outs = [o for o in node.output]
@@ -665,7 +666,7 @@ class ModelImporter:
             if t is None:
                 t = fallback(i)
             if t is None:
-                raise ImportError_(
+                raise ModelImportError(
                     f"cannot import model{self._model_label()}",
                     [f"{who}: the type of output '{name}' is unknown (no value_info, shape inference gave none, and the schema does not fix it)"],
                 )
@@ -700,8 +701,8 @@ class ModelImporter:
             if kind == AP.TYPE_PROTOS:
                 return ir.ArrayAttr.get([ir.TypeAttr.get(self._type(tp, f"{who} attribute '{a.name}'")) for tp in a.type_protos])
         except attr_mod.AttributeKindError as exc:
-            raise ImportError_(f"cannot import model{self._model_label()}", [f"{who}: attribute '{a.name}': {exc}"]) from None
-        raise ImportError_(f"cannot import model{self._model_label()}", [f"{who}: attribute '{a.name}' has no value (type {kind})"])
+            raise ModelImportError(f"cannot import model{self._model_label()}", [f"{who}: attribute '{a.name}': {exc}"]) from None
+        raise ModelImportError(f"cannot import model{self._model_label()}", [f"{who}: attribute '{a.name}' has no value (type {kind})"])
 
     def _schema_op(self, node: onnx.NodeProto, info: OpInfo, operands: list[ir.Value | None], scope: Scope,
                    opsets: Mapping[str, int], types: Mapping[str, onnx.TypeProto], who: str, opset: int | None) -> ir.Operation:  # fmt: skip
@@ -729,7 +730,7 @@ class ModelImporter:
         if missing:
             problems.append(f"{who}: missing required attribute(s) {', '.join(missing)}")
         if problems:
-            raise ImportError_(f"cannot import model{self._model_label()}", problems)
+            raise ModelImportError(f"cannot import model{self._model_label()}", problems)
         operand_types = [v.type if v is not None else None for v in operands]
         rtypes = self._result_types(node, types, who, lambda i: fallback_result_type(info, i, operand_types, attrs))
         none = None
@@ -738,7 +739,7 @@ class ModelImporter:
         try:
             op = onnx_op(info.full_name, operands, rtypes, attrs, none=none)
         except OnnxBuildError as exc:
-            raise ImportError_(f"cannot import model{self._model_label()}", [f"{who}: {exc}"]) from None
+            raise ModelImportError(f"cannot import model{self._model_label()}", [f"{who}: {exc}"]) from None
         if none is not None and not list(none.uses):
             none.owner.erase()
         for region_index, gname in enumerate(info.regions):
@@ -758,7 +759,7 @@ class ModelImporter:
             elif implied[i] is not None:
                 arg_types.append(implied[i])
             else:
-                raise ImportError_(
+                raise ModelImportError(
                     f"cannot import model{self._model_label()}",
                     [f"{who}: subgraph '{g.name}' input '{vi.name}' has no type and none can be implied"],
                 )
@@ -775,9 +776,9 @@ class ModelImporter:
         attrs: dict[str, ir.Attribute] = {}
         for a in node.attribute:
             if a.ref_attr_name:
-                raise ImportError_(f"cannot import model{self._model_label()}", [f"{who}: attribute '{a.name}' refers to '{a.ref_attr_name}' outside a function body"])
+                raise ModelImportError(f"cannot import model{self._model_label()}", [f"{who}: attribute '{a.name}' refers to '{a.ref_attr_name}' outside a function body"])
             if not a.name or a.name in attrs or a.name in ("domain", "op_type") or "." in a.name:
-                raise ImportError_(f"cannot import model{self._model_label()}", [f"{who}: attribute name '{a.name}' is repeated or reserved"])
+                raise ModelImportError(f"cannot import model{self._model_label()}", [f"{who}: attribute name '{a.name}' is repeated or reserved"])
             kind = attr_kind(a)
             if kind in (AP.GRAPH, AP.GRAPHS):
                 gs = [a.g] if kind == AP.GRAPH else list(a.graphs)
@@ -803,16 +804,16 @@ class ModelImporter:
             # A function input may be omitted with "": the body sees it as absent.
             pass
         if len(operands) > len(fn.input):
-            raise ImportError_(f"cannot import model{self._model_label()}", [f"{who}: function takes {len(fn.input)} input(s), got {len(operands)}"])
+            raise ModelImportError(f"cannot import model{self._model_label()}", [f"{who}: function takes {len(fn.input)} input(s), got {len(operands)}"])
         if len(node.output) > len(fn.output):
-            raise ImportError_(f"cannot import model{self._model_label()}", [f"{who}: function has {len(fn.output)} output(s), the node names {len(node.output)}"])
+            raise ModelImportError(f"cannot import model{self._model_label()}", [f"{who}: function has {len(fn.output)} output(s), the node names {len(node.output)}"])
         declared = {n for n in fn.attribute if n} | {a.name for a in fn.attribute_proto if a.name}
         binding: dict[str, onnx.AttributeProto] = {a.name: a for a in fn.attribute_proto if a.name}
         for a in node.attribute:
             if not a.name or a.name not in declared:
-                raise ImportError_(f"cannot import model{self._model_label()}", [f"{who}: function '{fn.name}' has no attribute '{a.name}'"])
+                raise ModelImportError(f"cannot import model{self._model_label()}", [f"{who}: function '{fn.name}' has no attribute '{a.name}'"])
             if a.ref_attr_name:
-                raise ImportError_(f"cannot import model{self._model_label()}", [f"{who}: attribute '{a.name}' refers to '{a.ref_attr_name}' outside a function body"])
+                raise ModelImportError(f"cannot import model{self._model_label()}", [f"{who}: attribute '{a.name}' refers to '{a.ref_attr_name}' outside a function body"])
             binding[a.name] = a
         arg_types = [v.type if v is not None else ir.NoneType.get() for v in operands]
         key = (fn.domain, fn.name, fn.overload, tuple(str(t) for t in arg_types),
@@ -899,7 +900,7 @@ class ModelImporter:
                                        ir_version=max(self.model.ir_version, 10))  # fmt: skip
             m.functions.extend(self.model.functions)
             return onnx.shape_inference.infer_shapes(m, check_type=False, strict_mode=False, data_prop=True).graph
-        except Exception:
+        except Exception:  # noqa: BLE001 - as in _infer_shapes: a subgraph's inference is only a help
             return graph
 
     def _unique_symbol(self, base: str) -> str:
@@ -967,8 +968,8 @@ def _attr_type(value: ir.Attribute) -> ir.Type:
     """The tensor type of an elements attribute (dense, dense_resource or sparse)."""
     try:
         return value.type
-    except Exception:
-        raise ImportError_("cannot import model", [f"attribute {value} has no type"]) from None
+    except (AttributeError, ValueError, TypeError):  # an attribute kind the bindings give no type
+        raise ModelImportError("cannot import model", [f"attribute {value} has no type"]) from None
 
 
 def _with_types(graph: onnx.GraphProto, types: Mapping[str, onnx.TypeProto]) -> onnx.GraphProto:
@@ -1014,7 +1015,7 @@ def _topological_order(graph: onnx.GraphProto, outer: set[str]) -> list[int]:
                 rest.append(i)
         pending = rest
     if pending:
-        raise ImportError_("cannot order the graph's nodes", [f"nodes {', '.join(node_label(graph.node[i]) for i in pending)} form a cycle or use undefined values"])
+        raise ModelImportError("cannot order the graph's nodes", [f"nodes {', '.join(node_label(graph.node[i]) for i in pending)} form a cycle or use undefined values"])
     return order
 
 
@@ -1031,4 +1032,4 @@ def _captured(node: onnx.NodeProto) -> set[str]:
     return out
 
 
-__all__ = ["ImportConfig", "ImportError_", "ModelImporter", "import_context", "import_model", "load_model", "sanitize_symbol"]
+__all__ = ["ImportConfig", "ModelImportError", "ModelImporter", "import_context", "import_model", "load_model", "sanitize_symbol"]

@@ -233,7 +233,7 @@ def _read_array(path: str) -> np.ndarray:
         t = onnx.TensorProto()
         try:
             t.ParseFromString(p.read_bytes())
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - protobuf raises DecodeError (or RuntimeWarning-like errors)
             raise DriverError(f"input file {path}: not a serialized TensorProto") from None
         return numpy_helper.to_array(t)
     try:

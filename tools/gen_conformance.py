@@ -277,7 +277,7 @@ def classify(exc: BaseException) -> tuple[str, str]:
     if sep and re.match(r"^\d+ [\w ]+\(s\)", rest):
         headline = tool
     text = f"{headline.rstrip(':')}: {detail}" if detail else headline
-    if name == "ImportError_":
+    if name in ("ModelImportError", "ImportError_"):
         stage = "import"
     elif "convert-onnx-to-linalg" in msg or name == "LoweringError":
         stage = "lower"

@@ -27,16 +27,16 @@ from typing import Any
 import onnx
 from mlir import ir
 
+from onnxc.dialect.names import ONNX_DIALECTS
 from onnxc.dialect.opinfo import OpInfo
 from onnxc.dialect.table import bound_version, op_info
 from onnxc.importers.config import ImportConfig
-from onnxc.importers.errors import ImportError_
+from onnxc.importers.errors import ModelImportError
 from onnxc.importers.exporter import ModelExporter
 from onnxc.importers.onnx_importer import ModelImporter, Scope
 from onnxc.importers.proto import location_label, node_label, node_location, opset_entries, opsets, substitute, type_proto
 from onnxc.transforms.pass_base import ModulePass, PassFailure
 
-_ONNX_DIALECTS = ("onnx", "onnx_ml", "onnx_training", "onnx_preview")
 # Rounds of `unlowered_only` expansion: a body's ops may have bodies of their own.
 _MAX_NESTED_EXPANSIONS = 4
 
@@ -50,7 +50,7 @@ def _module_opsets(module: ir.Operation) -> dict[str, int]:
 def _schema(info: OpInfo, opset: int) -> Any:
     try:
         return onnx.defs.get_schema(info.op_type, opset, info.domain)
-    except Exception:
+    except onnx.defs.SchemaError:  # no schema of the op at this opset
         return None
 
 
@@ -71,7 +71,8 @@ def function_body(info: OpInfo, opset: int, node: onnx.NodeProto, input_types: l
                 data = schema.get_context_dependent_function_with_opset_version(
                     max(versions), node.SerializeToString(), [t.SerializeToString() for t in input_types]
                 )
-    except Exception:  # onnx refuses (e.g. a context-dependent body needing unknown input types)
+    except Exception:  # noqa: BLE001 - onnx's C++ refuses with RuntimeError, SchemaError or its
+        # InferenceError (e.g. a context-dependent body needing unknown input types): no body then
         return None
     if not data:
         return None
@@ -127,7 +128,8 @@ def _convert_body(fp: onnx.FunctionProto, model_opsets: dict[str, int], input_ty
     model = onnx.helper.make_model(graph, opset_imports=list(fp.opset_import), ir_version=onnx.IR_VERSION)
     try:
         converted = onnx.version_converter.convert_version(model, model_opsets[""])
-    except Exception:
+    except Exception:  # noqa: BLE001 - the C++ converter raises RuntimeError, ValueError or its own
+        # ConvertError for a body it cannot convert: the op is then left as it is, not expanded
         return None
     out = onnx.FunctionProto()
     out.CopyFrom(fp)
@@ -159,7 +161,7 @@ class _Expander:
             if name == "func.func" and "onnx.opset_import" in op.attributes and "onnx.function" in op.attributes:
                 if opsets(opset_entries(op.attributes["onnx.opset_import"])) != self.opsets:
                     return ir.WalkResult.SKIP  # a function with its own opsets: its ops bind differently
-            if name.split(".")[0] in _ONNX_DIALECTS and name not in ("onnx.none", "onnx.custom") and not op.regions:
+            if name.split(".")[0] in ONNX_DIALECTS and name not in ("onnx.none", "onnx.custom") and not op.regions:
                 info = op_info(name)
                 if info is not None and (not self.only or info.op_type in self.only):
                     found.append(op)
@@ -192,7 +194,7 @@ class _Expander:
             for key, value in op.attributes.items():
                 if "." not in key:
                     node.attribute.append(self.exporter._attribute(info, key, value, op))
-        except ImportError_:
+        except ModelImportError:
             return False
         fp = function_body(info, opset, node, input_types)
         if fp is None:
@@ -232,7 +234,7 @@ class _Expander:
         with ir.InsertionPoint(op), op.location:
             try:
                 results = self.importer._import_body(typed, scope, self.opsets)
-            except ImportError_ as exc:
+            except ModelImportError as exc:
                 raise PassFailure("expand-schema-functions", [(op.location, f"cannot expand {info.op_type}: {exc}")]) from None
             for i, new in zip(wanted, results):
                 r = op.results[i]

@@ -17,6 +17,7 @@ import onnx
 from mlir import ir
 from onnx import helper, numpy_helper
 
+from onnxc.dialect.names import ONNX_DIALECTS
 from onnxc.dialect import attributes as attrs_mod
 from onnxc.dialect import types as types_mod
 from onnxc.dialect.builder import onnx_op
@@ -27,7 +28,6 @@ NONE_OP = "onnx.none"
 CONSTANT_OP = "onnx.constant"  # the newest Constant; older ones are `onnx.constant_v<N>`
 _CONSTANT_NAME = re.compile(r"onnx\.constant(_v\d+)?")
 CUSTOM_OP = "onnx.custom"
-ONNX_DIALECTS = ("onnx", "onnx_ml", "onnx_training", "onnx_preview")
 
 
 
@@ -255,8 +255,8 @@ def elements_to_numpy(attr: ir.Attribute, max_elements: int | None = None) -> np
 
         arr, _ = attribute_to_array(attr)
         return np.asarray(arr).reshape(shape)
-    except Exception:  # noqa: BLE001 - fall back to what the bindings can read themselves
-        pass
+    except Exception:  # noqa: BLE001 - the importer's reader refuses (an OnnxcError, or numpy's
+        pass  # ValueError/TypeError on an odd blob): fall back to what the bindings can read
     if not isinstance(attr, ir.DenseElementsAttr):
         return None
     dense = ir.DenseElementsAttr(attr)
@@ -360,7 +360,8 @@ def elements_attr(array: np.ndarray, elem: ir.Type | None = None, *, name: str =
         from onnxc.importers.tensors import array_to_attribute
 
         return array_to_attribute(array, et.onnx_dtype, name=name, resource_threshold=resource_threshold)
-    except Exception:  # noqa: BLE001 - the importer's module is missing or refuses: use the bindings
+    except Exception:  # noqa: BLE001 - the importer's writer refuses this element type or array
+        # (an OnnxcError, numpy's ValueError/TypeError): build a plain dense attribute instead
         dtype = numpy_dtype_of(elem)
         return None if dtype is None else dense_attr(array.astype(dtype))
 

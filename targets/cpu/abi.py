@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from onnxc.errors import OnnxcError
+
 try:  # bf16 numpy dtype; ml_dtypes comes with onnx.
     import ml_dtypes as _ml_dtypes
 except ImportError:  # pragma: no cover - exercised only without ml_dtypes
@@ -42,7 +44,7 @@ __all__ = [
 ]
 
 
-class CpuTargetError(ValueError):
+class CpuTargetError(OnnxcError, ValueError):
     """A problem of the CPU target that is the caller's to fix (bad module, bad inputs)."""
 
 
