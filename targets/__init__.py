@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 #: Target name -> "module:Class" of its `Target` implementation.
 TARGETS: dict[str, str] = {
     "cpu": "onnxc.targets.cpu.target:CpuTarget",
+    "cuda": "onnxc.targets.cuda.target:CudaTarget",
+    "vulkan": "onnxc.targets.vulkan.target:VulkanTarget",
 }
 
 #: Stage passes of the targets: pass name -> "module:Class".
@@ -37,6 +39,10 @@ TARGET_PASSES: dict[str, str] = {
     "cpu-to-vector": "onnxc.targets.cpu.passes:CpuToVectorPass",
     "cpu-bufferize": "onnxc.targets.cpu.passes:CpuBufferizePass",
     "cpu-to-llvm": "onnxc.targets.cpu.passes:CpuToLLVMPass",
+    "gpu-map": "onnxc.targets.gpu.passes:GpuMapPass",
+    "gpu-nvvm-prepare": "onnxc.targets.cuda.passes:GpuNvvmPreparePass",
+    "gpu-to-spirv": "onnxc.targets.vulkan.passes:GpuToSpirvPass",
+    "spirv-serialize": "onnxc.targets.vulkan.passes:SpirvSerializePass",
 }
 
 #: Named pipelines of the targets: name -> (pipeline text, summary).
@@ -45,6 +51,11 @@ TARGET_PIPELINES: dict[str, tuple[str, str]] = {
     "onnx-to-llvm": (
         "onnx-to-linalg,cpu-to-vector,cpu-bufferize,cpu-to-llvm",
         "onnx-to-vector, then bufferize and lower to the LLVM dialect for the CPU.",
+    ),
+    "onnx-to-gpu": ("onnx-to-linalg,gpu-map", "onnx-to-linalg, then map to gpu kernels (the Vulkan device table; gpu-map{device=sm_80} for CUDA)."),
+    "gpu-to-nvvm": (
+        "gpu-nvvm-prepare,gpu-lower-to-nvvm-pipeline{cubin-chip=sm_80 cubin-features=+ptx80 cubin-format=isa}",
+        "mapped gpu kernels to NVVM and PTX for sm_80 (the CUDA target spells out its chip).",
     ),
 }
 

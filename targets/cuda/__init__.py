@@ -4,6 +4,7 @@
   `ptxas` runner `assemble` with its `-v` resource report.
 - `compile_ptx(module, options)` here: a `CudaArtifact` (PTX per kernel module, and the host
   program of launches), made with no GPU present.
+- `passes.py`: the stage as a registered pass (`gpu-to-nvvm`); `target.py`: `CudaTarget`.
 - `compile_module(module, options)`: what `onnxc.compile(..., target="cuda")` calls; on a machine
   without an NVIDIA driver and GPU it raises `CudaUnavailable` saying so. Running on a GPU (host
   code through `gpu-to-llvm` and `libmlir_cuda_runtime.so`) is not implemented yet: there was no
@@ -39,34 +40,16 @@ __all__ = [
     "KernelResources",
     "PtxasError",
     "PtxasResult",
-    "STAGES",
     "assemble",
     "compile_module",
     "compile_ptx",
     "cuda_device_count",
     "find_ptxas",
-    "lower_module",
     "ptx_of",
 ]
 
-#: IR stages of the CUDA target after linalg (`--emit`): gpu kernels, then LLVM host + PTX objects.
-STAGES: tuple[str, ...] = ("gpu", "ptx")
-
-
 class CudaUnavailable(CudaLoweringError):
     """No NVIDIA driver or GPU on this machine (or running on one is not supported yet)."""
-
-
-def lower_module(module: ir.Module, stage: str = "ptx", options: CudaOptions | None = None) -> ir.Module:
-    """Lower `module` (linalg on tensors) in place up to `stage` (one of `STAGES`)."""
-    opts = options or CudaOptions()
-    opts.validate()
-    if stage not in STAGES:
-        raise CudaLoweringError(f"unknown CUDA stage {stage!r} (stages: {', '.join(STAGES)})")
-    map_to_gpu(module, device_for(opts.chip))
-    if stage == "ptx":
-        lower_to_ptx(module, opts)
-    return module
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,7 +69,9 @@ def compile_ptx(module: ir.Module, options: CudaOptions | None = None) -> CudaAr
     """Map and lower a copy of `module` to PTX (no GPU needed); `module` is left unchanged."""
     opts = options or CudaOptions()
     opts.validate()
-    lowered = ir.Module.parse(module.operation.get_asm(binary=True), context=module.context)
+    from onnxc.targets.cpu.jit import copy_module
+
+    lowered = copy_module(module)
     with lowered.context:
         map_to_gpu(lowered, device_for(opts.chip))
         program = host_program(lowered)
@@ -109,13 +94,9 @@ def cuda_device_count() -> int:
 
 
 def compile_module(module: ir.Module, options: CudaOptions | None = None, entry: str | None = None) -> object:
-    """Compile for and load on the GPU: refused with a clear reason (see the module doc). The
-    options are validated and the module is lowered to PTX first, so a model the CUDA target
-    cannot compile fails with that error rather than with the missing GPU."""
-    compile_ptx(module, options)
-    if cuda_device_count() == 0:
-        raise CudaUnavailable(
-            "target 'cuda': no NVIDIA GPU is present (no CUDA driver, libcuda.so.1, or no device); "
-            "the PTX can still be produced without one: `onnxc compile --target cuda --emit ptx`"
-        )
-    raise CudaUnavailable("target 'cuda': running on the GPU is not implemented yet (PTX and cubins are: --emit ptx)")
+    """Compile for and load on the GPU (`CudaTarget.compile`): lowered to PTX first, so a model
+    the CUDA target cannot compile fails with that error; then refused with a clear reason (see
+    the module doc)."""
+    from .target import CudaTarget
+
+    return CudaTarget().compile(module, options or CudaOptions(), entry=entry)

@@ -46,6 +46,8 @@ __all__ = [
     "find_ptxas",
     "lower_to_ptx",
     "nvvm_pipeline",
+    "nvvm_pipeline_element",
+    "prepare_for_nvvm",
     "ptx_of",
 ]
 
@@ -97,19 +99,38 @@ class CudaOptions:
             raise CudaLoweringError(f"features {self.features}: PTX newer than {MAX_PTX // 10}.{MAX_PTX % 10} is not supported")
 
 
-def nvvm_pipeline(options: CudaOptions) -> str:
-    """The upstream pipeline from mapped kernels (loops) to PTX in `gpu.binary` objects."""
+def nvvm_pipeline_element(options: CudaOptions) -> str:
+    """The upstream pipeline element from prepared kernels (loops) to PTX in `gpu.binary`
+    objects, validated first (a bad chip/PTX pair would abort the process)."""
     options.validate()
-    return f"builtin.module(gpu-lower-to-nvvm-pipeline{{cubin-chip={options.chip} cubin-features={options.features} cubin-format=isa}})"
+    return f"gpu-lower-to-nvvm-pipeline{{cubin-chip={options.chip} cubin-features={options.features} cubin-format=isa}}"
+
+
+def nvvm_pipeline(options: CudaOptions) -> str:
+    """`nvvm_pipeline_element` as a whole pipeline on builtin.module."""
+    return f"builtin.module({nvvm_pipeline_element(options)})"
+
+
+def prepare_for_nvvm(module: ir.Module) -> ir.Module:
+    """The kernel-side steps before `gpu-lower-to-nvvm-pipeline` (in place): workgroup buffers
+    (tree reductions' partials) become workgroup attributions, i.e. shared memory, and kernel
+    bodies become loops over loads and stores."""
+    with module.context, ir.Location.unknown():
+        workgroup_allocs_to_attributions(module)
+        lower_kernels_to_loops(module, CudaLoweringError)
+    return module
 
 
 def lower_to_ptx(module: ir.Module, options: CudaOptions | None = None) -> ir.Module:
-    """Lower a mapped module (see `onnxc.targets.gpu.map_to_gpu`) in place to host LLVM + PTX."""
+    """Lower a mapped module (see `onnxc.targets.gpu.map_to_gpu`) in place to host LLVM + PTX.
+
+    Not for use inside a running pass manager: `gpu-lower-to-nvvm-pipeline` registers dialects
+    when its pass manager starts, which MLIR forbids while another one runs (an assertion), so
+    the CUDA target's pipeline text runs it as a native element (`target.py`)."""
     opts = options or CudaOptions()
     pipeline = nvvm_pipeline(opts)  # validates before MLIR sees the options
+    prepare_for_nvvm(module)
     with module.context, ir.Location.unknown():
-        workgroup_allocs_to_attributions(module)  # tree reductions' partials -> shared memory
-        lower_kernels_to_loops(module, CudaLoweringError)
         run_pipeline(module, pipeline, "lowering to NVVM/PTX", CudaLoweringError)
     return module
 

@@ -31,7 +31,7 @@ from mlir.dialects import gpu
 from onnxc.errors import OnnxcError
 from onnxc.targets.gpu.mapping import lower_kernels_to_loops, run_pipeline
 
-__all__ = ["SUPPORTED_ELEMENT_TYPES", "VulkanOptions", "VulkanLoweringError", "lower_to_spirv", "spirv_binaries"]
+__all__ = ["SUPPORTED_ELEMENT_TYPES", "VulkanOptions", "VulkanLoweringError", "lower_to_spirv", "serialize_spirv", "spirv_binaries"]
 
 
 class VulkanLoweringError(OnnxcError):
@@ -164,8 +164,17 @@ def lower_to_spirv(module: ir.Module, options: VulkanOptions | None = None, *, s
         _set_entry_point_abis(module)
         run_pipeline(module, spirv_pipeline(opts), "conversion to SPIR-V", VulkanLoweringError)
         _nest_spirv_modules(module)
-        if serialize:
-            run_pipeline(module, "builtin.module(gpu-module-to-binary)", "SPIR-V serialization", VulkanLoweringError)
+    if serialize:
+        serialize_spirv(module)
+    return module
+
+
+def serialize_spirv(module: ir.Module) -> ir.Module:
+    """Serialize the SPIR-V modules of a module lowered by `lower_to_spirv(serialize=False)`
+    into `gpu.binary` ops (in place)."""
+    with module.context, ir.Location.unknown():
+        _nest_spirv_modules(module)  # none left at the top level after lower_to_spirv: a no-op
+        run_pipeline(module, "builtin.module(gpu-module-to-binary)", "SPIR-V serialization", VulkanLoweringError)
     return module
 
 

@@ -78,9 +78,34 @@ def test_bad_chip_feature_pairs_are_refused_before_mlir(chip: str, features: str
 
 
 def test_compile_without_gpu_says_so() -> None:
-    from onnxc.targets.cuda import CudaUnavailable, compile_module, cuda_device_count
+    import onnxc
+    from onnxc.targets.cuda import CudaUnavailable, cuda_device_count
 
     if cuda_device_count():
         pytest.skip("an NVIDIA GPU is present: this test is about machines without one")
     with pytest.raises(CudaUnavailable, match="no NVIDIA GPU is present"):
-        compile_module(lower(MODELS["driver_mlp"](), "linalg"))
+        onnxc.compile(MODELS["driver_mlp"](), target="cuda")
+
+
+def test_ptx_stage_without_gpu(ptxas: str) -> None:
+    """`lower(model, "ptx", target="cuda")` (what `--emit ptx` runs) needs no GPU; its PTX assembles."""
+    from onnxc.targets.cuda import CudaOptions, assemble, ptx_of
+    from onnxc.targets.base import TargetError
+
+    module = lower(MODELS["softmax"](), "ptx", target="cuda", options=CudaOptions("sm_90", "+ptx80"))
+    texts = ptx_of(module)
+    assert texts and all(assemble(t, "sm_90", ptxas).kernels for t in texts.values())
+    with pytest.raises(TargetError, match=r"sm_90 needs PTX 7\.8"):
+        lower(MODELS["softmax"](), "ptx", target="cuda", options=CudaOptions("sm_90", "+ptx70"))
+
+
+def test_onnx_opt_pipelines_are_registered() -> None:
+    """`onnx-to-gpu` and `gpu-to-nvvm` are named pipelines of the registry (what onnx-opt -p runs)."""
+    from onnxc.compiler import lower as lower_model
+    from onnxc.transforms.pipeline import run_pipeline
+
+    module = lower_model(MODELS["driver_mlp"](), "onnx")
+    run_pipeline(module, "onnx-to-gpu", reraise=True)
+    assert "gpu.launch_func" in str(module)
+    run_pipeline(module, "gpu-to-nvvm", reraise=True)
+    assert ".target sm_80" in str(module)

@@ -177,11 +177,15 @@ def _compile(model: onnx.ModelProto):  # -> VulkanFunction
 
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_vulkan_matches_reference(name: str, vulkan: None, spirv_val: str, tmp_path) -> None:
+    """`onnxc.compile(model, target="vulkan")` end to end, against onnx.reference."""
+    import onnxc
+
     model = MODELS[name]()
-    fn = _compile(model)
+    compiled = onnxc.compile(model, target="vulkan")
+    fn = compiled.function
     x = feeds(model)
     want = ReferenceEvaluator(model).run(None, x)
-    got = fn(*x.values())
+    got = compiled(**x)
     assert len(got) == len(want)
     for g, w, out in zip(got, want, model.graph.output):
         assert g.shape == w.shape, out.name
@@ -244,6 +248,8 @@ def test_int64_buffers_are_refused_with_the_type_named() -> None:
 
 
 def test_bad_options_are_refused() -> None:
+    import onnxc
+    from onnxc.targets.base import TargetError
     from onnxc.targets.gpu import GpuDeviceError
     from onnxc.targets.vulkan import VulkanLoweringError, VulkanOptions
 
@@ -251,3 +257,16 @@ def test_bad_options_are_refused() -> None:
         VulkanOptions(spirv_version="2.0").validate()
     with pytest.raises(GpuDeviceError, match="unknown GPU device 'tpu'"):
         VulkanOptions(device="tpu").validate()
+    with pytest.raises(TargetError, match="vulkan option: unknown GPU device 'tpu'"):
+        onnxc.compile(driver_mlp(), target="vulkan", options=VulkanOptions(device="tpu"))
+
+
+def test_stages_are_pipeline_text() -> None:
+    """The target's stages are registered passes: `lower(..., stage)` and onnx-opt run the same text."""
+    from onnxc.targets import get_target
+
+    target = get_target("vulkan")
+    assert target.pipeline(None) == "gpu-map{device=vulkan},gpu-to-spirv{spirv-version=v1.0},spirv-serialize"
+    assert "gpu.launch_func" in str(lower(driver_mlp(), "gpu", target="vulkan"))
+    spirv = str(lower(driver_mlp(), "spirv", target="vulkan"))
+    assert "spirv.module" in spirv and "gpu.binary" not in spirv

@@ -1,0 +1,39 @@
+"""The Vulkan target's stages as registered passes: `gpu-to-spirv{spirv-version=v1.0}` (mapped
+kernels to the SPIR-V dialect) and `spirv-serialize` (SPIR-V modules to `gpu.binary` objects).
+Both call `lowering.py`; registered by `onnxc.targets` (TARGET_PASSES)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mlir import ir
+
+from onnxc.targets.gpu.passes import module_view
+from onnxc.transforms.pass_base import ModulePass
+
+__all__ = ["GpuToSpirvPass", "SpirvSerializePass"]
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuToSpirvPass(ModulePass):
+    """Lower mapped gpu kernels to SPIR-V modules for Vulkan (entry points, 32-bit indices, VCE)."""
+
+    name = "gpu-to-spirv"
+    spirv_version: str = "v1.0"
+
+    def run(self, module: ir.Operation) -> None:
+        from .lowering import VulkanOptions, lower_to_spirv
+
+        lower_to_spirv(module_view(module, self.name), VulkanOptions(spirv_version=self.spirv_version), serialize=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class SpirvSerializePass(ModulePass):
+    """Serialize each kernel's SPIR-V module into a gpu.binary (what the Vulkan runtime loads)."""
+
+    name = "spirv-serialize"
+
+    def run(self, module: ir.Operation) -> None:
+        from .lowering import serialize_spirv
+
+        serialize_spirv(module_view(module, self.name))

@@ -1,0 +1,75 @@
+"""The Vulkan target as an `onnxc.targets.base.Target`: `onnxc.compile(model, target="vulkan")`.
+
+Pipeline (text, runnable by `onnx-opt -p`): `gpu-map{device=vulkan},gpu-to-spirv{spirv-version=
+v1.0},spirv-serialize`; stages `gpu`, `spirv`, `binary` (`onnxc compile --target vulkan --emit
+...`). `compile` runs it on a copy of the module, reads the host program and the SPIR-V
+binaries from the result and loads them on the first Vulkan device (`runtime.VulkanProgram`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlir import ir
+
+from onnxc.errors import OnnxcError
+from onnxc.targets.base import Runnable, Target, TargetError
+from onnxc.transforms.pass_base import element_text
+from onnxc.transforms.pipeline import Instrumentation
+
+from .lowering import VulkanOptions
+
+__all__ = ["VulkanTarget"]
+
+
+class VulkanTarget(Target):
+    """Vulkan compute through SPIR-V, run by onnxc's Python Vulkan runtime (lavapipe included)."""
+
+    name = "vulkan"
+    options_type = VulkanOptions
+    stages = ("gpu", "spirv", "binary")
+
+    def check_options(self, options: Any) -> None:
+        """`VulkanOptions.validate`, its error as a `TargetError` naming the field."""
+        try:
+            options.validate()
+        except OnnxcError as e:
+            raise TargetError(f"vulkan option: {e}") from None
+
+    def pipeline(self, options: Any, stop_after: str | None = None) -> str:
+        """`gpu-map{device=...},gpu-to-spirv{spirv-version=...},spirv-serialize` (up to `stop_after`)."""
+        if stop_after is not None:
+            self.check_stage(stop_after)
+        o: VulkanOptions = self.options(options)
+        elements = [
+            element_text("gpu-map", {"device": o.device}),
+            element_text("gpu-to-spirv", {"spirv_version": o.spirv_version}),
+            "spirv-serialize",
+        ]
+        return ",".join(elements[: self.stages.index(stop_after) + 1 if stop_after else None])
+
+    def compile(
+        self,
+        module: ir.Module,
+        options: Any,
+        *,
+        entry: str | None = None,
+        instrumentation: Instrumentation | None = None,
+    ) -> Runnable:
+        """Lower a copy of `module` and load it on the first Vulkan device."""
+        from onnxc.targets.cpu.jit import copy_module, select_entry
+        from onnxc.targets.gpu.host import host_program
+        from onnxc.transforms.pipeline import run_pipeline
+
+        from . import VulkanFunction, check_signature
+        from .lowering import spirv_binaries
+        from .runtime import VulkanProgram
+
+        opts: VulkanOptions = self.options(options)
+        signature = select_entry(module, entry)
+        check_signature(signature)
+        lowered = copy_module(module)
+        run_pipeline(lowered, self.pipeline(opts), instrumentation=instrumentation, reraise=True)
+        program = host_program(lowered)  # the host function is untouched by the SPIR-V stages
+        binaries = spirv_binaries(lowered)
+        return VulkanFunction(signature, VulkanProgram(program, binaries), binaries)
