@@ -6,14 +6,11 @@ op of every domain). A context can hold each dialect only once, so loading check
 
 from __future__ import annotations
 
-import sys
-import types
 from pathlib import Path
 
 from mlir import ir
+from mlir._mlir_libs import _mlir
 from mlir.dialects import irdl
-
-from onnxc.dialect.names import DIALECT_TO_DOMAIN
 
 IRDL_PATH = Path(__file__).resolve().parent / "onnx.irdl.mlir"
 
@@ -21,18 +18,20 @@ def _irdl_text() -> str:
     return IRDL_PATH.read_text()
 
 
-def _placeholder_python_modules() -> None:
-    """Give each ONNX dialect namespace an empty `mlir.dialects.<ns>` Python module.
+#: The package holding an empty Python module per ONNX dialect namespace (see its docstring).
+NAMESPACE_MODULES = "onnxc.dialect.namespaces"
 
-    Whenever the bindings wrap an operation (`value.owner`, walking, `op.parent`) they look for
-    the Python module of its dialect and do not remember a failed lookup, so every wrap of an
-    ONNX op cost an import search (about 90 µs; most of the time of the ONNX passes on big
-    models). A module in `sys.modules` ends the search at once (0.2 µs). It defines no op
-    classes, so ONNX ops stay generic `OpView`s."""
-    for ns in DIALECT_TO_DOMAIN:
-        name = f"mlir.dialects.{ns}"
-        if name not in sys.modules:
-            sys.modules[name] = types.ModuleType(name, "Placeholder: the ONNX dialects are IRDL dialects with no Python op classes.")
+
+def _add_dialect_search_prefix() -> None:
+    """Let the bindings find a Python module for each ONNX dialect namespace.
+
+    Without one, every wrap of an ONNX op (`value.owner`, walks, `op.parent`) repeats a failed
+    import search (about 90 µs each); `onnxc.dialect.namespaces` ends it at once. Appending a
+    dialect search prefix is the bindings' own extension hook (idempotent here), unlike putting
+    placeholder modules into `sys.modules`."""
+    prefixes = _mlir.globals.dialect_search_modules
+    if NAMESPACE_MODULES not in prefixes:
+        _mlir.globals.append_dialect_search_prefix(NAMESPACE_MODULES)
 
 
 def register_dialects(ctx: ir.Context) -> None:
@@ -40,7 +39,7 @@ def register_dialects(ctx: ir.Context) -> None:
 
     Calling it again on the same context does nothing.
     """
-    _placeholder_python_modules()
+    _add_dialect_search_prefix()
     # Loading twice would register the dialects twice; the context itself knows whether it has them.
     if ctx.is_registered_operation("onnx.none"):
         return

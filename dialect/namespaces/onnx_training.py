@@ -1,0 +1,1 @@
+"""The `onnx_training` dialect namespace for the MLIR bindings: no op classes (see the package docstring)."""
