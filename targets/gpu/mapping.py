@@ -508,8 +508,9 @@ def _tile_to_blocks_and_threads(module: ir.Module, device: GpuDevice) -> int:
     for i, op in enumerate(roots):
         if op.name != "linalg.generic":
             raise GpuMappingError(f"{op.location}: {op.name} is not mapped to the GPU")
+        extents = _loop_extents(op)  # its errors name the op's location already
         try:
-            plans.append(plan_kernel(_loop_extents(op), _iterators(op), contraction[i], device, _is_simple_reduction(op)))
+            plans.append(plan_kernel(extents, _iterators(op), contraction[i], device, _is_simple_reduction(op)))
         except GpuMappingError as e:
             raise GpuMappingError(f"{op.location}: {root_names[i]}: {e}") from None
         op.attributes[f"{_ROOT_TAG}_{i}"] = ir.UnitAttr.get()

@@ -247,6 +247,21 @@ def test_int64_buffers_are_refused_with_the_type_named() -> None:
         _compile(model)
 
 
+@pytest.mark.parametrize("target", ["vulkan", "cuda"])
+def test_unsupported_models_are_refused_naming_the_node(target: str) -> None:
+    """Dynamic shapes and reductions to a scalar are refused before any kernel runs, with the
+    ONNX node's name (the op's location) in the message: never a wrong answer or a crash."""
+    import onnxc
+    from onnxc.targets.gpu import GpuMappingError
+
+    dynamic = _model([helper.make_node("Relu", ["x"], ["y"], name="relu0")], [_f32("x", ["N", 4])], [_f32("y", ["N", 4])], [])
+    with pytest.raises(GpuMappingError, match=r'relu0.*dynamic shape'):
+        onnxc.compile(dynamic, target=target)
+    total = _model([helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0, name="sum0")], [_f32("x", [4, 5])], [_f32("y", [])], [])
+    with pytest.raises(GpuMappingError, match=r"sum0.*reduction to a scalar"):
+        onnxc.compile(total, target=target)
+
+
 def test_bad_options_are_refused() -> None:
     import onnxc
     from onnxc.targets.base import TargetError
