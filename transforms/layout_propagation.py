@@ -12,7 +12,10 @@ full-tensor transposes. This pass, on linalg-on-tensors IR (its output is pure u
    result takes the place of the old result. Other operands are read through permuted maps; an
    operand that is itself a transpose by the same permutation is replaced by its source (the
    residual Add of two NHWC values becomes an NHWC Add);
-2. **folds transpose(transpose(x))**: inverse permutations give x, others one composed transpose.
+2. **pushes transposes through a Concat** (a `tensor.empty` filled by a chain of
+   `tensor.insert_slice`s, as the lowering builds it) whose inputs are all transposed by the same
+   permutation: the Concat of their sources along the permuted axis, then one transpose;
+3. **folds transpose(transpose(x))**: inverse permutations give x, others one composed transpose.
 
 Repeated to a fixpoint, a ResNet runs NHWC end to end with one transpose at each model boundary.
 Transposes left without uses are erased.
@@ -250,6 +253,101 @@ def _push_through(t: ir.Operation, user: ir.Operation) -> bool:
     return True
 
 
+def _mixed(op: ir.Operation) -> list[list[int | ir.Value]]:
+    """Per-dim offsets, sizes and strides of a `tensor.insert_slice` (ints or dynamic values)."""
+    seg = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+    dyn = list(op.operands)[2:]
+    out: list[list[int | ir.Value]] = []
+    start = 0
+    for name, count in zip(("static_offsets", "static_sizes", "static_strides"), seg[2:]):
+        values = iter(dyn[start : start + count])
+        start += count
+        out.append([next(values) if v == ir.ShapedType.get_dynamic_size() else v for v in ir.DenseI64ArrayAttr(op.attributes[name])])
+    return out
+
+
+def _concat_chain(s: ir.Operation, perm: list[int]) -> tuple[ir.Operation, list[ir.Operation]] | None:
+    """(the `tensor.empty`, the `tensor.insert_slice`s) of the Concat that `s` belongs to: a chain
+    empty -> insert_slice -> insert_slice ..., each link used only by the next, every inserted
+    value a transpose by `perm` of the same rank, unit strides. None when `s` is not in one."""
+    chain = [s]
+    cur = s
+    while True:
+        d = _owner(cur.operands[1])
+        if d is None:
+            return None
+        if d.name == "tensor.empty":
+            head = d
+            break
+        if d.name != "tensor.insert_slice" or len(list(d.results[0].uses)) != 1:
+            return None
+        chain.insert(0, d)
+        cur = d
+    cur = s
+    while True:
+        uses = list(cur.results[0].uses)
+        if len(uses) != 1:
+            break
+        u = uses[0].owner.operation if isinstance(uses[0].owner, ir.OpView) else uses[0].owner
+        if u.name != "tensor.insert_slice" or uses[0].operand_number != 1:
+            break
+        chain.append(u)
+        cur = u
+    if len(list(head.results[0].uses)) != 1:
+        return None
+    for link in chain:
+        pt = _is_transpose(link.operands[0])
+        if pt is None or _perm(pt) != perm or any(v != 1 for v in _mixed(link)[2]):
+            return None
+        if ir.RankedTensorType(link.operands[0].type).rank != len(perm):
+            return None
+    return head, chain
+
+
+def _push_through_concat(t: ir.Operation, s: ir.Operation) -> bool:
+    """Concat (empty + insert_slices) of values all transposed by one permutation -> the Concat
+    of the sources, in their layout, then one transpose."""
+    perm = _perm(t)
+    found = _concat_chain(s, perm)
+    if found is None:
+        return False
+    head, chain = found
+    rank = len(perm)
+
+    def permuted(values: list[int | ir.Value]) -> list[int | ir.Value]:
+        out: list[int | ir.Value] = [0] * rank
+        for i, p in enumerate(perm):
+            out[p] = values[i]  # old dim i is dim perm[i] of the source layout
+        return out
+
+    ht = ir.RankedTensorType(head.results[0].type)
+    it = iter(list(head.operands))
+    head_sizes = [next(it) if ht.is_dynamic_dim(d) else ht.get_dim_size(d) for d in range(rank)]
+    loc = chain[-1].location
+    with ir.InsertionPoint(chain[0]), loc:
+        dest = tensor.empty(permuted(head_sizes), ht.element_type)
+    for link in chain:
+        offsets, sizes, strides = (permuted(v) for v in _mixed(link))
+        src = _is_transpose(link.operands[0]).operands[0]  # type: ignore[union-attr]
+        dyn = lambda vs: [v for v in vs if isinstance(v, ir.Value)]  # noqa: E731
+        stat = lambda vs: [ir.ShapedType.get_dynamic_size() if isinstance(v, ir.Value) else v for v in vs]  # noqa: E731
+        with ir.InsertionPoint(link), link.location:
+            dest = tensor.InsertSliceOp(
+                src, dest, dyn(offsets), dyn(sizes), dyn(strides), stat(offsets), stat(sizes), stat(strides)
+            ).result
+    tail = chain[-1]
+    uses = [(u.owner, u.operand_number) for u in tail.results[0].uses]
+    with ir.InsertionPoint.after(tail):
+        back = _transpose(dest, perm, loc)
+    for owner, idx in uses:
+        owner = owner.operation if isinstance(owner, ir.OpView) else owner
+        owner.operands[idx] = back.results[0]
+    for link in reversed(chain):
+        link.erase()
+    head.erase()
+    return True
+
+
 def _fold_pair(t: ir.Operation) -> bool:
     """transpose(transpose(x, p0), p1) -> x (inverse) or transpose(x, p0 . p1)."""
     inner = _is_transpose(t.operands[0])
@@ -308,6 +406,11 @@ def propagate_layouts(root: ir.Operation) -> int:
                 if _elementwise(user) and _push_through(t, user):
                     applied += 1
                     changed = True
+                    break  # t's use list changed
+                if user.name == "tensor.insert_slice" and use.operand_number == 0 and _push_through_concat(t, user):
+                    applied += 1
+                    changed = True
+                    break
         _erase_dead(root)
         if not changed:
             break

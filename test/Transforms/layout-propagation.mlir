@@ -46,3 +46,31 @@ func.func @residual(%x: tensor<1x2x5x5xf32>) -> tensor<1x2x5x5xf32> {
   %s = "onnx.add"(%a, %b) : (tensor<1x2x5x5xf32>, tensor<1x2x5x5xf32>) -> tensor<1x2x5x5xf32>
   return %s : tensor<1x2x5x5xf32>
 }
+
+// -----
+
+// A channel Concat of two Convs (SqueezeNet's fire module, Inception) is done channels-last:
+// the slices go into an NHWC tensor at channel offsets, and the next Conv reads it directly.
+// (The 1x1 Convs are matmuls over the pixels, expanded back to NHWC.)
+// CHECK-LABEL: func.func @concat
+// CHECK: %[[A:.+]] = tensor.expand_shape {{.+}} into tensor<1x5x5x2xf32>
+// CHECK: %[[B:.+]] = tensor.expand_shape {{.+}} into tensor<1x5x5x4xf32>
+// CHECK: %[[E:.+]] = tensor.empty() : tensor<1x5x5x6xf32>
+// CHECK: %[[S1:.+]] = tensor.insert_slice %[[A]] into %[[E]][0, 0, 0, 0] [1, 5, 5, 2] [1, 1, 1, 1]
+// CHECK: %[[S2:.+]] = tensor.insert_slice %[[B]] into %[[S1]][0, 0, 0, 2] [1, 5, 5, 4] [1, 1, 1, 1]
+// CHECK-NOT: linalg.transpose
+// CHECK: %[[P:.+]] = tensor.insert_slice %[[S2]]
+// CHECK-NOT: linalg.transpose
+// CHECK: linalg.conv_2d_nhwc_hwcf {{.+}} ins(%[[P]]
+// CHECK: linalg.transpose {{.+}} permutation = [0, 3, 1, 2]
+func.func @concat(%x: tensor<1x3x5x5xf32>) -> tensor<1x1x5x5xf32> {
+  %w1 = "onnx.constant"() {value = dense<0.5> : tensor<2x3x1x1xf32>} : () -> tensor<2x3x1x1xf32>
+  %w2 = "onnx.constant"() {value = dense<0.25> : tensor<4x3x1x1xf32>} : () -> tensor<4x3x1x1xf32>
+  %w3 = "onnx.constant"() {value = dense<1.0> : tensor<1x6x3x3xf32>} : () -> tensor<1x6x3x3xf32>
+  %none = "onnx.none"() : () -> none
+  %a = "onnx.conv"(%x, %w1, %none) {pads = array<i64: 0, 0, 0, 0>, kernel_shape = array<i64: 1, 1>, dilations = array<i64: 1, 1>} : (tensor<1x3x5x5xf32>, tensor<2x3x1x1xf32>, none) -> tensor<1x2x5x5xf32>
+  %b = "onnx.conv"(%x, %w2, %none) {pads = array<i64: 0, 0, 0, 0>, kernel_shape = array<i64: 1, 1>, dilations = array<i64: 2, 2>} : (tensor<1x3x5x5xf32>, tensor<4x3x1x1xf32>, none) -> tensor<1x4x5x5xf32>
+  %c = "onnx.concat"(%a, %b) {axis = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<1x2x5x5xf32>, tensor<1x4x5x5xf32>) -> tensor<1x6x5x5xf32>
+  %y = "onnx.conv"(%c, %w3, %none) {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x6x5x5xf32>, tensor<1x6x3x3xf32>, none) -> tensor<1x1x5x5xf32>
+  return %y : tensor<1x1x5x5xf32>
+}

@@ -189,6 +189,19 @@ def test_dynamic_batch() -> None:
         np.testing.assert_allclose(compiled(x=x)[0], expected, rtol=RTOL, atol=ATOL)
 
 
+def test_squeezenet_fire_concat() -> None:
+    """Squeeze 1x1 -> expand 1x1 and 3x3 -> channel Concat -> Conv, dynamic batch: the Concat
+    runs channels-last (no transpose but the boundary ones) and the values are right."""
+    g = Graph()
+    s = g.op("Relu", [g.conv("x", 8, 4, 1)])
+    a = g.op("Relu", [g.conv(s, 4, 6, 1)])
+    b = g.op("Relu", [g.conv(s, 4, 10, 3, pads=[1, 1, 1, 1])])
+    out = g.conv(g.op("Concat", [a, b], axis=1), 16, 5, 3, pads=[1, 1, 1, 1])
+    model = g.model(["N", 8, 9, 9], out)
+    _check(model, {"x": _r(2, 8, 9, 9)})
+    assert _ir(model, "linalg").count("linalg.transpose") == 2
+
+
 def test_weights_given_at_run_time() -> None:
     """Filters that are graph inputs are rearranged at run time (conv, depthwise, 1x1)."""
     g = Graph()
