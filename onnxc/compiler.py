@@ -409,6 +409,7 @@ def compile(  # noqa: A001 - the public name the design asks for
     print_ir_after_all: bool = False,
     print_ir_after: Sequence[str] | str = (),
     timing: bool = False,
+    cache_dir: str | os.PathLike[str] | bool | None = None,
 ) -> CompiledModel:
     """Compile an ONNX model for `target` and return a callable `CompiledModel`.
 
@@ -418,7 +419,9 @@ def compile(  # noqa: A001 - the public name the design asks for
     prints the IR after every pass and `print_ir_after` after the named passes (to stderr),
     `timing` prints MLIR's pass timing report: the same as `onnx-opt`'s flags, because the
     stages are the same pipelines run by the same pass-manager driver. A failing pass's error
-    carries notes naming the pass and the `onnx-opt` command that reproduces it.
+    carries notes naming the pass and the `onnx-opt` command that reproduces it. `cache_dir`
+    is the on-disk cache of compiled models (`onnxc.targets.cpu.cache`; None: $ONNXC_CACHE_DIR,
+    False: off); it is not used with `keep_ir`, IR printing or timing.
     """
     if options is not None and cpu_options is not None:
         raise OnnxcError("give the target's options once: options= or cpu_options=, not both")
@@ -439,11 +442,19 @@ def compile(  # noqa: A001 - the public name the design asks for
     outputs = io_specs(list(proto.graph.output))
     if not all(_is_tensor(v.type) for v in list(proto.graph.input) + list(proto.graph.output)):
         return StructuredModel(proto, inputs, outputs, settings, _import_source(model, proto))
-    module = import_model(_import_source(model, proto))
+    from onnxc.targets.cpu.cache import cached_compile, model_cache_key, resolve_dir
+
     kept: dict[str, str] = {}
-    if keep_ir:
-        kept["onnx"] = str(module)
-    function = _compile_module(module, settings, kept)
+
+    def build() -> Any:
+        module = import_model(_import_source(model, proto))
+        if keep_ir:
+            kept["onnx"] = str(module)
+        return _compile_module(module, settings, kept)
+
+    plain = settings.target.name == "cpu" and not (keep_ir or print_ir_after_all or print_ir_after or timing)
+    folder = resolve_dir(cache_dir) if plain else None
+    function = cached_compile(folder, lambda: model_cache_key(model, proto, settings.options, settings.target.name), build)
     return CompiledModel(inputs, outputs, function, settings.target.name, kept)
 
 

@@ -1,0 +1,132 @@
+"""Tests of the on-disk compile cache (`onnxc.targets.cpu.cache`) through `onnxc.compile`: a second
+compile of the same model loads the stored library (no compile) and computes the same outputs as
+`onnx.reference`; a changed option, model or compiler source misses; `cache_dir=False`,
+`ONNXC_CACHE_DIR=off` and IR-keeping compiles never touch it; a broken entry is recompiled."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import onnxc
+from onnxc.targets.cpu import AotFunction, CompiledFunction, CpuPipelineOptions
+from onnxc.targets.cpu import cache
+
+
+def small_model(scale: float = 1.0) -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array((scale * rng.standard_normal((8, 4))).astype(np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Relu", ["m"], ["y"])],
+        "small",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        [w],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+X = np.random.default_rng(1).standard_normal((2, 8)).astype(np.float32)
+
+
+@pytest.fixture(autouse=True)
+def store_everything(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Store even sub-second compiles, and ignore the environment's setting."""
+    monkeypatch.setattr(cache, "MIN_COMPILE_S", 0.0)
+    monkeypatch.delenv(cache.ENV, raising=False)
+
+
+def entries(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.so"))
+
+
+def test_second_compile_loads_from_the_cache(tmp_path: Path) -> None:
+    model = small_model()
+    (want,) = ReferenceEvaluator(model).run(None, {"x": X})
+    first = onnxc.compile(model, cache_dir=tmp_path)
+    assert isinstance(first.function, CompiledFunction)
+    assert len(entries(tmp_path)) == 1
+    second = onnxc.compile(model, cache_dir=tmp_path)
+    assert isinstance(second.function, AotFunction)
+    assert second.function.path == entries(tmp_path)[0]
+    np.testing.assert_allclose(first(X)[0], want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(second(X)[0], want, rtol=1e-5, atol=1e-6)
+    assert second.input_names == ["x"] and second.output_names == ["y"]
+
+
+def test_a_path_and_its_bytes_share_an_entry(tmp_path: Path) -> None:
+    path = tmp_path / "m.onnx"
+    onnx.save(small_model(), path)
+    folder = tmp_path / "cache"
+    onnxc.compile(str(path), cache_dir=folder)
+    assert isinstance(onnxc.compile(path.read_bytes(), cache_dir=folder).function, AotFunction)
+
+
+def test_changed_option_or_model_misses(tmp_path: Path) -> None:
+    onnxc.compile(small_model(), cache_dir=tmp_path)
+    other = onnxc.compile(small_model(), options=CpuPipelineOptions(jit_opt_level=2), cache_dir=tmp_path)
+    assert isinstance(other.function, CompiledFunction)
+    changed = onnxc.compile(small_model(scale=2.0), cache_dir=tmp_path)
+    assert isinstance(changed.function, CompiledFunction)
+    (want,) = ReferenceEvaluator(small_model(scale=2.0)).run(None, {"x": X})
+    np.testing.assert_allclose(changed(X)[0], want, rtol=1e-5, atol=1e-6)
+    assert len(entries(tmp_path)) == 3
+
+
+def test_changed_compiler_sources_miss(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    onnxc.compile(small_model(), cache_dir=tmp_path)
+    monkeypatch.setattr(cache, "source_fingerprint", lambda: "another compiler")
+    assert isinstance(onnxc.compile(small_model(), cache_dir=tmp_path).function, CompiledFunction)
+
+
+def test_disabled_cache_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    onnxc.compile(small_model(), cache_dir=False)
+    monkeypatch.setenv(cache.ENV, "off")
+    onnxc.compile(small_model())
+    onnxc.compile(small_model(), cache_dir=tmp_path, keep_ir=True)  # IR wanted: always compiled
+    assert entries(tmp_path) == []
+
+
+def test_environment_names_the_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(cache.ENV, str(tmp_path))
+    onnxc.compile(small_model())
+    assert isinstance(onnxc.compile(small_model()).function, AotFunction)
+
+
+def test_broken_entry_is_recompiled(tmp_path: Path) -> None:
+    onnxc.compile(small_model(), cache_dir=tmp_path)
+    (lib,) = entries(tmp_path)
+    lib.write_bytes(b"not a shared library")
+    again = onnxc.compile(small_model(), cache_dir=tmp_path)
+    assert isinstance(again.function, CompiledFunction)
+    (want,) = ReferenceEvaluator(small_model()).run(None, {"x": X})
+    np.testing.assert_allclose(again(X)[0], want, rtol=1e-5, atol=1e-6)
+    assert isinstance(onnxc.compile(small_model(), cache_dir=tmp_path).function, AotFunction)
+
+
+def test_resolve_dir() -> None:
+    assert cache.resolve_dir(False) is None
+    assert cache.resolve_dir("off") is None
+    assert cache.resolve_dir("/tmp/x") == Path("/tmp/x")
+    assert cache.resolve_dir(True) == cache.DEFAULT_DIR
+    assert cache.resolve_dir(None) == (cache.DEFAULT_DIR if cache.DEFAULT_ENABLED else None)
+
+
+def test_prune_keeps_the_newest(tmp_path: Path) -> None:
+    store = cache.ModelCache(tmp_path, max_bytes=10)
+    for i, name in enumerate(("old", "new")):
+        p = tmp_path / f"{name}.so"
+        p.write_bytes(b"x" * 8)
+        (tmp_path / f"{name}.so.json").write_text("{}")
+        os.utime(p, (1000 + i, 1000 + i))
+    store.prune()
+    assert [p.name for p in entries(tmp_path)] == ["new.so"]
+    assert not (tmp_path / "old.so.json").exists()
