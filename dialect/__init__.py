@@ -17,6 +17,8 @@ _EXPORTS = {
     "onnx_op": "builder",
     "none_value": "builder",
     "yield_values": "builder",
+    "is_subgraph_terminator": "builder",
+    "SUBGRAPH_TERMINATOR": "builder",
     "custom_op": "builder",
     "OnnxBuildError": "builder",
     "lookup": "table",

@@ -35,6 +35,15 @@ def yield_values(values: Sequence[ir.Value], loc: ir.Location | None = None, ip:
     return gpu.YieldOp(list(values), loc=loc, ip=ip).operation
 
 
+#: The name of the op that terminates a subgraph region (`gpu.yield`), for APIs that take op names.
+SUBGRAPH_TERMINATOR: str = gpu.YieldOp.OPERATION_NAME
+
+
+def is_subgraph_terminator(op: ir.Operation | ir.OpView) -> bool:
+    """Whether `op` terminates an ONNX subgraph region (the op `yield_values` builds)."""
+    return isinstance(op.operation.opview, gpu.YieldOp)
+
+
 def _resolve(op_type: str, domain: str, version: int | None) -> OpInfo:
     info = op_info(op_type) if "." in op_type else lookup(op_type, domain, version)
     if info is None:

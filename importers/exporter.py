@@ -23,10 +23,12 @@ from typing import Any, Iterable
 import numpy as np
 import onnx
 from mlir import ir
+from mlir.dialects import func
 
 from onnxc.dialect.names import ONNX_DIALECTS
 from onnxc.dialect import attributes as attr_mod
 from onnxc.dialect import types as T
+from onnxc.dialect.builder import is_subgraph_terminator
 from onnxc.dialect.opinfo import OpInfo
 from onnxc.dialect.table import op_info
 from onnxc.importers.errors import ModelImportError
@@ -267,9 +269,11 @@ class ModelExporter:
                       res_attrs: list[dict[str, ir.Attribute]] | None, *, in_function: bool) -> list[str]:  # fmt: skip
         """Write the ops of `block` into `g` (a GraphProto or FunctionProto); returns the output names."""
         ops = list(block.operations)
-        terminator = ops[-1] if ops else None
-        returned = list(terminator.operands) if terminator is not None and terminator.name in ("func.return", "gpu.yield") else []
-        body = ops[:-1] if returned or (terminator is not None and terminator.name in ("func.return", "gpu.yield")) else ops
+        last = ops[-1] if ops else None
+        # A function body ends with func.return, a subgraph region with the subgraph terminator.
+        terminator = last if last is not None and (isinstance(last.operation.opview, func.ReturnOp) or is_subgraph_terminator(last)) else None
+        returned = list(terminator.operands) if terminator is not None else []
+        body = ops[:-1] if terminator is not None else ops
         # Graph outputs keep their names: name the producing op's result after the output where possible.
         wanted: dict[ir.Value, str] = {}
         out_names: list[str | None] = []
