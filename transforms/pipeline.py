@@ -155,6 +155,13 @@ def capture_native_stderr() -> Iterator[list[str]]:
     MLIR prints IR dumps (`enable_ir_printing`) and some option-parsing errors straight to the
     process's stderr; the only way to route them elsewhere from Python is to swap the descriptor.
     The captured text is appended to the yielded list when the block exits.
+
+    Why it stays (issue 7 asks for no file-descriptor swapping in library code): LLVM's option
+    parser writes the reason a pass option is bad ("no such option bogus") to `llvm::errs()`
+    and gives the bindings only a bare failure, and the bindings have no API to give MLIR's IR
+    printer a stream. The swap is therefore confined to those two calls, `PassManager.add` of
+    native pipeline text and `Pipeline.run` when the caller asked for IR dumps on another stream
+    than stderr, and is undone in a `finally` before control returns.
     """
     out: list[str] = []
     sys.stderr.flush()
