@@ -125,3 +125,81 @@ def test_bool_constant_mask_attention(kind: str) -> None:
     x2[:, 1:, :] += 1.0
     (got2,) = onnxc_compile(model)(x2)
     np.testing.assert_allclose(got2[:, 0], got[:, 0], rtol=1e-5, atol=1e-6)
+
+
+# --- masks whose size follows a dynamic sequence length ---------------------------------------------
+
+MAX_POSITIONS = 128  # the classic exporter's causal buffer ([1, 1, max, max] bool, 16 KiB: a blob)
+
+
+def _i64(name: str, value: list[int] | int) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.array(value, dtype=np.int64), name)
+
+
+def _dynamic_mask_nodes(kind: str) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto], str, bool]:
+    """(nodes, initializers, mask name, whether the mask marks the masked positions) for a
+    causal mask over x's dim 2 (the sequence), in three exporter patterns:
+    - "sliced_buffer": GPT-2 as torch's classic exporter writes it, a bool buffer sliced to
+      [:, :, :seq, :seq] with the sequence length from Shape;
+    - "constant_of_shape_trilu": ConstantOfShape(True) of [seq, seq] then Trilu;
+    - "range_compare": Range(seq) compared with itself transposed (dynamo's pattern), true
+      where the key is in the future."""
+    seq = [helper.make_node("Shape", ["x"], ["shape"]), helper.make_node("Slice", ["shape", "i2", "i3"], ["seq1"])]
+    inits = [_i64("i0", [0]), _i64("i1", [1]), _i64("i2", [2]), _i64("i3", [3])]
+    if kind == "sliced_buffer":
+        buf = np.tril(np.ones((MAX_POSITIONS, MAX_POSITIONS), dtype=bool)).reshape(1, 1, MAX_POSITIONS, MAX_POSITIONS)
+        inits.append(numpy_helper.from_array(buf, "bias"))
+        nodes = [
+            helper.make_node("Slice", ["bias", "i0", "seq1", "i2", "i1"], ["rows"]),
+            helper.make_node("Slice", ["rows", "i0", "seq1", "i3", "i1"], ["mask"]),
+        ]
+        return seq + nodes, inits, "mask", False
+    if kind == "constant_of_shape_trilu":
+        nodes = [
+            helper.make_node("Concat", ["seq1", "seq1"], ["square"], axis=0),
+            helper.make_node("ConstantOfShape", ["square"], ["ones"], value=helper.make_tensor("v", TensorProto.BOOL, [1], [True])),
+            helper.make_node("Trilu", ["ones"], ["mask"], upper=0),
+        ]
+        return seq + nodes, inits, "mask", False
+    if kind == "range_compare":
+        inits += [_i64("zero", 0), _i64("one", 1)]
+        nodes = [
+            helper.make_node("Squeeze", ["seq1", "i0"], ["n"]),
+            helper.make_node("Range", ["zero", "n", "one"], ["pos"]),
+            helper.make_node("Unsqueeze", ["pos", "i1"], ["col"]),
+            helper.make_node("Unsqueeze", ["pos", "i0"], ["row"]),
+            helper.make_node("Greater", ["row", "col"], ["future"]),
+        ]
+        return seq + nodes, inits, "future", True
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("kind", ["sliced_buffer", "constant_of_shape_trilu", "range_compare"])
+def test_dynamic_causal_mask(kind: str) -> None:
+    """softmax(masked x x^T) with dynamic batch and sequence axes, compiled once and run at two
+    sequence lengths."""
+    nodes, inits, mask, marks_future = _dynamic_mask_nodes(kind)
+    inits.append(numpy_helper.from_array(np.array(np.finfo(np.float32).min, dtype=np.float32), "neg"))
+    where = ["mask_in", "neg", "scores"] if marks_future else ["mask_in", "scores", "neg"]
+    where[0] = mask
+    nodes += [
+        helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["x", "xt"], ["scores"]),
+        helper.make_node("Where", where, ["masked"]),
+        helper.make_node("Softmax", ["masked"], ["y"], axis=-1),
+    ]
+    graph = helper.make_graph(
+        nodes, "dynamic_causal",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 2, "seq", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 2, "seq", "seq"])],
+        inits,
+    )  # fmt: skip
+    model = M.make_model(graph, 17)
+    compiled = onnxc_compile(model)
+    rng = np.random.default_rng(2)
+    for batch, seq in ((1, 5), (2, 17)):
+        x = rng.standard_normal((batch, 2, seq, 8)).astype(np.float32)
+        (got,) = compiled(x)
+        (want,) = _references(model, {"x": x})
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+        assert np.all(np.triu(got[0, 0], 1) == 0)  # causal: nothing attends to the future
