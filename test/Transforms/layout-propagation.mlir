@@ -51,10 +51,9 @@ func.func @residual(%x: tensor<1x2x5x5xf32>) -> tensor<1x2x5x5xf32> {
 
 // A channel Concat of two Convs (SqueezeNet's fire module, Inception) is done channels-last:
 // the slices go into an NHWC tensor at channel offsets, and the next Conv reads it directly.
-// (The 1x1 Convs are matmuls over the pixels, expanded back to NHWC.)
 // CHECK-LABEL: func.func @concat
-// CHECK: %[[A:.+]] = tensor.expand_shape {{.+}} into tensor<1x5x5x2xf32>
-// CHECK: %[[B:.+]] = tensor.expand_shape {{.+}} into tensor<1x5x5x4xf32>
+// CHECK: %[[A:.+]] = linalg.conv_2d_nhwc_hwcf {{.+}} -> tensor<1x5x5x2xf32>
+// CHECK: %[[B:.+]] = linalg.conv_2d_nhwc_hwcf {{.+}} -> tensor<1x5x5x4xf32>
 // CHECK: %[[E:.+]] = tensor.empty() : tensor<1x5x5x6xf32>
 // CHECK: %[[S1:.+]] = tensor.insert_slice %[[A]] into %[[E]][0, 0, 0, 0] [1, 5, 5, 2] [1, 1, 1, 1]
 // CHECK: %[[S2:.+]] = tensor.insert_slice %[[B]] into %[[S1]][0, 0, 0, 2] [1, 5, 5, 4] [1, 1, 1, 1]

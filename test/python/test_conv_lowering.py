@@ -123,7 +123,24 @@ def test_resnet_bottleneck_stride2_projection() -> None:
     out = g.op("Relu", [g.op("Add", [y, s])])
     model = g.model([2, 16, 11, 11], out)
     _check(model, {"x": _r(2, 16, 11, 11)})
+
+
+def test_one_by_one_as_matmul(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With `ONE_BY_ONE_AS_MATMUL`, unpadded 1x1 convolutions (strided ones too) are matmuls over
+    the pixels and still right."""
+    from onnxc.transforms.lowering import conv
+
+    monkeypatch.setattr(conv, "ONE_BY_ONE_AS_MATMUL", True)
+    g = Graph()
+    y = g.op("Relu", [g.bn(g.conv("x", 16, 8, 1, bias=False), 8)])
+    out = g.op("Add", [g.conv(y, 8, 12, 1), g.conv(y, 8, 12, 1, bias=False)])
+    model = g.model(["N", 16, 11, 11], out)
+    _check(model, {"x": _r(2, 16, 11, 11)})
     assert _ir(model, "linalg").count("linalg.matmul") == 3
+    g2 = Graph()
+    model2 = g2.model([1, 16, 11, 11], g2.conv("x", 16, 12, 1, strides=[2, 2]))
+    _check(model2, {"x": _r(1, 16, 11, 11)})
+    assert "linalg.matmul" in _ir(model2, "linalg")
 
 
 @pytest.mark.parametrize("stride", [1, 2])

@@ -12,8 +12,9 @@ after `transform.structured.decompose`, channels in the vector lanes):
   for `linalg.conv_2d_nhwc_hwcf`, HWC / HWCM for `linalg.depthwise_conv_2d_nhwc_hwc(m)`. HWCF
   rather than FHWC because only HWCF decomposes to a 1-D op the LLVM 22 vectorizer handles (checked:
   `conv_2d_nhwc_fhwc` tiled the same way stays a scalar `linalg.conv` after decompose+vectorize);
-* a 1x1 convolution without padding is a `linalg.matmul` of the (N*H*W, C) pixels by the (C, F)
-  filter (strided pixels are sliced first), so the CPU target's contraction path takes it;
+* a 1x1 convolution without padding can be a `linalg.matmul` of the (N*H*W, C) pixels by the
+  (C, F) filter (strided pixels are sliced first), for the CPU target's contraction path
+  (`ONE_BY_ONE_AS_MATMUL`, off for now: see there);
 * grouped convolutions with a few groups become one `conv_2d_nhwc_hwcf` per group on channel
   slices (each vectorizes like a plain convolution).
 
@@ -237,8 +238,12 @@ NCHW_TO_NHWC: tuple[int, ...] = (0, 2, 3, 1)
 NHWC_TO_NCHW: tuple[int, ...] = (0, 3, 1, 2)
 
 #: Lower an unpadded 1x1 convolution as a `linalg.matmul` of its pixels (the CPU target's
-#: contraction path); False keeps it a `conv_2d_nhwc_hwcf` (for measurements).
-ONE_BY_ONE_AS_MATMUL: bool = True
+#: contraction path) instead of a `conv_2d_nhwc_hwcf`. Off: measured with bench/conv_kernels.py
+#: (AVX-512 Zen 4, shared machine), the direct convolution's plan beat the matmul plan of the time
+#: on ResNet-50's 1x1 shapes (geomean 1.54x vs 3.34x onnxruntime; K = 1024/2048 5-7x slower as
+#: matmuls, where the long-reduction split kicks in). Turn on once the contraction path's packed
+#: (mmt4d) GEMM is faster than the direct plan.
+ONE_BY_ONE_AS_MATMUL: bool = False
 
 #: Grouped convolutions with at most this many groups become one named convolution per group
 #: (each vectorizes); with more, the per-group ops would bloat the module for small channel
