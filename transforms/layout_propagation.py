@@ -66,21 +66,19 @@ def _num_inputs(op: ir.Operation) -> int:
     return int(seg[0])
 
 
-def _uses_index(block: ir.Block) -> bool:
+def _uses_index(op: ir.Operation) -> bool:
+    """Whether the body of `op` reads a loop index (`linalg.index`)."""
     found = False
 
-    for inner in block.operations:
-        def visit(o: ir.Operation) -> ir.WalkResult:
-            nonlocal found
-            if o.name == "linalg.index":
-                found = True
-                return ir.WalkResult.INTERRUPT
-            return ir.WalkResult.ADVANCE
+    def visit(o: ir.Operation) -> ir.WalkResult:
+        nonlocal found
+        if o.name == "linalg.index":
+            found = True
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
 
-        inner.operation.walk(visit)
-        if found:
-            return True
-    return False
+    op.walk(visit)
+    return found
 
 
 def _elementwise(op: ir.Operation) -> bool:
@@ -110,7 +108,7 @@ def _elementwise(op: ir.Operation) -> bool:
             for e in m.results:
                 if not isinstance(e, (ir.AffineDimExpr, ir.AffineConstantExpr)):
                     return False
-    return not _uses_index(block)
+    return not _uses_index(op)
 
 
 def _reads_whole(m: ir.AffineMap, t: ir.Type) -> bool:
@@ -188,7 +186,6 @@ def _existing_transpose(v: ir.Value, perm: list[int], user: ir.Operation) -> ir.
 def _push_through(t: ir.Operation, user: ir.Operation) -> bool:
     """Rewrite elementwise `user` of transpose `t` to run in t's source layout (see 1. above)."""
     perm = _perm(t)
-    src = t.operands[0]
     res = t.results[0]
     n_in = _num_inputs(user)
     maps = _maps(user)
@@ -235,7 +232,6 @@ def _push_through(t: ir.Operation, user: ir.Operation) -> bool:
             else:
                 new_maps.append(_permute_map(maps[i], perm))
     user.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps])
-    del src
     for r in user.results:
         rt = ir.RankedTensorType(r.type)
         uses = [(u.owner, u.operand_number) for u in r.uses]
