@@ -590,10 +590,11 @@ def lower_topk(node: Node) -> list[ir.Value]:
 
 @lowers("Compress")
 def lower_compress(node: Node) -> list[ir.Value]:
-    """Compress: the slices of x along `axis` (flattened x without it) whose condition is true.
-    The output size is counted first (a reduction), then a `scf.for` copies the selected slices
-    in order (`tensor.insert_slice` under `scf.if`)."""
-    from onnxc.transforms.lowering.common import dim_mul, extract_slice, insert_slice, reduce_dims, reshape
+    """Compress: the slices of x along `axis` (flattened x without it) whose condition is true,
+    by data_dependent.py's count-then-fill: the selected count (a reduction over the condition,
+    cut to the axis length) sizes the output, then the selected slices are copied in order."""
+    from onnxc.transforms.lowering.common import dim_mul, extract_slice, insert_slice, reshape
+    from onnxc.transforms.lowering.data_dependent import compact, count_where
 
     x, cond = node.input(0), node.input(1)
     axis_attr = node.attr("axis")
@@ -607,32 +608,17 @@ def lower_compress(node: Node) -> list[ir.Value]:
         axis = normalize_axis(int(axis_attr), rank_of(x))
     shape = shape_of(x)
     r = len(shape)
-    n_cond = dim(cond, 0)
-    n = arith.minsi(dim_value(n_cond), dim_value(shape[axis]))
-    i64 = ir.IntegerType.get_signless(64)
-    n_cond_slice = extract_slice(cond, [0], [n])
-    cnt_t = reduce_dims([n_cond_slice], [0], [0], [i64], lambda a: [arith.addi(a[1], arith.extui(i64, a[0]))])[0]
-    cnt = arith.index_cast(ir.IndexType.get(), tensor.extract(cnt_t, []))
+    n = arith.minsi(dim_value(dim(cond, 0)), dim_value(shape[axis]))
     out_shape = list(shape)
-    out_shape[axis] = cnt
-    out0 = empty(out_shape, elem_of(x.type))
+    out_shape[axis] = count_where(extract_slice(cond, [0], [n]), lambda c: c)
     slice_sizes = list(shape)
     slice_sizes[axis] = 1
 
-    def step(i: ir.Value, args: list[ir.Value]) -> list[ir.Value]:
-        out, j = args
-        take = tensor.extract(cond, [i])
-        op = scf.IfOp(take, [out.type, j.type], has_else=True)
-        with ir.InsertionPoint(op.then_block):
-            offs: list = [0] * r
-            offs[axis] = i
-            piece = extract_slice(x, offs, slice_sizes)
-            dst: list = [0] * r
-            dst[axis] = j
-            scf.YieldOp([insert_slice(piece, out, dst), arith.addi(j, const_index(1))])
-        with ir.InsertionPoint(op.else_block):
-            scf.YieldOp([out, j])
-        return list(op.results)
+    def write(outs: list[ir.Value], ivs: list[ir.Value], pos: ir.Value) -> list[ir.Value]:
+        src: list[Dim] = [0] * r
+        src[axis] = ivs[0]
+        dst: list[Dim] = [0] * r
+        dst[axis] = pos
+        return [insert_slice(extract_slice(x, src, slice_sizes), outs[0], dst)]
 
-    res = _for(const_index(0), n, [out0, const_index(0)], step)
-    return [res[0]]
+    return compact([n], lambda ivs: tensor.extract(cond, ivs), [empty(out_shape, elem_of(x.type))], write)
