@@ -103,11 +103,12 @@ def child_main(args: argparse.Namespace) -> int:
         run = lambda: sess.run(names, feeds)  # noqa: E731
     else:
         import onnxc
+        import onnxc.compiler
 
         kwargs: dict[str, Any] = {}
         if args.threads_supported:
             kwargs["threads"] = args.threads
-        if "cache_dir" in inspect.signature(onnxc.compile).parameters:
+        if "cache_dir" in inspect.signature(onnxc.compiler.compile).parameters:
             kwargs["cache_dir"] = False  # compile time is measured: never load from a cache
         t0 = time.perf_counter()
         model = onnxc.compile(args.model_file, "cpu", **kwargs)
@@ -364,6 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.threads = int(args.threads)
         return child_main(args)
     import onnxc
+    import onnxc.compiler
 
     threads = [int(t) for t in args.threads.split(",") if t.strip()]
     if not threads or min(threads) < 1:
@@ -379,7 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         print(f"unknown model(s): {', '.join(unknown)} (known: {', '.join(FULL + ('resnet_small',))})", file=sys.stderr)
         return 1
-    threads_supported = "threads" in inspect.signature(onnxc.compile).parameters
+    threads_supported = "threads" in inspect.signature(onnxc.compiler.compile).parameters
     machine, isa = _machine()
     header = [f"onnxc threads: {'as onnxruntime (threads=N)' if threads_supported else '1 thread (threads option not available)'}"]
     if args.layers is not None:

@@ -416,7 +416,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `onnxc` (for the tests and the docs)."""
     ap = argparse.ArgumentParser(prog="onnxc", description="onnxc: compile and run ONNX models through MLIR.")
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{compile,run}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{compile,run,bench}")
     c = sub.add_parser("compile", help="compile a model to IR, an object file or a shared library")
     c.add_argument("model", help="the ONNX model (.onnx)")
     c.add_argument("--target", default="cpu", help="code generation target (cpu)")
@@ -435,6 +435,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--model", dest="reference_model", help="with a library and --check: the ONNX model to check against")
     _add_pipeline_flags(r)
     r.set_defaults(func=cmd_run)
+    from onnxc.tools.bench import add_subparser as add_bench  # `onnxc bench` lives in tools/bench.py
+
+    add_bench(sub)
     return ap
 
 

@@ -1,0 +1,58 @@
+"""`onnxc bench` run as a subprocess the way users run it: on the shipped sample model with 3
+iterations it exits 0 and prints the ISA, the compile time, median/p90 latencies and the
+throughput in the documented format; `--compile-stages` lists every stage; bad arguments exit 1
+with one message. Timing values are not checked (speed is measured in bench/, never in tests)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from onnxc.tools.bench import LatencyStats
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "models" / "sample.onnx"
+DRIVER = [sys.executable, "-m", "onnxc.tools.driver"]
+NUMBER = r"\d+(?:\.\d+)?"
+
+
+def onnxc(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*DRIVER, *args], capture_output=True, text=True, timeout=600, cwd=ROOT)
+
+
+def test_bench_prints_latency_and_throughput() -> None:
+    proc = onnxc("bench", str(SAMPLE), "--iterations", "3", "--warmup", "1")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert re.search(rf"^ISA: .+; threads: \d+; compile: {NUMBER} s$", out, re.M), out
+    assert re.search(r"^iterations: 3 \(after 1 warm-up\)$", out, re.M), out
+    m = re.search(rf"^latency ms: median ({NUMBER})  p90 ({NUMBER})  mean {NUMBER}  min ({NUMBER})  max ({NUMBER})$", out, re.M)
+    assert m, out
+    median, p90, low, high = (float(g) for g in m.groups())
+    assert low <= median <= p90 <= high
+    assert re.search(rf"^throughput: {NUMBER} runs/s$", out, re.M), out
+    assert "random inputs" in proc.stderr  # the sample's input was generated, and it says so
+
+
+def test_compile_stages_lists_every_stage() -> None:
+    proc = onnxc("bench", str(SAMPLE), "--compile-stages", "--opt-level", "1")
+    assert proc.returncode == 0, proc.stderr
+    for stage in ("import", "onnx passes", "to linalg", "to vector", "bufferize", "to LLVM dialect", "LLVM O1 codegen", "total"):
+        assert re.search(rf"^  {re.escape(stage)}.* {NUMBER} s", proc.stdout, re.M), (stage, proc.stdout)
+
+
+def test_bad_iterations_is_one_message() -> None:
+    proc = onnxc("bench", str(SAMPLE), "--iterations", "0")
+    assert proc.returncode == 1
+    assert "--iterations" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_latency_stats() -> None:
+    stats = LatencyStats(tuple(float(t) for t in range(1, 11)))  # 1..10 ms
+    assert stats.median == 5.5
+    assert stats.p90 == 9.0  # nearest rank: the 9th of 10
+    assert stats.mean == 5.5
+    assert stats.throughput == 1000.0 / 5.5
+    assert LatencyStats((4.0,)).p90 == 4.0

@@ -1,0 +1,194 @@
+"""`onnxc bench`: latency and throughput of a compiled model, and where its compile time goes.
+
+    onnxc bench model.onnx [--threads N] [--iterations K] [--warmup W] [--input name=x.npy ...]
+    onnxc bench model.onnx --compile-stages [--opt-level L]
+
+What: compiles the model once (printing the compile time), runs it ``--warmup`` times untimed,
+then ``--iterations`` timed runs, and prints the median, p90, mean, min and max latency and the
+throughput (runs per second at the median), like onnxruntime's perf test. Inputs not given get
+deterministic random data (the driver's ``run`` rules). ``--compile-stages`` instead compiles the
+model stage by stage and prints the seconds each stage took (import, ONNX-level passes,
+conversion to linalg, the CPU target's vector / bufferize / LLVM-dialect stages, and LLVM code
+generation in the ExecutionEngine) with their share of the total: the figures behind decisions
+on compile time (issue 8, section 7).
+
+Why a separate module: the driver stays a dispatcher (`tools/driver.py` only registers the
+sub-command through ``add_subparser``); the timing rules (warm-up, median and p90 of individual
+runs, never a mean over a loop that hides outliers) live here once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["LatencyStats", "StageTime", "add_subparser", "cmd_bench", "compile_stages", "measure"]
+
+
+@dataclasses.dataclass(frozen=True)
+class LatencyStats:
+    """Latencies of individual runs, in milliseconds."""
+
+    times_ms: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times_ms)
+
+    @property
+    def p90(self) -> float:
+        """90th percentile (nearest rank): 9 of 10 runs took at most this long."""
+        ordered = sorted(self.times_ms)
+        rank = max(1, -(-9 * len(ordered) // 10))  # ceil(0.9 n)
+        return ordered[rank - 1]
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.times_ms)
+
+    @property
+    def throughput(self) -> float:
+        """Runs per second at the median latency (one run at a time)."""
+        return 1000.0 / self.median if self.median > 0 else float("inf")
+
+
+def measure(fn: Callable[[], Any], iterations: int, warmup: int) -> LatencyStats:
+    """Call ``fn`` ``warmup`` times untimed, then time ``iterations`` calls one by one."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(iterations):
+        t0 = time.perf_counter()
+        fn()
+        times.append(1000.0 * (time.perf_counter() - t0))
+    return LatencyStats(tuple(times))
+
+
+@dataclasses.dataclass(frozen=True)
+class StageTime:
+    """Seconds one compile stage took."""
+
+    stage: str
+    seconds: float
+
+
+def compile_stages(model: Any, options: Any = None) -> list[StageTime]:
+    """Compile ``model`` (a path or ModelProto) for the CPU stage by stage, timing each stage.
+
+    The stages are the public ones ``onnxc.compile`` goes through: ``import_model``, the
+    ``onnx-passes`` pipeline, the rest of ``onnx-to-linalg`` (the registry's pipeline without
+    its leading ``onnx-passes``), then the CPU target's ``lower_to_vector``, ``bufferize`` and
+    ``lower_to_llvm`` and the ExecutionEngine's LLVM optimisation and code generation at
+    ``options.jit_opt_level``."""
+    from mlir.execution_engine import ExecutionEngine
+
+    from onnxc.importers import import_model
+    from onnxc.targets.cpu import jit
+    from onnxc.targets.cpu.pipeline import CpuPipelineOptions, bufferize, lower_to_llvm, lower_to_vector
+    from onnxc.transforms import registry
+    from onnxc.transforms.named_pipelines import lower_onnx_module
+    from onnxc.transforms.pipeline import parse_pipeline, run_pipeline
+
+    opts = options or CpuPipelineOptions()
+    # The conversion part of `onnx-to-linalg`: its entries after `onnx-passes`, as registered.
+    entries = parse_pipeline(registry.PIPELINES["onnx-to-linalg"].text)
+    rest = ",".join(e.text() for e in entries if e.name != "onnx-passes")
+    out: list[StageTime] = []
+
+    def timed(stage: str, fn: Callable[[], Any]) -> Any:
+        t0 = time.perf_counter()
+        value = fn()
+        out.append(StageTime(stage, time.perf_counter() - t0))
+        return value
+
+    module = timed("import", lambda: import_model(model))
+    timed("onnx passes", lambda: lower_onnx_module(module, "onnx"))
+    timed("to linalg", lambda: run_pipeline(module, rest, reraise=True))
+    with module.context:
+        timed("to vector", lambda: lower_to_vector(module, opts))
+        timed("bufferize", lambda: bufferize(module))
+        timed("to LLVM dialect", lambda: lower_to_llvm(module))
+        engine = timed(f"LLVM O{opts.jit_opt_level} codegen (ExecutionEngine)", lambda: ExecutionEngine(module, opt_level=opts.jit_opt_level, shared_libs=jit.runtime_libraries()))
+    del engine
+    return out
+
+
+def _compile_kwargs(threads: int | None) -> dict[str, Any]:
+    """``threads=`` for ``onnxc.compile`` when given and supported (checked by signature)."""
+    import onnxc
+    import onnxc.compiler
+
+    if threads is None:
+        return {}
+    if "threads" not in inspect.signature(onnxc.compiler.compile).parameters:
+        print(f"onnxc bench: --threads {threads} ignored: this onnxc compiles single-threaded code", file=sys.stderr)
+        return {}
+    return {"threads": threads}
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """The `onnxc bench` command."""
+    from onnxc.targets.cpu.isa import host_cpu
+    from onnxc.tools.driver import DriverError, _bind_inputs
+
+    if args.iterations < 1 or args.warmup < 0:
+        raise DriverError("--iterations must be at least 1 and --warmup at least 0")
+    if args.compile_stages:
+        from onnxc.targets.cpu.pipeline import CpuPipelineOptions
+
+        stages = compile_stages(args.model, CpuPipelineOptions(jit_opt_level=args.opt_level))
+        total = sum(s.seconds for s in stages)
+        print(f"compile stages of {args.model} (ISA {host_cpu().isa}):")
+        for s in stages:
+            print(f"  {s.stage:<40} {s.seconds:8.2f} s  {100.0 * s.seconds / total if total else 0.0:5.1f}%")
+        print(f"  {'total':<40} {total:8.2f} s")
+        return 0
+    import onnxc
+    import onnxc.compiler
+
+    t0 = time.perf_counter()
+    model = onnxc.compile(args.model, "cpu", **_compile_kwargs(args.threads))
+    compile_s = time.perf_counter() - t0
+    feeds = _bind_inputs(model, args.input or [], args.seed)
+    stats = measure(lambda: model(**feeds), args.iterations, args.warmup)
+    threads = args.threads if "threads" in _compile_kwargs(args.threads) else 1
+    print(f"model: {args.model}")
+    print(f"ISA: {host_cpu().isa}; threads: {threads}; compile: {compile_s:.2f} s")
+    print(f"iterations: {args.iterations} (after {args.warmup} warm-up)")
+    print(f"latency ms: median {stats.median:.3f}  p90 {stats.p90:.3f}  mean {stats.mean:.3f}  min {min(stats.times_ms):.3f}  max {max(stats.times_ms):.3f}")
+    print(f"throughput: {stats.throughput:.2f} runs/s")
+    return 0
+
+
+def add_subparser(sub: Any) -> argparse.ArgumentParser:
+    """Register `bench` on the driver's sub-parsers."""
+    b = sub.add_parser("bench", help="time a model: median/p90 latency and throughput (or --compile-stages)")
+    b.add_argument("model", help="the ONNX model (.onnx)")
+    b.add_argument("--threads", type=int, help="threads of the compiled code (when onnxc supports it)")
+    b.add_argument("--iterations", type=int, default=20, help="timed runs (default 20)")
+    b.add_argument("--warmup", type=int, default=3, help="untimed runs first (default 3)")
+    b.add_argument("--input", "-i", action="append", metavar="NAME=FILE", help="an input (.npy/.pb); others get random data")
+    b.add_argument("--seed", type=int, default=0, help="seed of the generated random inputs (default 0)")
+    b.add_argument("--compile-stages", action="store_true", help="time each compile stage instead of running")
+    b.add_argument("--opt-level", type=int, choices=(0, 1, 2, 3), default=3, help="LLVM level for --compile-stages (default 3)")
+    b.set_defaults(func=cmd_bench)
+    return b
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m onnxc.tools.bench model.onnx ...` (same as `onnxc bench`)."""
+    from onnxc.tools.driver import main as driver_main
+
+    return driver_main(["bench", *(argv if argv is not None else sys.argv[1:])])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
