@@ -376,8 +376,8 @@ def lower_nms(node: Node) -> list[ir.Value]:
             def score(k: ir.Value) -> ir.Value:
                 return tensor.extract(scores, [b, c, k])
 
-            def visit(_: ir.Value, st: list[ir.Value]) -> list[ir.Value]:
-                out, rows, sel, pv, pk, have_prev = st
+            def step(st: list[ir.Value]) -> list[ir.Value]:
+                out, rows, sel, pv, pk, have_prev, _ = st
 
                 # The next candidate: the best (score desc, index asc) after the previous one.
                 def scan(k: ir.Value, s: list[ir.Value]) -> list[ir.Value]:
@@ -392,7 +392,6 @@ def lower_nms(node: Node) -> list[ir.Value]:
                     return [arith.select(take, v, bv), arith.select(take, k, bk), arith.ori(found, take)]
 
                 bv, bk, found = for_range(nbox, [pv, const_index(0), false], scan)
-                active = arith.andi(found, arith.cmpi(P.slt, sel, max_out))
 
                 def try_select() -> list[ir.Value]:
                     # Suppressed by a box already selected for this class (rows rows-sel .. rows-1).
@@ -410,11 +409,17 @@ def lower_nms(node: Node) -> list[ir.Value]:
 
                     return if_else(supp, [out.type, _idx(), _idx()], lambda: [out, rows, sel], add)
 
-                out, rows, sel = if_else(active, [out.type, _idx(), _idx()], try_select, lambda: [out, rows, sel])
-                return [out, rows, sel, arith.select(found, bv, pv), arith.select(found, bk, pk), arith.ori(have_prev, found)]
+                out, rows, sel = if_else(found, [out.type, _idx(), _idx()], try_select, lambda: [out, rows, sel])
+                # Once no candidate is left or the class is full, the remaining visits are skipped.
+                live = arith.andi(found, arith.cmpi(P.slt, sel, max_out))
+                return [out, rows, sel, bv, bk, true, live]
+
+            def visit(_: ir.Value, st: list[ir.Value]) -> list[ir.Value]:
+                return if_else(st[-1], [v.type for v in st], lambda: step(st), lambda: st)
 
             init_score = const_scalar(0.0, selem)
-            res = for_range(nbox, [out, rows, const_index(0), init_score, const_index(0), false], visit)
+            live0 = arith.cmpi(P.sgt, max_out, const_index(0))
+            res = for_range(nbox, [out, rows, const_index(0), init_score, const_index(0), false, live0], visit)
             return res[:2]
 
         out, rows = for_range(
