@@ -274,15 +274,16 @@ def _named_ops() -> tuple[ir.Context, list[ir.Operation]]:
 @pytest.mark.parametrize(
     "cpu,conv_tiles,dw_tiles",
     [
-        # AVX2 (8 f32 lanes, 16 registers): 4 pixels x 16 channels, input channels by 16.
-        ("x86-64-v3", (1, 1, 4, 16, 1, 0, 16), (1, 1, 7, 8, 1, 0)),
-        # AVX-512 (16 lanes, 32 registers): 8 pixels x 32 channels, input channels by 32.
-        ("x86-64-v4", (1, 1, 8, 32, 1, 0, 32), (1, 1, 7, 24, 1, 0)),
+        # AVX2 (8 f32 lanes, 16 registers): 4 pixels x 16 channels; depthwise 24 = 3 x 8 lanes.
+        ("x86-64-v3", (1, 1, 4, 16, 1, 0, 1), (1, 1, 7, 8, 1, 0)),
+        # AVX-512 (16 lanes, 32 registers): 8 pixels x 32 channels; 24 channels: a half vector (8).
+        ("x86-64-v4", (1, 1, 8, 32, 1, 0, 1), (1, 1, 7, 8, 1, 0)),
     ],
 )
 def test_plan_follows_the_isa(cpu: str, conv_tiles: tuple[int, ...], dw_tiles: tuple[int, ...]) -> None:
     """Tile sizes come from the CPU's lanes and registers and divide every loop (7 pixels and 24
-    channels give divisors, not partial tiles); every plan decomposes to the 1-D form."""
+    channels give divisors, not partial tiles, and no 1.5-vector channel tiles); every plan
+    decomposes to the 1-D form."""
     _ctx, (conv, dw) = _named_ops()
     options = types.SimpleNamespace(cpu=KNOWN_CPUS[cpu])
     p = plan_conv(conv, options)
