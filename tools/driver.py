@@ -60,7 +60,8 @@ class CheckFailed(OnnxcError):
 
 def _lower(model: Any, stage: str, args: argparse.Namespace) -> Any:
     """`onnxc.compiler.lower` inside its context: some CPU-target steps build types from the
-    ambient context, so one must be active (the module is returned still bound to it)."""
+    ambient context, so one must be active (the module is returned still bound to it). `model`
+    is the path (so external data resolves beside it and reproducer commands name the file)."""
     from onnxc.compiler import lower
     from onnxc.importers import import_context
 
@@ -127,7 +128,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     model = _load_model(args.model)
     stem = str(Path(args.model).with_suffix(""))
     if args.emit in IR_EMITS:
-        module = _lower(model, args.emit, args)
+        module = _lower(args.model, args.emit, args)
         _write_text(str(module), args.output)
         return 0
     if args.emit == "obj":
@@ -146,7 +147,7 @@ def _emit_object(model: Any, out: str, args: argparse.Namespace) -> None:
 
     from onnxc.targets.cpu.aot import find_llc
 
-    module = _lower(model, "llvm", args)
+    module = _lower(args.model, "llvm", args)
     llc = find_llc()
     with module.context:
         ir_text = str(llvm_dialect.translate_module_to_llvmir(module.operation))
@@ -165,7 +166,7 @@ def _emit_library(model: Any, out: str, model_path: str, args: argparse.Namespac
     from onnxc.transforms.pipeline import Instrumentation
 
     inputs, outputs = model_io_specs(model)
-    module = _lower(model, "linalg", args)
+    module = _lower(model_path, "linalg", args)
     flags = _pipeline_flags(args)
     target_passes = ("cpu-to-vector", "cpu-bufferize", "cpu-to-llvm")
     inst = Instrumentation(flags["print_ir_after_all"], tuple(n for n in flags["print_ir_after"] if n in target_passes), timing=flags["timing"])
@@ -381,8 +382,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         import onnxc
 
-        model = _load_model(path)
-        cm = onnxc.compile(model, "cpu", **_pipeline_flags(args))
+        _load_model(path)  # a clear error for a missing file or a non-ONNX one
+        # The path, not the loaded proto: external data resolves beside the model, and a failing
+        # pass's reproducer names the file.
+        cm = onnxc.compile(path, "cpu", **_pipeline_flags(args))
         model_path = path
     feeds = _bind_inputs(cm, args.input or [], args.seed)
     outputs = cm(**feeds)

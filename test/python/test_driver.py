@@ -268,3 +268,54 @@ def test_dynamic_input_must_be_given(work: Path) -> None:
     r = onnxc("run", path, "--input", f"x={work / 'dyn_x.npy'}", "--check")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "y: shape [3, 3] float32" in r.stdout
+
+
+# --- pass-manager flags (the same driver as onnx-opt) ----------------------------------------------
+
+
+def _relu_file(work: Path) -> Path:
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "relu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+    )
+    path = work / "relu_flags.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_print_ir_after_and_timing_flags(work: Path) -> None:
+    path = _relu_file(work)
+    r = onnxc("compile", path, "--emit", "vector", "--print-ir-after", "convert-onnx-to-linalg,cpu-to-vector", "--timing")
+    assert r.returncode == 0, r.stderr
+    headers = [line for line in r.stderr.splitlines() if "IR Dump After" in line]
+    assert headers == [
+        "// -----// IR Dump After ConvertOnnxToLinalgPass (convert-onnx-to-linalg) //----- //",
+        "// -----// IR Dump After CpuToVectorPass (cpu-to-vector) //----- //",
+    ]
+    assert "Execution time report" in r.stderr and "CpuToVectorPass" in r.stderr
+    assert "vector.transfer_read" in r.stdout and "IR Dump" not in r.stdout
+    r = onnxc("run", path, "--mlir-print-ir-after-all")
+    assert r.returncode == 0, r.stderr
+    assert "IR Dump After OnnxUpgradeOpsPass (onnx-upgrade-ops)" in r.stderr and "IR Dump After CpuToLLVMPass (cpu-to-llvm)" in r.stderr
+    r = onnxc("compile", path, "--emit", "linalg", "--print-ir-after", "cpu-to-vektor")
+    assert r.returncode == 1 and "no pass 'cpu-to-vektor'" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_unknown_target_and_failing_pass_notes(work: Path) -> None:
+    path = _relu_file(work)
+    r = onnxc("compile", path, "--target", "tpu")
+    assert r.returncode == 1 and "unknown target 'tpu' (targets: cpu" in r.stderr
+    graph = helper.make_graph(
+        [helper.make_node("Frobnicate", ["x"], ["y"], domain="com.example")],
+        "custom",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    custom = work / "custom_flags.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)]), custom)
+    r = onnxc("compile", custom, "--emit", "linalg")
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "Frobnicate" in r.stderr
+    assert "note: in pass 'convert-onnx-to-linalg'" in r.stderr
+    assert f"note: reproduce with: onnx-opt {custom} --pass-pipeline='builtin.module(onnx-to-linalg)'" in r.stderr
