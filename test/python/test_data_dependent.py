@@ -230,3 +230,13 @@ def test_nms_selection_feeds_gather() -> None:
     boxes = _random_boxes(rng, 1, 10, False)
     scores = rng.random((1, 1, 10)).astype(np.float32)
     _check(model, [boxes, scores, np.array([10]), np.array([0.1], np.float32)], [boxes, scores, np.array([2]), np.array([0.9], np.float32)])
+
+
+def test_unique_nan_is_one_value_sorted_last() -> None:
+    """np.unique's conventions: NaNs count as one value, sorted after every number."""
+    model = _unique_model(F32, [7], [None], sorted=1)
+    x = np.array([2.0, np.nan, -1.0, np.nan, 2.0, np.inf, 0.0], np.float32)
+    got = onnxc_compile(model)(x)
+    want = np.unique(x, True, True, True)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)

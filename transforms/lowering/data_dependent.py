@@ -220,11 +220,17 @@ def lower_unique(node: Node) -> list[ir.Value | None]:
         """Loop over the elements (p, q) of a slice carrying `inits`."""
         return for_range(pre, inits, lambda p, c: for_range(post, c, lambda q, c2: body(p, q, c2)))
 
+    def same(a: ir.Value, b: ir.Value) -> ir.Value:
+        if not fl:
+            return arith.cmpi(P.eq, a, b)
+        # NaNs are one value, as in np.unique (equal_nan): ordered (UEQ) and both-NaN (UNO) cases.
+        both_nan = arith.andi(arith.cmpf(F.UNO, a, a), arith.cmpf(F.UNO, b, b))
+        return arith.ori(arith.cmpf(F.OEQ, a, b), both_nan)
+
     def eq(i: ir.Value, j: ir.Value) -> ir.Value:
         def body(p: ir.Value, q: ir.Value, c: list[ir.Value]) -> list[ir.Value]:
             a, b = tensor.extract(x3, [p, i, q]), tensor.extract(x3, [p, j, q])
-            same = arith.cmpf(F.OEQ, a, b) if fl else arith.cmpi(P.eq, a, b)
-            return [arith.andi(c[0], same)]
+            return [arith.andi(c[0], same(a, b))]
 
         return each(body, [const_scalar(1, _i1())])[0]
 
@@ -234,8 +240,9 @@ def lower_unique(node: Node) -> list[ir.Value | None]:
         def body(p: ir.Value, q: ir.Value, c: list[ir.Value]) -> list[ir.Value]:
             decided, result = c
             a, b = tensor.extract(x3, [p, i, q]), tensor.extract(x3, [p, j, q])
-            if fl:
-                lt, ne = arith.cmpf(F.OLT, a, b), arith.cmpf(F.UNE, a, b)
+            if fl:  # NaN sorts after every number, as in numpy
+                lt = arith.ori(arith.cmpf(F.OLT, a, b), arith.andi(arith.cmpf(F.ORD, a, a), arith.cmpf(F.UNO, b, b)))
+                ne = arith.xori(same(a, b), const_scalar(1, _i1()))
             else:
                 lt, ne = arith.cmpi(P.ult if unsigned else P.slt, a, b), arith.cmpi(P.ne, a, b)
             now = arith.andi(arith.xori(decided, const_scalar(1, _i1())), ne)

@@ -34,7 +34,7 @@ import math
 import secrets
 import struct
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from mlir import ir
@@ -227,7 +227,7 @@ def _check_random(node: Node) -> str | None:
     return None
 
 
-def _random_tensor(node: Node, shape: list[Dim], scalar: "callable") -> ir.Value:
+def _random_tensor(node: Node, shape: list[Dim], scalar: Callable[[list[ir.Value]], ir.Value]) -> ir.Value:
     """A generic over `shape` whose element is `scalar(words)` (words of that element)."""
     key, offset = stream_of(node)
     elem = elem_of(node.result_type(0))
