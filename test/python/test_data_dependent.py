@@ -240,3 +240,13 @@ def test_unique_nan_is_one_value_sorted_last() -> None:
     want = np.unique(x, True, True, True)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+def test_nms_refuses_inconsistent_shapes() -> None:
+    from onnxc.errors import OnnxcError
+
+    node = helper.make_node("NonMaxSuppression", ["boxes", "scores"], ["sel"])
+    for boxes_shape, scores_shape in (([1, 5, 4], [1, 2, 6]), ([1, 5, "c"], [1, 2, 5]), ([2, 5, 4], [1, 2, 5])):
+        model = _model([node], [_vi("boxes", F32, boxes_shape), _vi("scores", F32, scores_shape)], [_vi("sel", I64, [None, 3])])
+        with pytest.raises(OnnxcError, match="NonMaxSuppression"):
+            onnxc_compile(model)

@@ -313,6 +313,12 @@ def _check_nms(node: Node) -> str | None:
             return f"input {i} of type {node.in_elem(i)} is not lowered"
     if rank_of(node.onnx_types[0]) != 3 or rank_of(node.onnx_types[1]) != 3:
         return "boxes must be [batches, boxes, 4] and scores [batches, classes, boxes]"
+    (b0, n0, four), (b1, _, n1) = static_shape(node.onnx_types[0]), static_shape(node.onnx_types[1])
+    if four != 4:  # read as 4 scalars: an unknown last dim could be shorter
+        return f"boxes must have a last dim of 4 known when compiling (have {'?' if four is None else four})"
+    for what, a, b in (("batches", b0, b1), ("boxes", n0, n1)):
+        if a is not None and b is not None and a != b:
+            return f"boxes and scores disagree on the number of {what} ({a} vs {b})"
     return None
 
 
@@ -333,8 +339,12 @@ def lower_nms(node: Node) -> list[ir.Value]:
     belem = elem_of(boxes.type)
     selem = elem_of(scores.type)
     center = int(node.attr("center_point_box", 0))
-    nb, _, _ = shape_of(boxes)
-    _, nc, nbox = shape_of(scores)
+    # Dims known only at run time are not checked against each other (no run-time error path):
+    # the loops take the smaller of each pair, so they never read outside either tensor.
+    nb0, nbox0, _ = shape_of(boxes)
+    nb1, nc, nbox1 = shape_of(scores)
+    nb = nb0 if nb0 == nb1 else arith.minsi(dim_value(nb0), dim_value(nb1))
+    nbox = nbox1 if nbox0 == nbox1 else arith.minsi(dim_value(nbox0), dim_value(nbox1))
     if node.has(2):
         mo = to_index(scalar_of(node.input(2)), node.in_elem(2))
         max_out = arith.maxsi(mo, const_index(0))
