@@ -250,3 +250,13 @@ def test_nms_refuses_inconsistent_shapes() -> None:
         model = _model([node], [_vi("boxes", F32, boxes_shape), _vi("scores", F32, scores_shape)], [_vi("sel", I64, [None, 3])])
         with pytest.raises(OnnxcError, match="NonMaxSuppression"):
             onnxc_compile(model)
+
+
+def test_empty_inputs_give_empty_outputs() -> None:
+    """Zero-size inputs: every phase runs zero times and the results have size 0."""
+    nz = _model([helper.make_node("NonZero", ["x"], ["y"])], [_vi("x", F32, ["n", 3])], [_vi("y", I64, [2, None])])
+    _check(nz, [np.zeros((0, 3), np.float32)])
+    _check(_unique_model(F32, ["n"], [None]), [np.zeros(0, np.float32)])
+    node = helper.make_node("Compress", ["x", "c"], ["y"], axis=0)
+    comp = _model([node], [_vi("x", F32, ["n", 2]), _vi("c", TensorProto.BOOL, ["m"])], [_vi("y", F32, [None, 2])])
+    _check(comp, [np.zeros((0, 2), np.float32), np.zeros(0, bool)], [np.ones((3, 2), np.float32), np.zeros(0, bool)])
