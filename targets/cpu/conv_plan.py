@@ -1,8 +1,9 @@
 """Tile plans for channels-last convolutions and poolings, sized from the target CPU's vector unit.
 
 What: ``plan_conv(op, options)`` returns the ``TilePlan`` of a ``linalg.conv_2d_nhwc_hwcf``,
-``linalg.depthwise_conv_2d_nhwc_hwc``, ``linalg.pooling_nhwc_{max,sum}`` (None for any other op),
-and ``plan_tiles`` in pipeline.py asks it first.
+``linalg.depthwise_conv_2d_nhwc_hwc``, ``linalg.pooling_nhwc_{max,sum}``, and of the layout
+``linalg.transpose``s around them (None for any other op); ``plan_tiles`` in pipeline.py asks it
+first.
 
 Why this shape of plan: upstream MLIR (LLVM 22) vectorizes convolutions only in their 1-D form
 (``conv_1d_nwc_wcf``, ``depthwise_conv_1d_nwc_wc``, ``pooling_nwc_*``), with static shapes and no
@@ -85,6 +86,8 @@ def plan_conv(op: ir.Operation, options: Any = None) -> "TilePlan | None":
     ops whose shapes are not static where the plan needs them)."""
     from onnxc.targets.cpu.pipeline import TilePlan
 
+    if op.name == "linalg.transpose":
+        return _plan_transpose(op, options)
     spec = CONV_OPS.get(op.name)
     if spec is None or not len(op.results):
         return None
@@ -122,3 +125,44 @@ def plan_conv(op: ir.Operation, options: Any = None) -> "TilePlan | None":
         # 32 channels per step to 1; 1x1 256->64 @56 97 -> 107; the 7x7/2 stem 87 -> 92.
         tiles[red_loop] = 1
     return TilePlan(tuple(tiles), (), decompose=True)
+
+
+def _plan_transpose(op: ir.Operation, options: Any) -> "TilePlan | None":
+    """A 2-D register tile for a `linalg.transpose` that moves the innermost dim (the layout
+    transposes at a CNN's boundary, NCHW <-> NHWC).
+
+    The generic plan vectorizes only the output's innermost dim, which the input reads with a
+    stride: one scalar load per lane. Tiling the output's innermost dim by a vector and the dim
+    that is the input's innermost by half a vector makes both the reads and the writes contiguous
+    vectors (the vectorizer emits a `vector.transpose` between them). Measured (AVX-512, best of
+    25): [1,112,112,64] -> NCHW 1.15 -> 0.36 ms, [1,64,112,112] -> NHWC 0.68 -> 0.40 ms.
+    None (the generic plan) when the innermost dim stays innermost, or where a tiled dim is not
+    static or not divided by its tile.
+    """
+    from onnxc.targets.cpu.pipeline import TilePlan
+
+    perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+    rank = len(perm)
+    if rank < 2 or perm[-1] == rank - 1 or not len(op.results):
+        return None
+    out = ir.RankedTensorType(op.results[0].type)
+    et = out.element_type
+    if isinstance(et, ir.FloatType):
+        bits = ir.FloatType(et).width
+    elif isinstance(et, ir.IntegerType) and ir.IntegerType(et).width >= 8:
+        bits = ir.IntegerType(et).width
+    else:
+        return None  # i1 and others: the generic plan's rules apply
+    lanes = _cpu(options).lanes(bits)
+    inner_out = rank - 1
+    inner_in = perm.index(rank - 1)  # the output dim that is the input's innermost
+    tiles = [1] * rank
+    for d, want in ((inner_out, lanes), (inner_in, max(1, lanes // 2))):
+        if out.is_dynamic_dim(d):
+            return None
+        extent = out.get_dim_size(d)
+        t = _largest_divisor(extent, want)
+        if t < 2:
+            return None
+        tiles[d] = t
+    return TilePlan(tuple(tiles), tuple(tiles))

@@ -304,3 +304,24 @@ def test_plan_ignores_other_ops() -> None:
     )
     matmul = module.body.operations[0].regions[0].blocks[0].operations[0].operation
     assert plan_conv(matmul, None) is None
+
+
+@pytest.mark.parametrize("cpu,tiles", [("x86-64-v3", (1, 4, 1, 8)), ("x86-64-v4", (1, 8, 1, 16))])
+def test_plan_layout_transpose(cpu: str, tiles: tuple[int, ...]) -> None:
+    """NHWC -> NCHW gets a 2-D tile (output's innermost by a vector, the input's innermost by half
+    of one); a transpose that keeps the innermost dim keeps the generic plan."""
+    ctx = ir.Context()
+    module = ir.Module.parse(
+        "func.func @t(%x: tensor<1x112x112x64xf32>, %y: tensor<2x3x4xf32>) -> (tensor<1x64x112x112xf32>, tensor<3x2x4xf32>) {\n"
+        "  %e = tensor.empty() : tensor<1x64x112x112xf32>\n"
+        "  %t = linalg.transpose ins(%x : tensor<1x112x112x64xf32>) outs(%e : tensor<1x64x112x112xf32>) permutation = [0, 3, 1, 2]\n"
+        "  %f = tensor.empty() : tensor<3x2x4xf32>\n"
+        "  %u = linalg.transpose ins(%y : tensor<2x3x4xf32>) outs(%f : tensor<3x2x4xf32>) permutation = [1, 0, 2]\n"
+        "  return %t, %u : tensor<1x64x112x112xf32>, tensor<3x2x4xf32>\n}",
+        ctx,
+    )
+    ops = [op.operation for op in module.body.operations[0].regions[0].blocks[0].operations if op.operation.name == "linalg.transpose"]
+    options = types.SimpleNamespace(cpu=KNOWN_CPUS[cpu])
+    plan = plan_conv(ops[0], options)
+    assert plan is not None and plan.tile_sizes == tiles and plan.vector_sizes == tiles and not plan.decompose
+    assert plan_conv(ops[1], options) is None
