@@ -376,7 +376,7 @@ def _check_dropout(node: Node) -> str | None:
     if node.has(1) and not is_float(node.in_elem(1)):
         return f"a ratio of type {node.in_elem(1)} is not lowered"
     ratio = node.const(1)
-    if ratio is not None and not 0.0 <= float(ratio.reshape(-1)[0]) < 1.0:
+    if _training_const(node) is not False and ratio is not None and not 0.0 <= float(ratio.reshape(-1)[0]) < 1.0:
         return f"ratio {float(ratio.reshape(-1)[0])} is outside [0, 1)"
     return None
 
