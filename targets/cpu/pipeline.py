@@ -692,7 +692,10 @@ def _mark_args_readonly(module: ir.Module) -> None:
 
 def bufferize(module: ir.Module) -> ir.Module:
     """Stage 2: one-shot bufferization + deallocation; results come back caller-owned."""
+    from .outline import outline_functions  # long functions in parts: bufferization is quadratic
+
     _mark_args_readonly(module)
+    outline_functions(module)
     _run(module, BUFFERIZE_PIPELINE, "bufferize")
     return module
 

@@ -1,0 +1,126 @@
+"""Tests of `onnxc.targets.cpu.outline`: a long function split into private parts computes what
+the unsplit one computes (against `onnx.reference`, static and dynamic batch), the parts keep
+`noinline` down to the LLVM dialect, and what must be left alone is left alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from mlir import ir
+from mlir.execution_engine import ExecutionEngine
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from onnxc.importers import import_model
+from onnxc.targets.cpu import jit
+from onnxc.targets.cpu.outline import outline_function, outline_functions
+from onnxc.targets.cpu.pipeline import bufferize, lower_to_llvm, lower_to_vector
+from onnxc.transforms.named_pipelines import lower_onnx_module
+
+LAYERS = 9
+WIDTH = 16
+
+
+def chain_model(batch: int | str) -> onnx.ModelProto:
+    """LAYERS x (MatMul by a constant, Add a constant, Relu), plus a skip Add from the input to
+    the last layer (a value read far from where it is made)."""
+    rng = np.random.default_rng(0)
+    nodes, inits = [], []
+    x = "x"
+    for i in range(LAYERS):
+        w, b = f"w{i}", f"b{i}"
+        inits.append(numpy_helper.from_array((rng.standard_normal((WIDTH, WIDTH)) / 4).astype(np.float32), w))
+        inits.append(numpy_helper.from_array(rng.standard_normal(WIDTH).astype(np.float32), b))
+        nodes += [
+            helper.make_node("MatMul", [x, w], [f"m{i}"]),
+            helper.make_node("Add", [f"m{i}", b], [f"a{i}"]),
+            helper.make_node("Relu", [f"a{i}"], [f"r{i}"]),
+        ]
+        x = f"r{i}"
+    nodes.append(helper.make_node("Add", [x, "x"], ["y"]))
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, WIDTH])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, WIDTH])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def lowered(model: onnx.ModelProto, max_ops: int | None) -> tuple[ir.Module, int]:
+    """The model at the vector stage, outlined with `max_ops` (None: not outlined)."""
+    module = import_model(model)
+    lower_onnx_module(module, "linalg")
+    parts = 0
+    with module.context:
+        lower_to_vector(module)
+        if max_ops is not None:
+            parts = outline_functions(module, max_ops).parts
+            assert module.operation.verify()
+    return module, parts
+
+
+def run(module: ir.Module, x: np.ndarray) -> np.ndarray:
+    sig = jit.select_entry(module, None)
+    with module.context:
+        bufferize(module)
+        lower_to_llvm(module)
+        engine = ExecutionEngine(module, opt_level=2, shared_libs=jit.runtime_libraries())
+    (y,) = jit.CompiledFunction(sig, engine, module)(x)
+    return y
+
+
+@pytest.mark.parametrize("batch", [3, "N"])
+def test_outlined_chain_matches_reference(batch: int | str) -> None:
+    model = chain_model(batch)
+    x = np.random.default_rng(1).standard_normal((3, WIDTH)).astype(np.float32)
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    module, parts = lowered(model, max_ops=2)
+    assert parts >= 3  # several parts, so values cross more than one boundary
+    names = [ir.StringAttr(op.operation.attributes["sym_name"]).value for op in module.body.operations]
+    assert sum(n.startswith("main_graph__part") or "__part" in n for n in names) == parts
+    np.testing.assert_allclose(run(module, x), want, rtol=1e-5, atol=1e-6)
+
+
+def test_parts_stay_noinline_in_llvm() -> None:
+    module, parts = lowered(chain_model(3), max_ops=2)
+    assert parts >= 3
+    with module.context:
+        bufferize(module)
+        lower_to_llvm(module)
+    flagged = [op for op in module.body.operations if op.operation.name == "llvm.func" and "__part" in ir.StringAttr(op.operation.attributes["sym_name"]).value]
+    assert len(flagged) == parts
+    for op in flagged:
+        assert "passthrough" in op.operation.attributes
+        assert [ir.StringAttr(a).value for a in ir.ArrayAttr(op.operation.attributes["passthrough"])] == ["noinline"]
+
+
+def test_short_function_is_left_alone() -> None:
+    module, parts = lowered(chain_model(3), max_ops=64)
+    assert parts == 0
+    assert [op.operation.name for op in module.body.operations] == ["func.func"]
+
+
+def test_multi_block_function_is_left_alone() -> None:
+    src = """
+    func.func @f(%a: f32, %c: i1) -> f32 {
+      cf.cond_br %c, ^b1, ^b2
+    ^b1:
+      return %a : f32
+    ^b2:
+      return %a : f32
+    }"""
+    with ir.Context() as ctx:
+        ctx.allow_unregistered_dialects = False
+        module = ir.Module.parse(src)
+        assert outline_function(module.body.operations[0].operation, max_ops=1) == 0
+
+
+def test_max_ops_must_be_positive() -> None:
+    module, _ = lowered(chain_model(3), max_ops=None)
+    with pytest.raises(ValueError, match="max_ops"):
+        outline_function(module.body.operations[0].operation, max_ops=0)
