@@ -50,6 +50,7 @@ ONNX_PASSES_PIPELINE: str = (
     "onnx-canonicalize,"
     "onnx-shape-inference,"
     "onnx-constant-fold,"
+    "onnx-fold-conv-bn,"
     "onnx-canonicalize,"
     "onnx-shape-inference"
 )
@@ -65,6 +66,7 @@ PASSES: dict[str, str] = {
     "inline-functions": "onnxc.transforms.inline_functions:InlineFunctionsPass",
     "expand-schema-functions": "onnxc.transforms.expand_schema_functions:ExpandSchemaFunctionsPass",
     "onnx-validate-attributes": "onnxc.transforms.onnx_validate_attributes:OnnxValidateAttributesPass",
+    "onnx-fold-conv-bn": "onnxc.transforms.onnx_fold_conv_bn:OnnxFoldConvBnPass",
     "layout-propagation": "onnxc.transforms.layout_propagation:LayoutPropagationPass",
     "onnxc-approximate-math": "onnxc.transforms.math_approximation:ApproximateMathPass",
 }
