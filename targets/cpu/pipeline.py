@@ -47,6 +47,10 @@ from mlir.passmanager import PassManager
 
 from onnxc.errors import OnnxcError
 
+from .data_tiling import PACKED_OPS, pack_contractions, plan_packed
+from .isa import CpuFeatures
+from .tiles import matmul_tile
+
 __all__ = [
     "CpuPipelineOptions",
     "CpuPipelineError",
@@ -85,10 +89,14 @@ class CpuPipelineOptions:
     vectorize: tile and vectorize linalg ops (False: scalar loops, a debugging aid).
     fuse_elementwise: fuse chains of elementwise linalg ops before tiling, so intermediates of
         an add->relu chain never reach memory.
-    vector_bits: the vector register width the tile sizes aim at (512 = AVX-512; 256 is fine
-        on AVX2 machines, LLVM splits wider vectors anyway).
-    matmul_tile: (m, n, k) register tile for contractions, in elements; n is scaled by element
-        width relative to 32 bits.
+    target_cpu: the CPU the code is generated for: ``host`` (this machine, read by
+        ``isa.host_cpu``) or a name of ``isa.KNOWN_CPUS`` (``znver3``, ``x86-64-v3``...). Vector
+        widths and register/cache tiles come from its features (``options.cpu``) through the
+        tables of ``tiles.py``, never from constants fitted to one machine.
+    matmul_tile: an (m, n, k) register tile overriding the ISA table for contractions that
+        are not data-tiled (other element types, data_tiling=False); empty: the table's.
+    data_tiling: f32 matmuls/batch matmuls go through pack -> mmt4d -> unpack with the ISA's
+        register tile (``data_tiling.py``); constant weights are packed at compile time.
     max_sequential_reduction: a floating-point contraction whose (single, static) reduction is
         longer than this is split into partial sums (``split_reduction_factor``), each summing
         at most this many products, then added up: one sequential f32 accumulator over
@@ -103,11 +111,21 @@ class CpuPipelineOptions:
 
     vectorize: bool = True
     fuse_elementwise: bool = True
-    vector_bits: int = 512
-    matmul_tile: tuple[int, int, int] = (8, 32, 1)
+    target_cpu: str = "host"
+    data_tiling: bool = True
+    matmul_tile: tuple[int, ...] = ()
     max_sequential_reduction: int = 512
     max_partial_elements: int = 1 << 24
     jit_opt_level: int = 3
+
+    def __post_init__(self) -> None:
+        # Validated here, before any IR: an unknown CPU is a user error naming the known ones.
+        CpuFeatures.for_target(self.target_cpu)
+
+    @property
+    def cpu(self) -> CpuFeatures:
+        """The features of ``target_cpu`` (the host's by default)."""
+        return CpuFeatures.for_target(self.target_cpu)
 
 
 # --- native pipeline strings ------------------------------------------------------------------
@@ -246,6 +264,8 @@ class TilePlan:
     tile_sizes: tuple[int, ...]
     vector_sizes: tuple[int, ...] | None
     named_contraction: bool = False
+    # Cache-level tile sizes applied before `tile_sizes` (packed mmt4d of large shapes), or None.
+    cache_tile_sizes: tuple[int, ...] | None = None
     # Channels-last convolutions/poolings (targets/cpu/conv_plan.py): after tiling to one output
     # and kernel row, `transform.structured.decompose` makes them 1-D, the form upstream vectorizes.
     decompose: bool = False
@@ -355,6 +375,13 @@ def plan_tiles(op: ir.Operation, options: CpuPipelineOptions | None = None) -> T
     conv = plan_conv(op, opts)
     if conv is not None:
         return conv
+    # The ops of data tiling (pack, mmt4d, unpack) have their own plans (data_tiling.py).
+    if op.name in PACKED_OPS:
+        packed = plan_packed(op, opts.cpu)
+        if packed is None:
+            return None
+        tiles, vectors, cache, named = packed
+        return TilePlan(tiles, vectors, named_contraction=named, cache_tile_sizes=cache)
     try:
         maps = [ir.AffineMapAttr(a).value for a in linalg.get_indexing_maps(op.opview)]
     except Exception:  # not a structured op with indexing maps
@@ -382,7 +409,8 @@ def plan_tiles(op: ir.Operation, options: CpuPipelineOptions | None = None) -> T
         return TilePlan(tuple([1] * n), None)  # tiled, scalar: see _reduction_reads_inputs
     results_types = [r.type for r in op.results] or [o.type for o in op.operands]
     bits = max(_elem_bits(t) for t in results_types)
-    lanes = max(1, opts.vector_bits // bits)
+    cpu = opts.cpu
+    lanes = cpu.lanes(bits)
 
     def clamp(size: int, d: int) -> int:
         r = ranges[d]
@@ -394,8 +422,12 @@ def plan_tiles(op: ir.Operation, options: CpuPipelineOptions | None = None) -> T
         dims = linalg.infer_contraction_dimensions(op.opview)
         m_dims, n_dims, k_dims = list(dims.m), list(dims.n), list(dims.k)
         if m_dims and n_dims and k_dims:
-            tm, tn, tk = opts.matmul_tile
-            tn = max(1, tn * 32 // bits)
+            # The ISA's register tile (tiles.py), for contractions data tiling leaves alone.
+            if opts.matmul_tile:
+                tm, tn, tk = opts.matmul_tile
+            else:
+                reg = matmul_tile(cpu, bits, ranges[m_dims[-1]])
+                tm, tn, tk = reg.m0, reg.n0, 1
             tiles[m_dims[-1]] = clamp(tm, m_dims[-1])
             tiles[n_dims[-1]] = clamp(tn, n_dims[-1])
             tiles[k_dims[-1]] = clamp(tk, k_dims[-1])
@@ -459,12 +491,21 @@ def vector_transform_script(
             " : (!transform.any_op) -> !transform.any_op"
         ]
         target = "%op"
+        n_cache = sum(1 for t in plan.cache_tile_sizes or () if t)
+        if n_cache:
+            loops = ", ".join(["!transform.any_op"] * n_cache)
+            sizes = ", ".join(str(t) for t in plan.cache_tile_sizes or ())
+            body.append(
+                f"  %c, %cl:{n_cache} = transform.structured.tile_using_for %op tile_sizes [{sizes}]"
+                f" : (!transform.any_op) -> (!transform.any_op, {loops})"
+            )
+            target = "%c"
         n_tiled = sum(1 for t in plan.tile_sizes if t)
         if n_tiled:
             loops = ", ".join(["!transform.any_op"] * n_tiled)
             sizes = ", ".join(str(t) for t in plan.tile_sizes)
             body.append(
-                f"  %t, %l:{n_tiled} = transform.structured.tile_using_for %op tile_sizes [{sizes}]"
+                f"  %t, %l:{n_tiled} = transform.structured.tile_using_for {target} tile_sizes [{sizes}]"
                 f" : (!transform.any_op) -> (!transform.any_op, {loops})"
             )
             target = "%t"
@@ -554,8 +595,8 @@ def split_reduction_factor(op: ir.Operation, options: CpuPipelineOptions | None 
             return 0
     except Exception:  # not a structured op
         return 0
-    if len(op.results) != 1:
-        return 0
+    if len(op.results) != 1 or op.name in PACKED_OPS:
+        return 0  # packed contractions split K themselves (data_tiling.py)
     out_type = op.results[0].type
     if not isinstance(out_type, ir.RankedTensorType) or not isinstance(
         out_type.element_type, ir.FloatType
@@ -658,6 +699,8 @@ def lower_to_vector(module: ir.Module, options: CpuPipelineOptions | None = None
     approximate_math(module.operation)
     if not opts.vectorize:
         return module
+    if opts.data_tiling:
+        pack_contractions(module, opts.cpu, opts.max_sequential_reduction, opts.max_partial_elements)
     tile_and_vectorize(module, opts)
     _run(module, VECTOR_POST_PIPELINE, "vector-post")
     return module
@@ -857,8 +900,47 @@ def _widen_i1_memrefs(module: ir.Module) -> None:
         )
 
 
+#: Vector contractions -> FMA outer products, on memrefs (a checked-in template, no options).
+#: `rank_reducing_subview_patterns` first: the packed mmt4d's operand tiles are unit-dim
+#: subviews, and without rank reduction the B-row loads become scalar inserts; then hoisting
+#: keeps the accumulator tile in registers across the k loop. Broadcast/transpose lowering is
+#: left to convert-vector-to-llvm (the transform patterns for them crashed on packed IR).
+_CONTRACTION_LOWERING: str = """module attributes {transform.with_named_sequence} {
+transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+  %funcs = transform.structured.match ops{["func.func"]} in %root : (!transform.any_op) -> !transform.any_op
+  transform.apply_patterns to %funcs {
+    transform.apply_patterns.vector.rank_reducing_subview_patterns
+    transform.apply_patterns.canonicalization
+  } : !transform.any_op
+  %hoisted = transform.structured.hoist_redundant_vector_transfers %funcs : (!transform.any_op) -> !transform.any_op
+  %again = transform.structured.match ops{["func.func"]} in %root : (!transform.any_op) -> !transform.any_op
+  transform.apply_patterns to %again {
+    transform.apply_patterns.vector.lower_contraction lowering_strategy = "outerproduct"
+    transform.apply_patterns.vector.lower_outerproduct
+  } : !transform.any_op
+  transform.yield
+}
+}"""
+
+
+def _has_op(module: ir.Module, name: str) -> bool:
+    found = False
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        nonlocal found
+        if op.name == name:
+            found = True
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return found
+
+
 def lower_to_llvm(module: ir.Module) -> ir.Module:
     """Stage 3: memref/vector/scf/math/arith/cf/func -> LLVM dialect (C interfaces marked)."""
+    if _has_op(module, "vector.contract"):
+        _apply_transform_script(module, _CONTRACTION_LOWERING, "contraction lowering", _TAG)
     _mark_c_interface(module)
     _strided_copies_to_linalg(module)
     _run(module, LOOPS_ON_MEMREFS_PIPELINE, "linalg-to-loops")

@@ -31,10 +31,8 @@ class CpuTarget(Target):
         o: CpuPipelineOptions = options
         if o.jit_opt_level not in (0, 1, 2, 3):
             raise TargetError(f"cpu option jit_opt_level must be 0, 1, 2 or 3, got {o.jit_opt_level!r}")
-        if not isinstance(o.vector_bits, int) or o.vector_bits <= 0 or o.vector_bits % 8:
-            raise TargetError(f"cpu option vector_bits must be a positive multiple of 8, got {o.vector_bits!r}")
-        tile = tuple(o.matmul_tile)
-        if len(tile) != 3 or not all(isinstance(t, int) and t > 0 for t in tile):
+        tile = tuple(o.matmul_tile)  # empty: the ISA's tile table (targets/cpu/tiles.py)
+        if tile and (len(tile) != 3 or not all(isinstance(t, int) and t > 0 for t in tile)):
             raise TargetError(f"cpu option matmul_tile must be three positive ints (m, n, k), got {o.matmul_tile!r}")
         for field in ("max_sequential_reduction", "max_partial_elements"):
             value = getattr(o, field)

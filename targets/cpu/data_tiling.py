@@ -1,0 +1,356 @@
+"""Data tiling of f32 contractions: ``linalg.matmul``/``batch_matmul`` -> pack, mmt4d, unpack.
+
+What: ``pack_contractions(module, options)`` rewrites every eligible f32 matmul
+``C(M,N) += A(M,K) B(K,N)`` into
+
+    A' = linalg.pack A  [M1, K, m0, 1]           (rows in m0-blocks, contiguous per k)
+    B' = linalg.pack B  [N1, K, n0, 1]           (outer_dims_perm = [1, 0]: n0-blocks, per k)
+    C' = linalg.mmt4d A', B' -> [M1, N1, m0, n0]  (accumulator tile of the register tile)
+    C  = linalg.unpack C'                         (drops the padding of a partial tile)
+
+with (m0, n0) from the ISA's tile table (``tiles.matmul_tile``). The innermost loop of the
+mmt4d then reads one m0-vector of A and one n0-vector of B per k from contiguous memory and
+does m0 x n0 FMAs into registers: what BLAS micro-kernels do (a prototype reached 0.98x
+single-thread OpenBLAS on an AVX2 machine). ``plan_packed`` gives the tile plans of the new
+ops (cache-level and register-level tiles of the mmt4d, vector sizes of pack/unpack), used by
+``pipeline.plan_tiles``.
+
+Constant operands (a weight ``arith.constant``, dense or ``dense_resource``, possibly through a
+``linalg.transpose`` as Gemm's ``transB`` leaves it) are packed here with numpy into a new
+constant, so no weight is packed at run time. Dynamic M (batch, sequence) packs with padding
+value 0 and unpacks only the valid rows.
+
+Long float reductions keep the accuracy of the unpacked path (``pipeline.split_reduction_factor``):
+a static K longer than ``max_sequential_reduction`` is split into F chunks of kc = K/F. A is
+reshaped to [M, F, kc] and packed to [F, M1, kc, m0, 1], B to [F, N1, kc, n0, 1], a
+``linalg.batch_mmt4d`` computes the F partial products into a zero tile each, and a reduction
+adds them to C: every output sums F partial dot products of kc terms instead of one of K.
+
+Other element types, non-default indexing maps and batch matmuls with long K keep the
+existing (plain-layout) path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import arith, linalg, tensor
+
+from .isa import CpuFeatures
+from .tiles import MatmulTile, matmul_cache_tiles, matmul_tile, pack_tile
+
+__all__ = ["pack_contractions", "plan_packed", "numpy_pack", "PACKED_OPS"]
+
+#: The ops data tiling creates, whose tile plans come from ``plan_packed``.
+PACKED_OPS: frozenset[str] = frozenset({"linalg.pack", "linalg.unpack", "linalg.mmt4d", "linalg.batch_mmt4d"})
+
+_DYN = ir.ShapedType.get_dynamic_size()
+
+
+def numpy_pack(
+    x: np.ndarray,
+    inner_dims_pos: Sequence[int],
+    inner_tiles: Sequence[int],
+    outer_dims_perm: Sequence[int] | None = None,
+    padding: float = 0.0,
+) -> np.ndarray:
+    """``linalg.pack`` semantics on a numpy array (the compile-time packing of constants)."""
+    pads = [(0, 0)] * x.ndim
+    for d, t in zip(inner_dims_pos, inner_tiles):
+        pads[d] = (0, (-x.shape[d]) % t)
+    x = np.pad(x, pads, constant_values=padding) if any(p[1] for p in pads) else x
+    tile_of = dict(zip(inner_dims_pos, inner_tiles))
+    shape: list[int] = []
+    outer_axis: list[int] = []
+    inner_axis: dict[int, int] = {}
+    for d, size in enumerate(x.shape):
+        if d in tile_of:
+            outer_axis.append(len(shape))
+            inner_axis[d] = len(shape) + 1
+            shape += [size // tile_of[d], tile_of[d]]
+        else:
+            outer_axis.append(len(shape))
+            shape.append(size)
+    perm = list(outer_dims_perm) if outer_dims_perm else list(range(x.ndim))
+    axes = [outer_axis[p] for p in perm] + [inner_axis[d] for d in inner_dims_pos]
+    return np.ascontiguousarray(x.reshape(shape).transpose(axes))
+
+
+# --- eligibility ------------------------------------------------------------------------------
+
+
+def _ranked(v: ir.Value) -> ir.RankedTensorType | None:
+    return v.type if isinstance(v.type, ir.RankedTensorType) else None
+
+
+def _is_f32(t: ir.RankedTensorType) -> bool:
+    return isinstance(t.element_type, ir.F32Type)
+
+
+def _default_maps(op: ir.Operation, rank: int) -> bool:
+    """Whether a (batch_)matmul uses the plain maps (no transposed or broadcast operands)."""
+    maps = [ir.AffineMapAttr(a).value for a in linalg.get_indexing_maps(op.opview)]
+    b = list(range(rank - 2))
+    want = [b + [rank - 2, rank], b + [rank, rank - 1], b + [rank - 2, rank - 1]]
+    for amap, dims in zip(maps, want):
+        if amap.n_dims != rank + 1 or len(amap.results) != len(dims):
+            return False
+        for expr, d in zip(amap.results, dims):
+            if not isinstance(expr, ir.AffineDimExpr) or ir.AffineDimExpr(expr).position != d:
+                return False
+    return True
+
+
+def _split_factor(k: int | None, out_elems: int | None, max_seq: int, max_partial: int) -> int:
+    """F partial sums for a static K (1: no split): the rule of ``split_reduction_factor``."""
+    if k is None or max_seq <= 0 or k <= max_seq or out_elems is None:
+        return 1
+    divisors = [f for f in range(2, min(k - 1, max_seq) + 1) if k % f == 0]
+    fits = [f for f in divisors if f * out_elems <= max_partial]
+    if not fits:
+        return 1
+    wanted = [f for f in fits if k // f <= max_seq]
+    return wanted[0] if wanted else fits[-1]
+
+
+# --- IR building ------------------------------------------------------------------------------
+
+
+def _size(v: ir.Value, i: int) -> int | ir.Value:
+    t = ir.RankedTensorType(v.type)
+    if t.is_dynamic_dim(i):
+        return tensor.dim(v, arith.constant(ir.IndexType.get(), i))
+    return t.get_dim_size(i)
+
+
+def _ceil(size: int | ir.Value, tile: int) -> int | ir.Value:
+    if isinstance(size, int):
+        return -(-size // tile)
+    return arith.ceildivui(size, arith.constant(ir.IndexType.get(), tile))
+
+
+def _constant_array(v: ir.Value) -> np.ndarray | None:
+    """The value of ``v`` when it is a readable f32 constant (or a transpose of one)."""
+    from onnxc.errors import OnnxcError
+    from onnxc.importers.tensors import attribute_to_array
+
+    owner = v.owner
+    if not isinstance(owner, (ir.Operation, ir.OpView)):
+        return None
+    op = owner.operation
+    if op.name == "arith.constant":
+        t = _ranked(v)
+        if t is None or not _is_f32(t) or not t.has_static_shape:
+            return None
+        try:
+            # The importer's reader: dense and dense_resource (which the bindings do not
+            # downcast, so elements_to_numpy's isinstance test would skip it).
+            arr, _ = attribute_to_array(op.attributes["value"])
+        except (OnnxcError, ValueError, TypeError):  # an unreadable blob: pack at run time
+            return None
+        arr = np.asarray(arr)
+        if arr.dtype != np.float32 or arr.size != int(np.prod(t.shape)):
+            return None
+        return arr.reshape(list(t.shape))
+    if op.name == "linalg.transpose":
+        inner = _constant_array(op.operands[0])
+        if inner is None:
+            return None
+        perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+        return np.ascontiguousarray(inner.transpose(perm))
+    return None
+
+
+def _packed_constant(arr: np.ndarray, name: str) -> ir.Value:
+    from onnx import TensorProto
+
+    from onnxc.importers.tensors import array_to_attribute
+
+    # Stored flat and expanded in the IR: a 4-D global with a unit innermost dim becomes a
+    # nested LLVM array of millions of one-element arrays (10 s of LLVM time for a 4 MB
+    # weight); a flat one is one ConstantDataArray. The expand_shape of the global is a view.
+    attr = array_to_attribute(arr.reshape(-1), TensorProto.FLOAT, name=name)
+    flat = arith.constant(attr.type, attr)
+    shape = [int(d) for d in arr.shape]
+    return tensor.expand_shape(ir.RankedTensorType.get(shape, ir.F32Type.get()), flat,
+                               [list(range(len(shape)))], [], shape)
+
+
+def _pack(
+    src: ir.Value,
+    inner_dims_pos: list[int],
+    inner_tiles: list[int],
+    outer_dims_perm: list[int] | None,
+    name: str,
+) -> ir.Value:
+    """``linalg.pack`` of ``src`` (padding 0), or a packed constant when ``src`` is constant."""
+    arr = _constant_array(src)
+    if arr is not None:
+        return _packed_constant(numpy_pack(arr, inner_dims_pos, inner_tiles, outer_dims_perm), name)
+    rank = ir.RankedTensorType(src.type).rank
+    tile_of = dict(zip(inner_dims_pos, inner_tiles))
+    outer = [_ceil(_size(src, d), tile_of[d]) if d in tile_of else _size(src, d) for d in range(rank)]
+    if outer_dims_perm:
+        outer = [outer[p] for p in outer_dims_perm]
+    f32 = ir.F32Type.get()
+    dest = tensor.empty(outer + list(inner_tiles), f32)
+    zero = arith.constant(f32, 0.0)
+    return linalg.pack(src, dest, inner_dims_pos, inner_tiles, padding_value=zero, outer_dims_perm=outer_dims_perm)
+
+
+def _packed_init(c: ir.Value, shape: list[int | ir.Value], inner_dims_pos: list[int], inner_tiles: list[int]) -> ir.Value:
+    """The packed accumulator: a fill of the same scalar when ``c`` is a fill, else pack(c)."""
+    owner = c.owner
+    f32 = ir.F32Type.get()
+    if isinstance(owner, (ir.Operation, ir.OpView)) and owner.operation.name == "linalg.fill":
+        return linalg.fill(owner.operation.operands[0], outs=[tensor.empty(shape, f32)])
+    zero = arith.constant(f32, 0.0)
+    return linalg.pack(c, tensor.empty(shape, f32), inner_dims_pos, inner_tiles, padding_value=zero)
+
+
+def _rewrite(op: ir.Operation, cpu: CpuFeatures, split: int, index: int) -> None:
+    """Replace one eligible (batch_)matmul by pack -> (batch_)mmt4d -> unpack."""
+    a, b, c = list(op.operands)
+    rank = ir.RankedTensorType(c.type).rank
+    batched = rank == 3
+    m_static = ir.RankedTensorType(a.type).get_dim_size(rank - 2) if not ir.RankedTensorType(a.type).is_dynamic_dim(rank - 2) else None
+    tile = matmul_tile(cpu, 32, m_static)
+    m0, n0 = tile.m0, tile.n0
+    f32 = ir.F32Type.get()
+    name = f"packed_weight_{index}"
+    with ir.InsertionPoint(op), op.location:
+        m, n = _size(a, rank - 2), _size(b, rank - 1)
+        m1, n1 = _ceil(m, m0), _ceil(n, n0)
+        if split > 1:
+            # [M, K] -> [M, F, kc]: each chunk of K becomes a batch of the batch_mmt4d.
+            k = ir.RankedTensorType(a.type).get_dim_size(1)
+            kc = k // split
+            a3_type = ir.RankedTensorType.get([_DYN if not isinstance(m, int) else m, split, kc], f32)
+            a3 = tensor.expand_shape(a3_type, a, [[0], [1, 2]], [] if isinstance(m, int) else [m],
+                                     [m if isinstance(m, int) else _DYN, split, kc])
+            arr = _constant_array(b)
+            if arr is not None:
+                pb = _packed_constant(numpy_pack(arr.reshape(split, kc, -1), [2, 1], [n0, 1], [0, 2, 1]), name)
+            else:
+                b3_type = ir.RankedTensorType.get([split, kc, _DYN if not isinstance(n, int) else n], f32)
+                b3 = tensor.expand_shape(b3_type, b, [[0, 1], [2]], [] if isinstance(n, int) else [n],
+                                         [split, kc, n if isinstance(n, int) else _DYN])
+                pb = _pack(b3, [2, 1], [n0, 1], [0, 2, 1], name)
+            pa = _pack(a3, [0, 2], [m0, 1], [1, 0, 2], name + "_lhs")
+            zero = arith.constant(f32, 0.0)
+            partial = linalg.fill(zero, outs=[tensor.empty([split, m1, n1, m0, n0], f32)])
+            partial = linalg.batch_mmt4d(pa, pb, outs=[partial])
+            acc = _packed_init(c, [m1, n1, m0, n0], [0, 1], [m0, n0])
+            acc = _sum_leading(partial, acc)
+            out_pos = [0, 1]
+        else:
+            lead = [0] if batched else []
+            off = len(lead)
+            pa = _pack(a, [off, off + 1], [m0, 1], None, name + "_lhs")
+            pb = _pack(b, [off + 1, off], [n0, 1], lead + [off + 1, off], name)
+            shape = ([_size(c, 0)] if batched else []) + [m1, n1, m0, n0]
+            acc = _packed_init(c, shape, [off, off + 1], [m0, n0])
+            acc = (linalg.batch_mmt4d if batched else linalg.mmt4d)(pa, pb, outs=[acc])
+            out_pos = [off, off + 1]
+        dest = tensor.empty([_size(c, d) for d in range(rank)], f32)
+        result = linalg.unpack(acc, dest, out_pos, [m0, n0])
+    op.results[0].replace_all_uses_with(result)
+    op.erase()
+
+
+def _sum_leading(partial: ir.Value, acc: ir.Value) -> ir.Value:
+    """acc += sum over dim 0 of partial (a reduction generic, sequential over the F chunks)."""
+    from onnxc.transforms.lowering.common import affine_map, generic
+
+    rank = ir.RankedTensorType(partial.type).rank
+    maps = [affine_map(rank, list(range(rank))), affine_map(rank, list(range(1, rank)))]
+    iters = ["reduction"] + ["parallel"] * (rank - 1)
+    return generic([partial], [acc], maps, iters, lambda x: [arith.addf(x[1], x[0])])[0]
+
+
+def pack_contractions(module: ir.Module, cpu: CpuFeatures, max_sequential_reduction: int = 512,
+                      max_partial_elements: int = 1 << 24) -> int:
+    """Rewrite the eligible f32 matmuls of ``module`` into packed form; returns how many."""
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name in ("linalg.matmul", "linalg.batch_matmul"):
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    done = 0
+    with module.context:
+        for op in found:
+            types = [_ranked(v) for v in op.operands]
+            if len(types) != 3 or any(t is None or not _is_f32(t) for t in types):
+                continue
+            rank = types[2].rank
+            if rank not in (2, 3) or not _default_maps(op, rank):
+                continue
+            k = types[0].get_dim_size(rank - 1) if not types[0].is_dynamic_dim(rank - 1) else None
+            out = types[2]
+            out_elems = int(np.prod(out.shape)) if out.has_static_shape else None
+            m_static = None if types[0].is_dynamic_dim(rank - 2) else types[0].get_dim_size(rank - 2)
+            if m_static is not None and m_static < matmul_tile(cpu, 32).m0 and _constant_array(op.operands[1]) is None:
+                # Skinny product with a run-time B: packing B (K x N) on every call costs more
+                # than the few rows of A gain from it (1x1000x2048 ran 10x slower packed).
+                continue
+            split = _split_factor(k, out_elems, max_sequential_reduction, max_partial_elements)
+            if split > 1 and rank == 3:
+                continue  # batched long-K: the plain path splits it (keeps the accuracy)
+            _rewrite(op, cpu, split, done)
+            done += 1
+    return done
+
+
+# --- tile plans of the packed ops ---------------------------------------------------------------
+
+
+def _static(t: ir.Type) -> list[int | None]:
+    st = ir.ShapedType(t)
+    return [None if st.is_dynamic_dim(i) else st.get_dim_size(i) for i in range(st.rank)]
+
+
+def plan_packed(op: ir.Operation, cpu: CpuFeatures) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...] | None, bool] | None:
+    """(register tile sizes, vector sizes, cache tile sizes or None, named contraction) of one
+    op made by ``pack_contractions``; None for an op of another shape (left to the caller)."""
+    if op.name in ("linalg.mmt4d", "linalg.batch_mmt4d"):
+        lhs, rhs = _static(op.operands[0].type), _static(op.operands[1].type)
+        batch = 1 if op.name == "linalg.batch_mmt4d" else 0
+        m0, k0 = lhs[batch + 2], lhs[batch + 3]
+        n0 = rhs[batch + 2]
+        if None in (m0, n0, k0):
+            return None
+        tiles = (1,) * batch + (1, 1, 1, 0, 0, 0)
+        vectors = (1,) * batch + (1, 1, 1, m0, n0, k0)
+        m = None if lhs[batch] is None else lhs[batch] * m0
+        n = None if rhs[batch] is None else rhs[batch] * n0
+        cache = matmul_cache_tiles(cpu, MatmulTile(m0, n0), m, n, lhs[batch + 1])
+        cache_sizes = None if cache is None else (0,) * batch + cache + (0, 0, 0)
+        return tiles, vectors, cache_sizes, True
+    if op.name == "linalg.pack":
+        src = _static(op.operands[0].type)
+        dest = _static(op.results[0].type)
+        rank = len(src)
+        inner = dest[rank:]
+        if None in inner:
+            return None
+        # The last outer dim of every pack made here is K: copy one vector's worth per step.
+        kt = pack_tile(cpu)
+        last = dest[rank - 1]
+        kt = kt if last is None else max(1, min(kt, last))
+        tiles = (1,) * (rank - 1) + (kt,)
+        return tiles, tiles + tuple(inner), None, False  # vector sizes: one per dest dim
+    if op.name == "linalg.unpack":
+        src = _static(op.operands[0].type)
+        dest = _static(op.results[0].type)
+        rank = len(dest)
+        inner = src[rank:]
+        if None in inner or len(inner) != 2:
+            return None
+        tiles = (1,) * (rank - 2) + tuple(inner)
+        return tiles, (1,) * rank + tuple(inner), None, False  # vector sizes: one per source dim
+    return None

@@ -1,0 +1,95 @@
+"""Per-ISA tile tables of the CPU target: register tiles of packed matmuls and their cache tiles.
+
+What: ``matmul_tile(cpu, element_bits, m)`` gives the inner tile (m0 x n0, k0 = 1) that a
+contraction's operands are packed into for ``linalg.mmt4d`` (see ``data_tiling.py``), and
+``matmul_cache_tiles(cpu, tile, m, n, k)`` the cache-level tile sizes of the mmt4d loops.
+
+Why a table and not a constant: the register tile must keep its m0 x (n0 / lanes) accumulators
+plus one row of B and one broadcast of A within the CPU's vector registers, or LLVM spills
+inside the innermost loop (the old plain-layout 8x32 tile needed 32 registers and ran at a third
+of BLAS on a 16-register AVX2 machine). The rows follow IREE's x86 choices
+(``enumerateMatmulTileX86_64`` in ``CPUEncodingExternalModels.cpp``: 16x16 f32 on AVX-512) and
+a prototype measured on an AVX2 Zen 3 (a 4x16 tile ran a 1024^3 f32 GEMM at 0.98x single-thread
+OpenBLAS). Skinny products (M = 1..8: decode steps, classifier heads) get a narrow-M tile whose
+n0 is widened so the same accumulator budget is used (1x64 on AVX2 reached 1.02x OpenBLAS on
+1x2048x1000).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .isa import CpuFeatures
+
+__all__ = ["MatmulTile", "matmul_tile", "matmul_cache_tiles", "pack_tile"]
+
+
+@dataclasses.dataclass(frozen=True)
+class MatmulTile:
+    """Inner tile of a packed contraction: ``m0`` rows of A, ``n0`` columns of B, ``k0`` = 1."""
+
+    m0: int
+    n0: int
+    k0: int = 1
+
+    def accumulators(self, lanes: int) -> int:
+        """Vector registers holding the m0 x n0 accumulator tile."""
+        return self.m0 * max(1, self.n0 // lanes)
+
+
+def _general_tile(cpu: CpuFeatures, element_bits: int) -> MatmulTile:
+    """The table row for large M: (rows, vectors of B per row) by ISA."""
+    lanes = cpu.lanes(element_bits)
+    if cpu.arch == "aarch64":
+        rows, vectors = 8, 2  # 16 accumulators of 32 registers (IREE: 8x8 f32 on NEON)
+    elif cpu.vector_bits >= 512:
+        rows, vectors = 16, 1  # 16 zmm accumulators of 32 (IREE's AVX-512 f32 16x16)
+    elif cpu.vector_bits >= 256:
+        rows, vectors = 4, 2  # 8 ymm accumulators of 16 (measured 0.98x OpenBLAS on Zen 3)
+    else:
+        rows, vectors = 4, 2  # SSE: 8 xmm accumulators of 16
+    return MatmulTile(rows, lanes * vectors)
+
+
+def matmul_tile(cpu: CpuFeatures, element_bits: int = 32, m: int | None = None) -> MatmulTile:
+    """The register tile for a contraction with ``m`` rows (None: dynamic / unknown).
+
+    A static M smaller than the general tile's m0 gets the smallest power of two >= M as m0
+    (no wasted padded rows) and a wider n0: as many B vectors per row as half the vector
+    registers allow, at most 8 (the rest hold B and broadcasts of A).
+    """
+    general = _general_tile(cpu, element_bits)
+    if m is None or m >= general.m0:
+        return general
+    lanes = cpu.lanes(element_bits)
+    m0 = 1
+    while m0 < m:
+        m0 *= 2
+    budget = cpu.vector_registers // 2
+    vectors = max(1, min(8, budget // m0))
+    return MatmulTile(m0, lanes * vectors)
+
+
+def matmul_cache_tiles(cpu: CpuFeatures, tile: MatmulTile, m: int | None, n: int | None, k: int | None,
+                       element_bits: int = 32) -> tuple[int, int, int] | None:
+    """Cache-level tile sizes (m1, n1, k1 loops of ``linalg.mmt4d``; 0 = not tiled), or None.
+
+    k1: a k-slice of one A micro-panel and one B micro-panel fills at most 2/3 of L1 (they are
+    streamed through the innermost loop together). n1: the B block of that k-slice used by all
+    rows of A fits in half of L2. Shapes where neither limit bites get no cache tiles (None).
+    """
+    size = max(1, element_bits // 8)
+    kc = (cpu.l1d_bytes * 2 // 3) // ((tile.m0 + tile.n0) * size)
+    kc = max(64, kc - kc % 64)
+    nc = max(1, (cpu.l2_bytes // 2) // (tile.n0 * kc * size))
+    n1 = None if n is None else -(-n // tile.n0)
+    tile_k = k is None or k > kc
+    tile_n = n1 is None or n1 > nc
+    if not (tile_k or tile_n):
+        return None
+    return (0, nc if tile_n else 0, kc if tile_k else 0)
+
+
+def pack_tile(cpu: CpuFeatures, element_bits: int = 32) -> int:
+    """Elements of K copied per step when packing an operand (one vector register's worth)."""
+    return cpu.lanes(element_bits)
