@@ -43,6 +43,8 @@ __all__ = [
 #: Keyword arguments of `prepare` that BackendTest may pass per test (tolerances are the test
 #: runner's business, not the compiler's); they are accepted and ignored.
 _RUNNER_KWARGS = frozenset({"rtol", "atol"})
+#: The `onnxc.compile` keyword arguments the backend passes on.
+_COMPILE_KWARGS = frozenset({"options", "cpu_options", "keep_ir", "print_ir_after_all", "print_ir_after", "timing", "cache_dir"})
 
 
 def _device_type(device: str) -> Any:
@@ -126,16 +128,17 @@ class OnnxcBackend(Backend):
         """Compile `model` for `device` and return the runnable representation.
 
         Keyword arguments other than the test runner's `rtol`/`atol` go to `onnxc.compile`
-        (`cpu_options`, `keep_ir`). Raises `OnnxcError` for an unsupported device or model.
+        (`options`/`cpu_options`, `keep_ir`, `print_ir_after_all`, `print_ir_after`, `timing`,
+        `cache_dir`). Raises `OnnxcError` for an unsupported device or model.
         """
         if not cls.supports_device(device):
             raise OnnxcError(f"onnxc backend: device '{device}' is not supported (supported: CPU)")
         from onnxc.compiler import compile as onnxc_compile
 
         options = {k: v for k, v in kwargs.items() if k not in _RUNNER_KWARGS}
-        unknown = sorted(set(options) - {"cpu_options", "keep_ir"})
+        unknown = sorted(set(options) - _COMPILE_KWARGS)
         if unknown:
-            raise OnnxcError(f"onnxc backend: unknown option(s) {', '.join(unknown)} (known: cpu_options, keep_ir)")
+            raise OnnxcError(f"onnxc backend: unknown option(s) {', '.join(unknown)} (known: {', '.join(sorted(_COMPILE_KWARGS))})")
         if isinstance(model, (str, os.PathLike)):
             model = onnx.load(os.fspath(model))
         elif isinstance(model, (bytes, bytearray)):

@@ -252,3 +252,15 @@ def test_compile_takes_the_target_options_under_either_name() -> None:
         np.testing.assert_array_equal(onnxc.compile(m, **kwargs)(x)[0], want)
     with pytest.raises(onnxc.errors.OnnxcError, match="not both"):
         onnxc.compile(m, options=CpuPipelineOptions(), cpu_options=CpuPipelineOptions())
+
+
+def test_backend_passes_compile_options_on_and_names_the_known_ones() -> None:
+    import onnxc.backend
+    from onnxc.targets.cpu import CpuPipelineOptions
+
+    m = _relu_model()
+    x = np.array([[1, -2, 3], [-1, 0, 5]], np.float32)
+    rep = onnxc.backend.OnnxcBackend.prepare(m, options=CpuPipelineOptions(vectorize=False))
+    np.testing.assert_array_equal(rep.run([x])[0], np.maximum(x, 0))
+    with pytest.raises(onnxc.errors.OnnxcError, match="unknown option\\(s\\) threadz \\(known: cache_dir, cpu_options, keep_ir, options"):
+        onnxc.backend.OnnxcBackend.prepare(m, threadz=2)
