@@ -42,9 +42,11 @@ operand tiles is not done yet. Parallel loops beyond the three mapped ones run s
 each thread. Pad and Concat (`tensor.insert_slice`) become copy kernels
 (`_insert_slices_to_copies`).
 
-What is refused (`GpuMappingError`, naming the op and its location): dynamic shapes, ops
-without a parallel loop (a reduction to a scalar), and any non-linalg computation the host
-program cannot express (checked by `targets/gpu/host.py`).
+Reductions to a scalar (no parallel loop) get a leading unit parallel loop first
+(`_add_unit_parallel_loop`): one workgroup, a tree when the reduced loop is a single long one.
+
+What is refused (`GpuMappingError`, naming the op and its location): dynamic shapes and any
+non-linalg computation the host program cannot express (checked by `targets/gpu/host.py`).
 """
 
 from __future__ import annotations
@@ -176,8 +178,8 @@ def plan_kernel(extents: Sequence[int], iterators: Sequence[str], contraction: b
     `tree_ok`: the op is a simple single-result reduction (`_is_simple_reduction`), which may
     use a per-workgroup tree when its only reduction loop is the innermost and long enough."""
     parallel = [i for i, it in enumerate(iterators) if it == "parallel"]
-    if not parallel:
-        raise GpuMappingError("an op without a parallel loop (a reduction to a scalar) is not mapped to the GPU yet")
+    if not parallel:  # `_add_unit_parallel_loop` gives every op one before planning
+        raise GpuMappingError("an op without a parallel loop cannot be mapped to workgroups")
     # The innermost parallel loops with extent > 1 (at least the innermost one), at most three.
     mapped = [i for i in parallel if extents[i] > 1][-3:] or parallel[-1:]
     block = [0] * len(extents)
@@ -472,6 +474,58 @@ def workgroup_allocs_to_attributions(module: ir.Module) -> int:
     return count
 
 
+def _add_unit_parallel_loop(op: ir.Operation, collapse: bool = True) -> ir.Operation:
+    """Rebuild a `linalg.generic` that has no parallel loop (a reduction to a scalar: ReduceMax
+    over every axis, a 1-D dot product) with a leading parallel loop of extent 1, its outputs
+    expanded by a unit dim and (with `collapse`) its results collapsed back, so that it has a
+    loop to map to workgroups (one workgroup; the tree reduction splits its innermost reduction
+    loop). A loop-free fill that initializes one of its outputs is rebuilt the same way, without
+    the collapse, so that it stays the direct producer of the init (and is fused)."""
+    from mlir.dialects import linalg, tensor
+
+    view = op.opview
+    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    n = maps[0].n_dims
+    n_in = len(view.inputs)
+    dead: list[ir.Operation] = []
+    with ir.InsertionPoint(op), op.location:
+
+        def shifted(m: ir.AffineMap, lead: bool) -> ir.Attribute:
+            exprs = [e.shift_dims(n, 1) for e in m.results]
+            return ir.AffineMapAttr.get(ir.AffineMap.get(n + 1, m.n_symbols, ([ir.AffineDimExpr.get(0)] if lead else []) + exprs))
+
+        new_maps = [shifted(m, i >= n_in) for i, m in enumerate(maps)]
+        outs, types = [], []
+        for init in view.outputs:
+            t = ir.RankedTensorType(init.type)
+            wide = ir.RankedTensorType.get([1] + list(t.shape), t.element_type)
+            assoc = [[0, 1]] + [[i + 1] for i in range(1, t.rank)] if t.rank else []
+            producer = init.owner
+            producer = getattr(producer, "operation", producer)
+            if (
+                isinstance(producer, ir.Operation)
+                and producer.name == "linalg.generic"
+                and not _iterators(producer)
+                and len(list(init.uses)) == 1
+            ):
+                outs.append(_add_unit_parallel_loop(producer, collapse=False).results[0])
+                dead.append(producer)
+            else:
+                outs.append(tensor.ExpandShapeOp(wide, init, assoc, [], [1] + list(t.shape)).result)
+            types.append((wide, t, assoc))
+        iterators = [ir.Attribute.parse("#linalg.iterator_type<parallel>")] + list(ir.ArrayAttr(op.attributes["iterator_types"]))
+        new = linalg.GenericOp([w for w, _, _ in types], list(view.inputs), outs, ir.ArrayAttr.get(new_maps), ir.ArrayAttr.get(iterators))
+        op.regions[0].blocks[0].append_to(new.regions[0])
+        if collapse:
+            for old_result, new_result, (wide, t, assoc) in zip(op.results, new.results, types):
+                old_result.replace_all_uses_with(tensor.CollapseShapeOp(t, new_result, assoc).result)
+    if collapse:
+        op.erase()
+        for d in dead:
+            d.erase()
+    return new.operation
+
+
 def _one_consumer_per_fill(module: ir.Module) -> int:
     """Clone every init-only `linalg.fill` used by several ops (CSE merges equal fills), so that
     each fill is fused into exactly one kernel: a fill shared by two kernels would be cloned by
@@ -499,6 +553,10 @@ def _tile_to_blocks_and_threads(module: ir.Module, device: GpuDevice) -> int:
     after = _linalg_ops(module)
     if len(after) != len(before):
         raise GpuMappingError("GPU mapping: generalization changed the number of linalg ops")
+    for op, (_, fill) in zip(after, kinds):  # a rebuilt op takes its predecessor's place
+        if not fill and op.name == "linalg.generic" and not any(it == "parallel" for it in _iterators(op)):
+            _add_unit_parallel_loop(op)  # (fills of scalars are fused into their consumer)
+    after = _linalg_ops(module)
     plans: list[KernelPlan] = []
     fills: list[list[int]] = []
     roots = [op for op, (_, fill) in zip(after, kinds) if not fill]

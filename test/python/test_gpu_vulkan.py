@@ -248,18 +248,30 @@ def test_int64_buffers_are_refused_with_the_type_named() -> None:
 
 
 @pytest.mark.parametrize("target", ["vulkan", "cuda"])
-def test_unsupported_models_are_refused_naming_the_node(target: str) -> None:
-    """Dynamic shapes and reductions to a scalar are refused before any kernel runs, with the
-    ONNX node's name (the op's location) in the message: never a wrong answer or a crash."""
+def test_dynamic_shapes_are_refused_naming_the_node(target: str) -> None:
+    """Dynamic shapes are refused before any kernel runs, with the ONNX node's name (the op's
+    location) in the message: never a wrong answer or a crash."""
     import onnxc
     from onnxc.targets.gpu import GpuMappingError
 
     dynamic = _model([helper.make_node("Relu", ["x"], ["y"], name="relu0")], [_f32("x", ["N", 4])], [_f32("y", ["N", 4])], [])
-    with pytest.raises(GpuMappingError, match=r'relu0.*dynamic shape'):
+    with pytest.raises(GpuMappingError, match=r"relu0.*dynamic shape"):
         onnxc.compile(dynamic, target=target)
-    total = _model([helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0, name="sum0")], [_f32("x", [4, 5])], [_f32("y", [])], [])
-    with pytest.raises(GpuMappingError, match=r"sum0.*reduction to a scalar"):
-        onnxc.compile(total, target=target)
+
+
+def test_reductions_to_a_scalar(vulkan: None) -> None:
+    """ReduceSum over every axis and a 1-D dot product (no parallel loop) run as one workgroup."""
+    import onnxc
+
+    model = _model(
+        [helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0), helper.make_node("MatMul", ["v", "v"], ["dot"])],
+        [_f32("x", [7, 300]), _f32("v", [500])], [_f32("total", []), _f32("dot", [])], [],
+    )
+    x = feeds(model)
+    got = onnxc.compile(model, target="vulkan")(**x)
+    for g, w in zip(got, ReferenceEvaluator(model).run(None, x)):
+        assert g.shape == w.shape == ()
+        np.testing.assert_allclose(g, w, rtol=RTOL, atol=1e-4)
 
 
 def test_bad_options_are_refused() -> None:

@@ -1,0 +1,179 @@
+"""Benchmark: the GPU targets' kernels for GEMM and the ResNet-50 convolutions.
+
+What, per shape (a one-node ONNX model with random weights; MatMul, or Conv with bias, NCHW,
+batch 1, "same" padding):
+- CUDA, any machine: the model lowered to PTX for sm_80 and sm_90 and assembled by ptxas; per
+  kernel the registers, shared memory and spill bytes from `ptxas -v`, the launch's block and
+  grid sizes, and the occupancy they allow (estimated from the per-SM limits of the chip:
+  64 warps, 65536 registers allocated per warp in units of 256, 32 blocks, 164 KiB (sm_80) or
+  228 KiB (sm_90) of shared memory). Running the PTX needs a GPU and onnxc's CUDA runtime, which
+  does not exist yet: no CUDA FLOP/s are reported.
+- Vulkan, where a Vulkan device exists (Mesa's lavapipe here, a CPU driver): the median time of
+  `--repeat` calls of `onnxc.compile(model, target="vulkan")` and of the CPU target on the same
+  model in the same process, and their ratio (vulkan / cpu). On lavapipe this only shows that the
+  kernels are not pathological (one thread per row, uncoalesced everything); it says nothing of
+  a real GPU. Every Vulkan output is checked against the CPU target's (1e-3 of the largest
+  magnitude), so a fast wrong answer cannot count.
+
+No assertions on speed: a yardstick, not a test. Timings on a shared machine are noisy.
+
+Run: python bench/gpu_kernels.py [--repeat N] [--only SUBSTRING] [--no-vulkan]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import TensorProto as TP
+from onnx import helper
+from onnx import numpy_helper as nh
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark shape: a MatMul (m, k, n) or a Conv (cin, cout, hw, kernel, stride)."""
+
+    name: str
+    kind: str
+    dims: tuple[int, ...]
+
+    def flops(self) -> float:
+        if self.kind == "gemm":
+            m, k, n = self.dims
+            return 2.0 * m * k * n
+        cin, cout, hw, ksz, stride = self.dims
+        out = -(-hw // stride)
+        return 2.0 * cout * out * out * cin * ksz * ksz
+
+
+CASES = [
+    Case("gemm 256x256x256", "gemm", (256, 256, 256)),
+    Case("gemm 512x512x512", "gemm", (512, 512, 512)),
+    Case("gemm 128x768x768", "gemm", (128, 768, 768)),
+    # ResNet-50 (batch 1): conv2_x 3x3 and 1x1, conv3_x..conv5_x 3x3.
+    Case("conv 64->64 3x3 56x56", "conv", (64, 64, 56, 3, 1)),
+    Case("conv 256->64 1x1 56x56", "conv", (256, 64, 56, 1, 1)),
+    Case("conv 128->128 3x3 28x28", "conv", (128, 128, 28, 3, 1)),
+    Case("conv 256->256 3x3 14x14", "conv", (256, 256, 14, 3, 1)),
+    Case("conv 512->512 3x3 7x7", "conv", (512, 512, 7, 3, 1)),
+]
+
+
+def build(case: Case) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    rng = np.random.default_rng(0)
+    if case.kind == "gemm":
+        m, k, n = case.dims
+        w = nh.from_array((rng.standard_normal((k, n)) / math.sqrt(k)).astype(np.float32), "W")
+        node = helper.make_node("MatMul", ["x", "W"], ["y"])
+        ins, outs, inits = [helper.make_tensor_value_info("x", TP.FLOAT, [m, k])], [helper.make_tensor_value_info("y", TP.FLOAT, [m, n])], [w]
+        feeds = {"x": rng.standard_normal((m, k)).astype(np.float32)}
+    else:
+        cin, cout, hw, ksz, stride = case.dims
+        out = -(-hw // stride)
+        w = nh.from_array((rng.standard_normal((cout, cin, ksz, ksz)) / math.sqrt(cin * ksz * ksz)).astype(np.float32), "W")
+        b = nh.from_array((rng.standard_normal(cout) * 0.1).astype(np.float32), "B")
+        pad = ksz // 2
+        node = helper.make_node("Conv", ["x", "W", "B"], ["y"], kernel_shape=[ksz, ksz], pads=[pad] * 4, strides=[stride, stride])
+        ins, outs, inits = [helper.make_tensor_value_info("x", TP.FLOAT, [1, cin, hw, hw])], [helper.make_tensor_value_info("y", TP.FLOAT, [1, cout, out, out])], [w, b]
+        feeds = {"x": rng.standard_normal((1, cin, hw, hw)).astype(np.float32)}
+    graph = helper.make_graph([node], case.name.replace(" ", "_"), ins, outs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10), feeds
+
+
+#: Per-SM limits used for the occupancy estimate: (max warps, registers, max blocks, shared bytes).
+SM_LIMITS = {"sm_80": (64, 65536, 32, 164 * 1024), "sm_90": (64, 65536, 32, 228 * 1024)}
+
+
+def occupancy(chip: str, threads: int, registers: int, shared: int) -> float:
+    """Resident warps / max warps per SM for one kernel (registers allocated per warp in 256s)."""
+    max_warps, regs, max_blocks, smem = SM_LIMITS[chip]
+    warps = -(-threads // 32)
+    per_warp = -(-registers * 32 // 256) * 256 or 256
+    blocks = min(max_blocks, max_warps // warps, regs // (per_warp * warps), smem // shared if shared else max_blocks)
+    return blocks * warps / max_warps
+
+
+def median_ms(fn, args: dict[str, np.ndarray], repeat: int) -> float:
+    fn(**args)  # warm-up (first submission, page faults)
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn(**args)
+        times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times)
+
+
+def cuda_report(case: Case, model: onnx.ModelProto) -> None:
+    from onnxc.compiler import lower
+    from onnxc.targets.cuda import CudaOptions, compile_ptx
+
+    linalg = lower(model, "linalg")
+    for chip in ("sm_80", "sm_90"):
+        artifact = compile_ptx(linalg, CudaOptions(chip, "+ptx80"))
+        reports = artifact.assemble()
+        for step in artifact.program.steps:
+            k = reports[step.module].kernels[0]
+            threads = step.block[0] * step.block[1] * step.block[2]
+            print(
+                f"  cuda {chip} {step.module:<14} block {step.block} grid {step.grid} regs {k.registers:3d} "
+                f"smem {k.shared_bytes:6d} B spill {k.spill_stores + k.spill_loads:4d} B "
+                f"occupancy ~{occupancy(chip, threads, k.registers, k.shared_bytes):.2f}"
+            )
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--only", default="", help="run the cases whose name contains this")
+    ap.add_argument("--no-vulkan", action="store_true", help="PTX reports only")
+    args = ap.parse_args(argv)
+
+    import onnxc
+
+    vulkan_reason = None
+    if not args.no_vulkan:
+        try:
+            from onnxc.targets.vulkan import vulkan_context
+
+            print(f"vulkan device: {vulkan_context().device_name}")
+        except onnxc.errors.OnnxcError as e:
+            vulkan_reason = str(e)
+            print(f"no Vulkan timings: {e}")
+    ratios = []
+    for case in CASES:
+        if args.only not in case.name:
+            continue
+        model, feeds = build(case)
+        print(f"{case.name}  ({case.flops() / 1e9:.2f} GFLOP)")
+        cuda_report(case, model)
+        if args.no_vulkan or vulkan_reason:
+            continue
+        t = time.perf_counter()
+        gpu = onnxc.compile(model, target="vulkan")
+        compile_s = time.perf_counter() - t
+        cpu = onnxc.compile(model, target="cpu")
+        want, got = cpu(**feeds)[0], gpu(**feeds)[0]
+        err = float(np.abs(got - want).max() / max(1e-30, float(np.abs(want).max())))
+        if err > 1e-3:
+            print(f"  vulkan WRONG: max relative difference {err:.2e} from the CPU target")
+            continue
+        tv, tc = median_ms(gpu, feeds, args.repeat), median_ms(cpu, feeds, args.repeat)
+        ratios.append(tv / tc)
+        print(
+            f"  vulkan {tv:9.2f} ms ({case.flops() / tv / 1e6:6.2f} GFLOP/s)  cpu {tc:8.2f} ms  "
+            f"vulkan/cpu {tv / tc:6.2f}  compile {compile_s:.1f} s  max rel diff {err:.1e}"
+        )
+    if ratios:
+        print(f"geometric mean vulkan/cpu: {math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
