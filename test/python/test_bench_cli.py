@@ -39,7 +39,7 @@ def test_bench_prints_latency_and_throughput() -> None:
 def test_compile_stages_lists_every_stage() -> None:
     proc = onnxc("bench", str(SAMPLE), "--compile-stages", "--opt-level", "1")
     assert proc.returncode == 0, proc.stderr
-    for stage in ("import", "onnx passes", "to linalg", "to vector", "bufferize", "to LLVM dialect", "LLVM O1 codegen", "total"):
+    for stage in ("import", "onnx passes", "to linalg", "to vector", "bufferize", "to LLVM dialect", "LLVM IR O1", "machine code", "total"):
         assert re.search(rf"^  {re.escape(stage)}.* {NUMBER} s", proc.stdout, re.M), (stage, proc.stdout)
 
 
