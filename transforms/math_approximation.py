@@ -17,23 +17,29 @@ What is rewritten (f32, scalar or vector; f16/bf16 are computed in f32 and round
   results are rounded once, as libm does. NaN in, NaN out.
 - `math.expm1`: the same reduction; expm1(x) = 2^n expm1(r) + (2^n - 1), exact for small x.
 - `math.tanh`: x + x^3 P(x^2) for |x| < 0.625 (Cephes), 1 - 2 / (exp(2|x|) + 1) above, sign copied
-  (so -0.0 stays -0.0); |x| >= 9 gives +-1 exactly.
+  (so -0.0 stays -0.0); |x| >= 10 gives +-1 exactly.
 - `math.erf`: the odd rational approximation XLA and Eigen use (x P(x^2) / Q(x^2), x clamped to
-  +-3.7439..., where erf rounds to +-1).
+  +-3.7439...; +-1 from +-3.8325 on, where erf rounds to +-1).
+- `math.erfc`: Numerical Recipes' erfcc, t exp(-z^2 + P(t)) with t = 1 / (1 + |z|/2), the exp
+  argument carried in two floats (z^2 exact through fma) so the tail stays accurate relative to
+  the (tiny) result; 2 - erfc(|z|) for negative z. GELU uses it (1 + erf(x) cancels for x < 0).
 - `math.log`, `math.log2`: exponent/mantissa split on the bits (denormals scaled by 2^23 first),
   mantissa in [sqrt(1/2), sqrt(2)), Cephes' degree-9 polynomial; 0 -> -inf, x < 0 -> NaN,
   +inf -> +inf. `math.log1p`: Kahan's log(u) * x / (u - 1) with u = 1 + x.
-- `math.powf` whose exponent is a constant integer n with |n| <= 8 (repeated squaring; negative
-  n through 1/x first, so tiny and huge results do not overflow or flush early) or a half
-  integer (x^m sqrt(x)); -0.0 and -inf follow C99 `pow`. Other exponents stay `math.powf`.
+- `math.powf` whose exponent is a constant multiple of 1/4 up to 8 in magnitude: repeated
+  squaring for the integer part (negative exponents through 1/x first, so tiny and huge results
+  do not overflow or flush early), sqrt and sqrt(sqrt) for the fraction (x^0.5, LRN's x^0.75);
+  -0.0 and -inf follow C99 `pow`. Other exponents stay `math.powf` (libm).
 
 `math.sqrt`/`math.rsqrt` stay (LLVM has instructions); sin/cos are not approximated (an accurate
 argument reduction for every float is not cheap: they stay libm calls); f64 stays libm (exact to
 0.5 ulp there, and not a hot path of any model onnxc knows).
 
-Accuracy (measured over every f32 bit pattern class, against float64 numpy/scipy-free references,
-see test/python/test_math_approximation.py): exp, expm1, log, log2, log1p within 2 ulp; tanh and
-erf within 2e-7 absolute and 4 ulp relative away from 0.
+Accuracy, measured against float64 over random f32 bit patterns (every exponent, denormals
+included), dense ranges around the branch points and the special values (the bounds are asserted
+in test/python/test_math_approximation.py): exp 1.0 ulp, expm1 1.5, log 0.9, log2 1.3, log1p 2.3,
+tanh 1.4, erf 5 ulp and 3e-7 absolute, erfc 5.4 ulp (relative, down to the denormals); constant
+powers about 3 + 1.25 |exponent| ulp. +-0, +-inf and NaN give what C99 libm gives.
 """
 
 from __future__ import annotations
@@ -54,10 +60,10 @@ F = arith.CmpFPredicate
 I = arith.CmpIPredicate
 
 #: The math functions the pass can rewrite (the `functions` option picks among them).
-FUNCTIONS: tuple[str, ...] = ("exp", "expm1", "tanh", "erf", "log", "log1p", "log2", "powf")
+FUNCTIONS: tuple[str, ...] = ("exp", "expm1", "tanh", "erf", "erfc", "log", "log1p", "log2", "powf")
 
-#: Largest |n| of a constant integer (or half-integer) exponent `math.powf` is expanded for; the
-#: error grows with the number of multiplies (up to about 5 ulp at 8).
+#: Largest magnitude of a constant exponent `math.powf` is expanded for; the error grows with the
+#: number of multiplies (about 3 + 1.25 |exponent| ulp, 11.4 measured at -8).
 MAX_INTEGER_POWER: int = 8
 
 
@@ -76,10 +82,8 @@ class _Emitter:
         i32 = ir.IntegerType.get_signless(32)
         if isinstance(ty, ir.VectorType):
             self.ity: ir.Type = ir.VectorType.get(ty.shape, i32, scalable=ty.scalable_dims)
-            self.bty: ir.Type = ir.VectorType.get(ty.shape, ir.IntegerType.get_signless(1), scalable=ty.scalable_dims)
         else:
             self.ity = i32
-            self.bty = ir.IntegerType.get_signless(1)
         self._f32, self._i32 = f32, i32
         self._consts: dict[tuple[str, float | int], ir.Value] = {}
 
@@ -121,6 +125,7 @@ class _Emitter:
         return acc
 
     def select(self, cond: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
+        """cond ? a : b, lane by lane (the approximations have no branches)."""
         return arith.select(cond, a, b)
 
     def clamp(self, x: ir.Value, lo: float, hi: float) -> ir.Value:
@@ -135,6 +140,7 @@ class _Emitter:
         return arith.bitcast(self.ty, arith.shli(biased, self.i(23)))
 
     def is_nan(self, x: ir.Value) -> ir.Value:
+        """x != x."""
         return arith.cmpf(F.UNO, x, x)
 
 
@@ -203,8 +209,9 @@ def emit_expm1(e: _Emitter, x: ir.Value) -> ir.Value:
 # Cephes tanhf: tanh(x) ~ x + x^3 P(x^2) for |x| < 0.625.
 _TANH_P = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1)
 _TANH_SMALL = 0.625
-# tanh(9) = 1 - 3.0e-8 rounds to 1.0f: larger |x| need no exp (and exp(2|x|) stays finite).
-_TANH_SATURATE = 9.0
+# tanh(10) = 1 - 4.1e-9 rounds to 1.0f (tanh(9) = 1 - 3.05e-8 does not: it is nearer 1 - 2^-24);
+# larger |x| need no exp, and clamping there keeps exp(2|x|) finite.
+_TANH_SATURATE = 10.0
 
 
 def emit_tanh(e: _Emitter, x: ir.Value) -> ir.Value:
@@ -212,15 +219,15 @@ def emit_tanh(e: _Emitter, x: ir.Value) -> ir.Value:
     ax = math.absf(x)
     z = arith.mulf(x, x)
     small = e.fma(arith.mulf(e.poly(z, _TANH_P), z), x, x)
-    # exp(2|x|) for 2|x| in [1.25, 18]: no clamp, overflow or NaN handling needed.
+    # exp(2|x|) for 2|x| in [1.25, 20]: no overflow or NaN handling needed.
     t = arith.addf(ax, ax)
     t = arith.select(arith.cmpf(F.OLT, t, e.f(2 * _TANH_SATURATE)), t, e.f(2 * _TANH_SATURATE))
     n, r = _reduce_exp(e, t)
     ex = arith.mulf(arith.addf(_expm1_small(e, r), e.f(1.0)), e.pow2(arith.fptosi(e.ity, n)))
     large = arith.subf(e.f(1.0), arith.divf(e.f(2.0), arith.addf(ex, e.f(1.0))))
-    large = math.copysign(large, x)
-    # Unordered compare: NaN takes the polynomial branch, which propagates it.
-    return e.select(arith.cmpf(F.ULT, ax, e.f(_TANH_SMALL)), small, large)
+    # Unordered compare: NaN takes the polynomial branch, which propagates it. Both branches
+    # have the magnitude right; the sign comes from x (the polynomial turns -0 into +0).
+    return math.copysign(e.select(arith.cmpf(F.ULT, ax, e.f(_TANH_SMALL)), small, large), x)
 
 
 # --- erf ------------------------------------------------------------------------------------
@@ -249,6 +256,43 @@ def emit_erf(e: _Emitter, x: ir.Value) -> ir.Value:
     r = arith.divf(arith.mulf(xc, e.poly(z, _ERF_ALPHA)), e.poly(z, _ERF_BETA))
     one = math.copysign(e.f(1.0), x)
     return e.select(arith.cmpf(F.OGE, math.absf(x), e.f(_ERF_ONE)), one, r)
+
+
+# Numerical Recipes' erfcc (Chebyshev fit): erfc(z) ~ t exp(-z^2 + P(t)), t = 1 / (1 + z/2), z >= 0,
+# relative error below 1.2e-7 for every z >= 0; erfc(-z) = 2 - erfc(z).
+_ERFC_P = (
+    0.17087277,
+    -0.82215223,
+    1.48851587,
+    -1.13520398,
+    0.27886807,
+    -0.18628806,
+    0.09678418,
+    0.37409196,
+    1.00002368,
+    -1.26551223,
+)
+
+
+def emit_erfc(e: _Emitter, x: ir.Value) -> ir.Value:
+    """erfc(x), accurate relative to the result in the tail (where 1 - erf(x) cancels)."""
+    # erfc(z) < 2^-150 from z = 10.06 on: clamping at 11 keeps z^2 finite (+-inf in, 0 or 2 out);
+    # minimumf propagates NaN.
+    ax = arith.minimumf(math.absf(x), e.f(11.0))
+    t = arith.divf(e.f(1.0), e.fma(ax, e.f(0.5), e.f(1.0)))
+    # exp(P(t) - z^2) with the argument carried as hi + lo: rounding it to one f32 (|a| up to
+    # ~100) would cost |a| 2^-24 relative error (90 ulp at z = 8). z^2 = sq + sq_lo exactly (fma),
+    # P - sq = a + a_lo exactly (TwoSum), and exp(a + lo) = exp(a) (1 + lo) for the tiny lo.
+    p = e.poly(t, _ERFC_P)
+    sq = arith.mulf(ax, ax)
+    sq_lo = e.fma(ax, ax, arith.negf(sq))
+    a = arith.subf(p, sq)
+    back = arith.subf(a, p)
+    a_lo = arith.addf(arith.subf(p, arith.subf(a, back)), arith.subf(arith.negf(sq), back))
+    lo = arith.subf(a_lo, sq_lo)
+    r = arith.mulf(t, emit_exp(e, a))
+    r = e.fma(r, lo, r)
+    return e.select(arith.cmpf(F.OLT, x, e.f(0.0)), arith.subf(e.f(2.0), r), r)
 
 
 # --- log ------------------------------------------------------------------------------------
@@ -349,31 +393,44 @@ def _ipow(x: ir.Value, n: int) -> ir.Value:
 
 
 def constant_exponent(value: float) -> bool:
-    """Whether `math.powf(x, value)` is expanded: an integer or half integer within the bound."""
+    """Whether `math.powf(x, value)` is expanded: a multiple of 1/4 with |value| <= the bound."""
     if not pymath.isfinite(value):
         return False
-    twice = value * 2
-    return twice == int(twice) and abs(value) <= MAX_INTEGER_POWER
+    quarters = value * 4
+    return quarters == int(quarters) and abs(value) <= MAX_INTEGER_POWER
 
 
 def emit_powf_const(e: _Emitter, x: ir.Value, value: float) -> ir.Value:
-    """x^value for an integer or half-integer constant `value` (see `constant_exponent`)."""
+    """x^value for a constant multiple of 1/4 (see `constant_exponent`).
+
+    x^(n + f) = x^n * sqrt(x)^[f >= 1/2] * sqrt(sqrt(x))^[f in {1/4, 3/4}]; a negative exponent
+    uses 1/x (integer part) and 1/(fraction part), so tiny and huge results neither overflow nor
+    flush early in an intermediate.
+    """
     if value == 0:
         return e.f(1.0)  # pow(x, 0) = 1 for every x, NaN included
     n = int(abs(value))
-    if value == int(value):
+    frac = abs(value) - n
+    if frac == 0:
         base = x if value > 0 else arith.divf(e.f(1.0), x)
         return _ipow(base, n)
-    # Half integer: x^n sqrt(x). pow(-0, y) = +0 (y > 0) / +inf (y < 0) for y not an odd
-    # integer, where sqrt(-0) = -0: adding +0 turns -0 into +0 and changes nothing else.
-    # pow(-inf, y) = +inf (y > 0) / +0 (y < 0), where sqrt(-inf) is NaN.
+    # pow(-0, y) = +0 (y > 0) / +inf (y < 0) for y not an odd integer, where sqrt(-0) = -0:
+    # adding +0 turns -0 into +0 and changes nothing else. pow(-inf, y) = +inf (y > 0) / +0
+    # (y < 0), where sqrt(-inf) is NaN. A negative finite x gives NaN through sqrt, as pow does.
     xp = arith.addf(x, e.f(0.0))
+    root = math.sqrt(xp)
+    parts: list[ir.Value] = []
+    if frac >= 0.5:
+        parts.append(root)
+    if frac in (0.25, 0.75):
+        parts.append(math.sqrt(root))
+    part = parts[0] if len(parts) == 1 else arith.mulf(parts[0], parts[1])
     if value > 0:
-        r = math.sqrt(xp) if n == 0 else arith.mulf(_ipow(xp, n), math.sqrt(xp))
+        r = part if n == 0 else arith.mulf(_ipow(xp, n), part)
         at_neg_inf = float("inf")
     else:
-        # (1/x)^n / sqrt(x): x^n sqrt(x) itself may overflow where its reciprocal is finite.
-        r = math.rsqrt(xp) if n == 0 else arith.mulf(_ipow(arith.divf(e.f(1.0), xp), n), math.rsqrt(xp))
+        inv_part = arith.divf(e.f(1.0), part)
+        r = inv_part if n == 0 else arith.mulf(_ipow(arith.divf(e.f(1.0), xp), n), inv_part)
         at_neg_inf = 0.0
     return e.select(arith.cmpf(F.OEQ, x, e.f(float("-inf"))), e.f(at_neg_inf), r)
 
@@ -417,6 +474,7 @@ _UNARY: dict[str, Callable[[_Emitter, ir.Value], ir.Value]] = {
     "math.expm1": emit_expm1,
     "math.tanh": emit_tanh,
     "math.erf": emit_erf,
+    "math.erfc": emit_erfc,
     "math.log": emit_log,
     "math.log1p": emit_log1p,
     "math.log2": emit_log2,

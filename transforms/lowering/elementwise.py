@@ -13,6 +13,8 @@ from __future__ import annotations
 import math as pymath
 from collections.abc import Callable
 
+import numpy as np
+
 from mlir import ir
 from mlir.dialects import arith, math
 
@@ -79,6 +81,7 @@ def _in_f32(s: Scalar, x: ir.Value) -> tuple[ir.Value, Callable[[ir.Value], ir.V
 
 
 def _sigmoid(x: ir.Value, s: Scalar) -> ir.Value:
+    # One exp and one division per element; exp(-x) = +inf gives 0 and 0 gives 1, exactly.
     w, back, c = _in_f32(s, x)
     return back(arith.divf(c(1.0), arith.addf(c(1.0), math.exp(arith.negf(w)))))
 
@@ -86,9 +89,13 @@ def _sigmoid(x: ir.Value, s: Scalar) -> ir.Value:
 def _gelu(x: ir.Value, s: Scalar) -> ir.Value:
     w, back, c = _in_f32(s, x)
     if s.attr("approximate", "none") == "tanh":
-        inner = arith.mulf(c(pymath.sqrt(2.0 / pymath.pi)), arith.addf(w, arith.mulf(c(0.044715), arith.mulf(w, arith.mulf(w, w)))))
-        return back(arith.mulf(arith.mulf(c(0.5), w), arith.addf(c(1.0), math.tanh(inner))))
-    return back(arith.mulf(arith.mulf(c(0.5), w), arith.addf(c(1.0), math.erf(arith.mulf(w, c(1.0 / pymath.sqrt(2.0)))))))
+        # 0.5 x (1 + tanh(u)) = x sigmoid(2u) = x / (1 + exp(-2u)): one exp and one division,
+        # and no 1 + tanh(u) cancellation for negative x (the relative error stays small).
+        u = arith.mulf(c(pymath.sqrt(2.0 / pymath.pi)), arith.addf(w, arith.mulf(c(0.044715), arith.mulf(w, arith.mulf(w, w)))))
+        return back(arith.divf(w, arith.addf(c(1.0), math.exp(arith.mulf(c(-2.0), u)))))
+    # 0.5 x (1 + erf(x / sqrt 2)) = 0.5 x erfc(-x / sqrt 2): for negative x, 1 + erf cancels (at
+    # x = -5 an f32 erf leaves no correct digit of the 1e-6 result); erfc keeps them.
+    return back(arith.mulf(arith.mulf(c(0.5), w), math.erfc(arith.mulf(w, c(-1.0 / pymath.sqrt(2.0))))))
 
 
 def _select_neg(x: ir.Value, s: Scalar, neg: ir.Value, strict: bool = True) -> ir.Value:
@@ -97,9 +104,10 @@ def _select_neg(x: ir.Value, s: Scalar, neg: ir.Value, strict: bool = True) -> i
 
 
 def _elu(x: ir.Value, s: Scalar) -> ir.Value:
+    # expm1, not exp - 1: exact near 0 where exp(x) - 1 cancels.
     w, back, c = _in_f32(s, x)
     alpha = float(s.attr("alpha", 1.0))
-    neg = arith.mulf(c(alpha), arith.subf(math.exp(w), c(1.0)))
+    neg = arith.mulf(c(alpha), math.expm1(w))
     return back(arith.select(arith.cmpf(F.OLT, w, c(0.0)), neg, w))
 
 
@@ -107,14 +115,15 @@ def _selu(x: ir.Value, s: Scalar) -> ir.Value:
     w, back, c = _in_f32(s, x)
     alpha = float(s.attr("alpha", 1.67326319217681884765625))
     gamma = float(s.attr("gamma", 1.05070102214813232421875))
-    neg = arith.mulf(c(gamma), arith.subf(arith.mulf(c(alpha), math.exp(w)), c(alpha)))
+    neg = arith.mulf(c(gamma * alpha), math.expm1(w))
     return back(arith.select(arith.cmpf(F.OLE, w, c(0.0)), neg, arith.mulf(c(gamma), w)))
 
 
 def _celu(x: ir.Value, s: Scalar) -> ir.Value:
     w, back, c = _in_f32(s, x)
     alpha = float(s.attr("alpha", 1.0))
-    neg = arith.mulf(c(alpha), arith.subf(math.exp(arith.divf(w, c(alpha))), c(1.0)))
+    # x / alpha as a multiply by the (constant) reciprocal; at most 1 ulp apart in exp's argument.
+    neg = arith.mulf(c(alpha), math.expm1(arith.mulf(w, c(1.0 / alpha))))
     return back(arith.addf(arith.maximumf(c(0.0), w), arith.minimumf(c(0.0), neg)))
 
 
@@ -131,13 +140,20 @@ def _hard_swish(x: ir.Value, s: Scalar) -> ir.Value:
 
 
 def _softplus(x: ir.Value, s: Scalar) -> ir.Value:
+    # log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)): one exp that never overflows (large x
+    # gives x, not inf) and log1p keeps exp(x) for very negative x (log(1 + tiny) rounds to 0).
     w, back, c = _in_f32(s, x)
-    return back(math.log(arith.addf(math.exp(w), c(1.0))))
+    t = math.exp(arith.negf(math.absf(w)))
+    return back(arith.addf(arith.maximumf(w, c(0.0)), math.log1p(t)))
 
 
 def _mish(x: ir.Value, s: Scalar) -> ir.Value:
+    # tanh(log(1 + u)) = n / (n + 2) with u = exp(x), n = u (u + 2): one exp, one division, no
+    # tanh or log. Past x = 20 the ratio is 1.0f, so x is clamped there before exp (no overflow).
     w, back, c = _in_f32(s, x)
-    return back(arith.mulf(w, math.tanh(math.log(arith.addf(math.exp(w), c(1.0))))))
+    u = math.exp(arith.minimumf(w, c(20.0)))
+    n = arith.mulf(u, arith.addf(u, c(2.0)))
+    return back(arith.mulf(w, arith.divf(n, arith.addf(n, c(2.0)))))
 
 
 def _softsign(x: ir.Value, s: Scalar) -> ir.Value:
@@ -234,10 +250,10 @@ def _round(x: ir.Value, s: Scalar) -> ir.Value:
 
 
 def _swish(x: ir.Value, s: Scalar) -> ir.Value:
+    # x sigmoid(alpha x) = x / (1 + exp(-alpha x)): one exp, one division, no multiply.
     w, back, c = _in_f32(s, x)
     alpha = float(s.attr("alpha", 1.0))
-    sig = arith.divf(c(1.0), arith.addf(c(1.0), math.exp(arith.negf(arith.mulf(c(alpha), w)))))
-    return back(arith.mulf(w, sig))
+    return back(arith.divf(w, arith.addf(c(1.0), math.exp(arith.mulf(c(-alpha), w)))))
 
 
 UNARY: dict[str, Callable[[ir.Value, Scalar], ir.Value]] = {
@@ -441,11 +457,41 @@ def _pow(a: ir.Value, b: ir.Value, s: Scalar, exp_elem: ir.Type) -> ir.Value:
     return math.ipowi(a, convert_scalar(b, exp_elem, s.onnx_elem))
 
 
+def _constant_exponent(node: Node) -> float | None:
+    """The exponent of a float-base Pow when it is one constant value that does not change the
+    output shape (a scalar or a splat of rank <= the base's), else None."""
+    if not is_float(node.in_elem(0)):
+        return None
+    c = node.const(1)
+    if c is None:
+        return None
+    arr = np.asarray(c)
+    if arr.size == 0 or arr.ndim > len(static_shape(node.onnx_types[0])):
+        return None
+    flat = arr.reshape(-1)
+    if arr.size > 1 and not bool(np.all(flat == flat[0])):
+        return None
+    if arr.size > 1 and any(d != 1 for d in arr.shape):
+        return None  # a splat of size > 1 may broadcast the base: keep the general path
+    return float(flat[0])
+
+
 @lowers("Pow", check=_check_binary)
 def lower_pow(node: Node) -> list[ir.Value]:
-    """Pow: base and exponent types may differ (float/int); integer powers use `math.ipowi`."""
+    """Pow: base and exponent types may differ (float/int); integer powers use `math.ipowi`.
+
+    A constant exponent becomes an `arith.constant` inside the body (not a broadcast input), so
+    `onnxc-approximate-math` can expand x^2, x^0.5, x^-1 ... into multiplies and square roots.
+    """
     s = Scalar(node, node.in_elem(0))
     e = node.in_elem(1)
+    value = _constant_exponent(node)
+    if value is not None:
+        def body(a: ir.Value) -> ir.Value:
+            w, back, _ = _in_f32(s, a)
+            return back(math.powf(w, const_scalar(value, w.type)))
+
+        return [elementwise([node.input(0)], s.elem, body, out_shape=shape_of(node.input(0)))]
     return [elementwise([node.input(0), node.input(1)], s.elem, lambda a, b: _pow(a, b, s, e))]
 
 

@@ -287,11 +287,18 @@ def lower_softmax(node: Node) -> list[ir.Value]:
         return arith.truncf(elem, v) if str(acc) != str(elem) else v
 
     mx = expand_unit_dims(reduce_dims([x], axes, [float("-inf")], [elem], lambda a: [arith.maximumf(a[0], a[1])])[0], axes)
+    # exp(x - max) is materialized once and read twice (the sum and the scaling): it has two
+    # users, so elementwise fusion does not duplicate it into both.
     ex = elementwise([x, mx], acc, lambda v, m: math.exp(widen(arith.subf(v, m))), out_shape=shape)
-    s = expand_unit_dims(reduce_dims([ex], axes, [0.0], [acc], lambda a: [arith.addf(a[0], a[1])])[0], axes)
+    total = reduce_dims([ex], axes, [0.0], [acc], lambda a: [arith.addf(a[0], a[1])])[0]
     if node.op_type == "Softmax":
-        return [elementwise([ex, s], elem, lambda e, t: narrow(arith.divf(e, t)), out_shape=shape)]
-    return [elementwise([x, mx, s], elem, lambda v, m, t: narrow(arith.subf(widen(arith.subf(v, m)), math.log(t))), out_shape=shape)]
+        # One division per row (1 / sum), then a multiply per element instead of a division.
+        one = const_scalar(1.0, acc)
+        inv = expand_unit_dims(elementwise([total], acc, lambda t: arith.divf(one, t)), axes)
+        return [elementwise([ex, inv], elem, lambda e, r: narrow(arith.mulf(e, r)), out_shape=shape)]
+    # log(sum) once per row; per element only subtractions.
+    log_total = expand_unit_dims(elementwise([total], acc, math.log), axes)
+    return [elementwise([x, mx, log_total], elem, lambda v, m, t: narrow(arith.subf(widen(arith.subf(v, m)), t)), out_shape=shape)]
 
 
 @lowers("Hardmax", check=_check_softmax)
