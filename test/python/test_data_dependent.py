@@ -260,3 +260,15 @@ def test_empty_inputs_give_empty_outputs() -> None:
     node = helper.make_node("Compress", ["x", "c"], ["y"], axis=0)
     comp = _model([node], [_vi("x", F32, ["n", 2]), _vi("c", TensorProto.BOOL, ["m"])], [_vi("y", F32, [None, 2])])
     _check(comp, [np.zeros((0, 2), np.float32), np.zeros(0, bool)], [np.ones((3, 2), np.float32), np.zeros(0, bool)])
+
+
+def test_nms_constant_maximum_bounds_the_rows() -> None:
+    """A constant max_output_boxes_per_class (as exporters write it) sizes the row bound:
+    batches * classes * min(max, boxes) rows, here every one of them filled."""
+    node = helper.make_node("NonMaxSuppression", ["boxes", "scores", "max_out", "iou"], ["sel"])
+    inits = [helper.make_tensor("max_out", I64, [1], [2]), helper.make_tensor("iou", F32, [1], [0.5])]
+    model = _model([node], [_vi("boxes", F32, [2, 6, 4]), _vi("scores", F32, [2, 3, 6])], [_vi("sel", I64, [None, 3])], inits)
+    rng = np.random.default_rng(8)
+    boxes = _random_boxes(rng, 2, 6, False) * np.float32(5)  # spread out: little overlap
+    (sel,) = _check(model, [boxes, rng.random((2, 3, 6)).astype(np.float32)])[0]
+    assert sel.shape == (12, 3)

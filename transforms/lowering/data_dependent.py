@@ -444,5 +444,12 @@ def lower_nms(node: Node) -> list[ir.Value]:
         )
         return out, rows
 
-    bound = dim_mul(dim_mul(nb, nc), nbox)
+    # At most min(max_output_boxes_per_class, boxes) rows per batch and class: with a constant
+    # maximum (what exporters write) the bound is that, not every box of every class.
+    per_class: Dim = nbox
+    mc = node.const_ints(2) if node.has(2) else [0]
+    if mc is not None:
+        cap = max(mc[0], 0)
+        per_class = min(cap, nbox) if isinstance(nbox, int) else arith.minsi(nbox, const_index(cap))
+    bound = dim_mul(dim_mul(nb, nc), per_class)
     return [bounded_rows(bound, 3, _i64(), fill)]
