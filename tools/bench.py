@@ -1,12 +1,16 @@
 """`onnxc bench`: latency and throughput of a compiled model, and where its compile time goes.
 
     onnxc bench model.onnx [--threads N] [--iterations K] [--warmup W] [--input name=x.npy ...]
+    onnxc bench model.onnx --profile [--iterations K]
     onnxc bench model.onnx --compile-stages [--opt-level L]
 
 What: compiles the model once (printing the compile time), runs it ``--warmup`` times untimed,
 then ``--iterations`` timed runs, and prints the median, p90, mean, min and max latency and the
 throughput (runs per second at the median), like onnxruntime's perf test. Inputs not given get
-deterministic random data (the driver's ``run`` rules). ``--compile-stages`` instead compiles the
+deterministic random data (the driver's ``run`` rules). ``--profile`` then compiles the model a
+second time with its function outlined into small parts (``targets/cpu/outline.py``) and a clock
+hook around each part's call, and lists the parts by time with the ONNX nodes (from the IR's name
+locations) each one runs. ``--compile-stages`` instead compiles the
 model stage by stage and prints the seconds each stage took (import, ONNX-level passes,
 conversion to linalg, the CPU target's vector / bufferize / LLVM-dialect stages, LLVM's IR
 optimisation in the ExecutionEngine and its machine-code generation, which ORC does lazily at the
@@ -30,8 +34,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from mlir import ir
 
-__all__ = ["LatencyStats", "StageTime", "add_subparser", "cmd_bench", "compile_stages", "measure"]
+__all__ = ["LatencyStats", "PartTime", "StageTime", "add_subparser", "cmd_bench", "compile_stages", "measure", "profile"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,6 +130,132 @@ def compile_stages(model: Any, options: Any = None) -> list[StageTime]:
     return out
 
 
+@dataclasses.dataclass
+class PartTime:
+    """Time spent in one generated function (an outlined part of the model) per run."""
+
+    function: str
+    nodes: list[str]
+    times_ms: list[float] = dataclasses.field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times_ms) if self.times_ms else 0.0
+
+
+#: Region ops per part when profiling: finer than compiling (``outline.DEFAULT_MAX_OPS``), so a
+#: slow layer is not hidden among thirty others.
+PROFILE_MAX_OPS = 4
+_PROFILE_HOOK = "onnxc_profile"
+
+
+def _node_names(fn: ir.Operation) -> list[str]:
+    """The ONNX node names of a function's ops, from their name locations, first seen first."""
+    seen: dict[str, None] = {}
+
+    def names(loc: ir.Location) -> None:
+        if loc.is_a_name():
+            seen.setdefault(loc.name_str, None)
+        elif loc.is_a_fused():
+            for inner in loc.locations:
+                names(inner)
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name != "arith.constant":  # weights carry their initializer's name, not a node's
+            names(op.location)
+        return ir.WalkResult.ADVANCE
+
+    fn.walk(visit)
+    return list(seen)
+
+
+def _instrument(module: ir.Module, entry: str) -> list[PartTime]:
+    """Bracket every call of an outlined part in ``entry`` by calls of the ``onnxc_profile(id)``
+    hook (id 2i before part i, 2i+1 after); returns the parts, with their ONNX node names."""
+    from mlir.dialects import arith, func
+
+    funcs = {ir.StringAttr(op.operation.attributes["sym_name"]).value: op.operation for op in module.body.operations if op.operation.name == "func.func"}
+    i64 = ir.IntegerType.get_signless(64)
+    with ir.Location.unknown(), ir.InsertionPoint.at_block_begin(module.body):
+        hook = func.FuncOp(_PROFILE_HOOK, ir.FunctionType.get([i64], []), visibility="private")
+    hook.operation.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+    body = funcs[entry].regions[0].blocks[0]
+    calls = [op.operation for op in body.operations if op.operation.name == "func.call"]
+    parts: list[PartTime] = []
+    for call in calls:
+        callee = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
+        if callee not in funcs:
+            continue
+        ident = len(parts)
+        parts.append(PartTime(callee, _node_names(funcs[callee])))
+        for offset, ip in ((0, ir.InsertionPoint(call)), (1, ir.InsertionPoint.after(call))):
+            with call.location, ip:
+                c = arith.ConstantOp(i64, 2 * ident + offset)
+                func.CallOp([], ir.FlatSymbolRefAttr.get(_PROFILE_HOOK), [c.result])
+    if not parts:  # a short model is one function: time the whole entry
+        with ir.Location.unknown():
+            first = next(iter(body.operations)).operation
+            with ir.InsertionPoint(first):
+                func.CallOp([], ir.FlatSymbolRefAttr.get(_PROFILE_HOOK), [arith.ConstantOp(i64, 0).result])
+            ret = list(body.operations)[-1].operation
+            with ir.InsertionPoint(ret):
+                func.CallOp([], ir.FlatSymbolRefAttr.get(_PROFILE_HOOK), [arith.ConstantOp(i64, 1).result])
+        parts.append(PartTime(entry, _node_names(funcs[entry])))
+    return parts
+
+
+def profile(model: Any, arrays: Sequence[np.ndarray], iterations: int, warmup: int, options: Any = None) -> list[PartTime]:
+    """Compile ``model`` with its function outlined into parts of ``PROFILE_MAX_OPS`` region ops
+    and a timing hook around each part's call, run it on ``arrays`` (in input order), and return
+    the time of each part per run.
+
+    The hook is a Python callback (``ExecutionEngine.register_runtime``) that reads a clock: it
+    adds about a microsecond per part, so the parts' times sum to slightly more than a run."""
+    import ctypes
+
+    from mlir.execution_engine import ExecutionEngine
+
+    from onnxc.importers import import_model
+    from onnxc.targets.cpu import jit
+    from onnxc.targets.cpu.outline import outline_functions
+    from onnxc.targets.cpu.pipeline import CpuPipelineOptions, bufferize, lower_to_llvm, lower_to_vector
+    from onnxc.transforms.named_pipelines import lower_onnx_module
+
+    opts = options or CpuPipelineOptions()
+    module = import_model(model)
+    lower_onnx_module(module, "linalg")
+    signature = jit.select_entry(module, None)
+    with module.context:
+        lower_to_vector(module, opts)
+        outline_functions(module, PROFILE_MAX_OPS)
+        parts = _instrument(module, signature.name)
+        bufferize(module)
+        lower_to_llvm(module)
+        engine = ExecutionEngine(module, opt_level=opts.jit_opt_level, shared_libs=jit.runtime_libraries())
+    events: list[tuple[int, float]] = []
+    clock = time.perf_counter
+
+    @ctypes.CFUNCTYPE(None, ctypes.c_int64)
+    def hook(ident: int) -> None:
+        events.append((ident, clock()))
+
+    engine.register_runtime(_PROFILE_HOOK, hook)
+    function = jit.CompiledFunction(signature, engine, module)
+    for i in range(warmup + iterations):
+        events.clear()
+        function(*arrays)
+        if i < warmup:
+            continue
+        start: dict[int, float] = {}
+        for ident, t in events:
+            if ident % 2 == 0:
+                start[ident // 2] = t
+            elif ident // 2 in start:
+                parts[ident // 2].times_ms.append(1000.0 * (t - start.pop(ident // 2)))
+    del function, engine  # the engine calls `hook`: it goes first
+    return parts
+
+
 def _compile_kwargs(threads: int | None) -> dict[str, Any]:
     """``threads=`` for ``onnxc.compile`` when given and supported (checked by signature)."""
     import onnxc
@@ -169,6 +300,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(f"iterations: {args.iterations} (after {args.warmup} warm-up)")
     print(f"latency ms: median {stats.median:.3f}  p90 {stats.p90:.3f}  mean {stats.mean:.3f}  min {min(stats.times_ms):.3f}  max {max(stats.times_ms):.3f}")
     print(f"throughput: {stats.throughput:.2f} runs/s")
+    if args.profile:
+        arrays = [feeds[s.name] if s.name in feeds else s.default for s in model.inputs]
+        parts = profile(args.model, arrays, args.iterations, args.warmup)
+        total = sum(p.median for p in parts)
+        print(f"profile: {len(parts)} generated function(s) of up to {PROFILE_MAX_OPS} kernels, median ms per run (slowest first):")
+        for p in sorted(parts, key=lambda p: -p.median)[: args.profile_top]:
+            nodes = ", ".join(p.nodes[:4]) + (f" +{len(p.nodes) - 4} more" if len(p.nodes) > 4 else "")
+            print(f"  {p.median:10.3f} ms {100.0 * p.median / total if total else 0.0:5.1f}%  {p.function}: {nodes or '(no ONNX node names)'}")
     return 0
 
 
@@ -183,6 +322,8 @@ def add_subparser(sub: Any) -> argparse.ArgumentParser:
     b.add_argument("--seed", type=int, default=0, help="seed of the generated random inputs (default 0)")
     b.add_argument("--compile-stages", action="store_true", help="time each compile stage instead of running")
     b.add_argument("--opt-level", type=int, choices=(0, 1, 2, 3), default=3, help="LLVM level for --compile-stages (default 3)")
+    b.add_argument("--profile", action="store_true", help="also time each generated function, naming the ONNX nodes it runs")
+    b.add_argument("--profile-top", type=int, default=15, help="functions listed by --profile (default 15)")
     b.set_defaults(func=cmd_bench)
     return b
 

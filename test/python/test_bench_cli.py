@@ -43,6 +43,20 @@ def test_compile_stages_lists_every_stage() -> None:
         assert re.search(rf"^  {re.escape(stage)}.* {NUMBER} s", proc.stdout, re.M), (stage, proc.stdout)
 
 
+def test_profile_names_generated_functions_and_nodes() -> None:
+    proc = onnxc("bench", str(SAMPLE), "--iterations", "3", "--warmup", "1", "--profile")
+    assert proc.returncode == 0, proc.stderr
+    m = re.search(r"^profile: (\d+) generated function\(s\)", proc.stdout, re.M)
+    assert m, proc.stdout
+    rows = re.findall(rf"^ +({NUMBER}) ms +({NUMBER})%  (\S+): (.+)$", proc.stdout, re.M)
+    assert len(rows) == int(m.group(1)) >= 1, proc.stdout
+    named = {n.strip() for _, _, _, nodes in rows for n in nodes.split(",")}
+    # every node of the sample model shows up in some function; no weight names do
+    assert {"conv1", "relu1", "pool1", "fc", "softmax"} <= named, named
+    assert not {"conv_w", "fc_w"} & named, named
+    assert abs(sum(float(share) for _, share, _, _ in rows) - 100.0) < 1.0
+
+
 def test_bad_iterations_is_one_message() -> None:
     proc = onnxc("bench", str(SAMPLE), "--iterations", "0")
     assert proc.returncode == 1
