@@ -240,8 +240,10 @@ def lower_mvn(node: Node) -> list[ir.Value]:
     axes = sorted({normalize_axis(int(a), r) for a in (node.attr("axes") or [0, 2, 3])})
     mean, squares, cnt = _mean_and_variance(x, axes, elem)
     shape = shape_of(x)
-    std = expand_unit_dims(elementwise([squares], acc, lambda v: arith.addf(math.sqrt(arith.divf(v, cnt)), const_scalar(1e-9, acc))), axes)
-    return [elementwise([x, mean, std], elem, lambda v, m, sd: _narrow(arith.divf(arith.subf(_widen(v, elem, acc), m), sd), acc, elem), out_shape=shape)]
+    # 1 / (std + 1e-9) once per reduced row (at most 1e9: never inf), a multiply per element.
+    one, tiny = const_scalar(1.0, acc), const_scalar(1e-9, acc)
+    inv_std = expand_unit_dims(elementwise([squares], acc, lambda v: arith.divf(one, arith.addf(math.sqrt(arith.divf(v, cnt)), tiny))), axes)
+    return [elementwise([x, mean, inv_std], elem, lambda v, m, r: _narrow(arith.mulf(arith.subf(_widen(v, elem, acc), m), r), acc, elem), out_shape=shape)]
 
 
 @lowers("LpNormalization")
