@@ -470,8 +470,8 @@ def used_in_variadic_tail(v: ir.Value) -> bool:
 def replace_value(old: ir.Value, new: ir.Value) -> bool:
     """Replace the uses of `old` by `new`. Where the types differ, ONNX-op users take `new` (their
     operand types are `irdl.any`) except in a variadic tail (one type for all its values); a
-    `func.return` takes it too and the function's result type is updated; any other user (a
-    subgraph's `gpu.yield`, a non-ONNX op) keeps `old`. Returns
+    `func.return` takes it when it is at least as precise as `old` and the function's result type
+    is updated; any other user (a subgraph's `gpu.yield`, a non-ONNX op) keeps `old`. Returns
     whether every use was replaced (so that the producer of `old` may be erased)."""
     if old.type == new.type:
         old.replace_all_uses_with(new)
@@ -484,7 +484,10 @@ def replace_value(old: ir.Value, new: ir.Value) -> bool:
             all_done = False  # the tail's values must keep one type
         elif is_onnx_op(user):
             user.operands[use.operand_number] = new
-        elif user.name == "func.return":
+        elif user.name == "func.return" and refine_type(old.type, new.type) == new.type:
+            # Only a value at least as precise as the returned one: the function's result type
+            # then follows it (`sync_function_type`). A less precise one would leave a return that
+            # contradicts the signature, and the pass manager verifies the IR after every pass.
             user.operands[use.operand_number] = new
             returns.append(user)
         else:

@@ -683,15 +683,20 @@ class Pipeline:
         raise failure
 
     def _failed_pass(self) -> str | None:
-        """The failing pass: the Python pass that said so, else the native step after the last
-        Python step that completed (named when it holds one pass)."""
+        """The failing pass: the Python pass that said so; else, after the last Python step that
+        completed, the native step that follows it (named when it holds one pass) or, when a
+        Python step or nothing follows, the verifier that checks the completed pass's output."""
         if self.state.failed_pass is not None:
             return self.state.failed_pass
         done = max(self.state.completed, default=-1)
-        for step in self.steps[done + 1 :]:
-            if isinstance(step, NativeStep):
-                names = [e.name for e in parse_pipeline(step.text)]
-                return names[0] if len(names) == 1 else "one of " + ",".join(names)
+        following = self.steps[done + 1] if done + 1 < len(self.steps) else None
+        if isinstance(following, NativeStep):
+            names = [e.name for e in parse_pipeline(following.text)]
+            return names[0] if len(names) == 1 else "one of " + ",".join(names)
+        if done >= 0:
+            finished = self.steps[done]
+            assert isinstance(finished, PythonStep)
+            return f"{type(finished.pass_).name} (its output does not verify)"
         return None
 
 

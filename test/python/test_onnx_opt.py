@@ -114,6 +114,21 @@ class MakeConstantPass(ModulePass):
             arith.ConstantOp(ir.IntegerType.get_signless(32), 7)
 
 
+@dataclasses.dataclass(frozen=True)
+class BreakSignaturePass(ModulePass):
+    """Give every function an i64 result (its return still gives i32): IR that does not verify."""
+
+    name = "test-break-signature"
+
+    def run(self, module: ir.Operation) -> None:
+        for view in module.regions[0].blocks[0].operations:
+            op = view.operation
+            if op.name == "func.func":
+                ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+                i64 = ir.IntegerType.get_signless(64)
+                op.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(list(ftype.inputs), [i64] * len(ftype.results)))
+
+
 #: Test-only named pipelines: one that names onnxc and upstream passes, one that names itself
 #: (must be reported as a cycle, not recurse forever).
 TEST_PIPELINES = {
@@ -127,7 +142,7 @@ TEST_PIPELINES = {
 
 TEST_PASSES = {
     cls.name: f"{__name__}:{cls.__name__}"
-    for cls in (CountConstantsPass, RejectAddPass, CrashPass, InnerPipelinePass, MakeConstantPass)
+    for cls in (CountConstantsPass, RejectAddPass, CrashPass, InnerPipelinePass, MakeConstantPass, BreakSignaturePass)
 }
 
 
@@ -270,6 +285,21 @@ def test_pass_failure_becomes_located_diagnostics(test_passes: None) -> None:
     assert [e.message for e in errors] == ["arith.addi is not allowed here"]
     assert errors[0].file_line_col() == ("-", 3, 8)
     assert errors[0].format({"-": "in.mlir"}) == "in.mlir:3:8: error: arith.addi is not allowed here"
+
+
+def test_failing_pass_is_named(test_passes: None) -> None:
+    """The failure names the pass: a Python pass that reports, a native pass, or the verifier
+    that runs after every pass (a Python pass whose output does not verify)."""
+    with pytest.raises(pl.PipelineFailure, match="^pass 'test-reject-add' failed:") as info:
+        pl.run_pipeline(parse(), "cse,test-reject-add")
+    assert info.value.failed_pass == "test-reject-add"
+    with pytest.raises(pl.PipelineFailure) as info:
+        pl.run_pipeline(parse(), "test-count-constants,test-break-signature,test-count-constants")
+    assert info.value.failed_pass == "test-break-signature (its output does not verify)"
+    assert "doesn't match function result type" in str(info.value)
+    with pytest.raises(pl.PipelineFailure) as info:
+        pl.run_pipeline(parse(RELU), "test-count-constants,one-shot-bufferize,test-count-constants")
+    assert info.value.failed_pass == "one-shot-bufferize"
 
 
 def test_python_exception_does_not_escape(test_passes: None) -> None:
