@@ -144,9 +144,11 @@ def host_program(module: ir.Module) -> HostProgram:
             if len(op.operands):
                 raise GpuMappingError(f"{op.location}: dynamically sized buffers are not supported by the GPU targets")
             values[op.results[0]] = new("alloc", op.results[0].type, op)
-        elif name in ("memref.expand_shape", "memref.collapse_shape", "memref.cast"):
+        elif name in ("memref.expand_shape", "memref.collapse_shape", "memref.cast", "memref.reshape"):
+            # Views of the whole buffer with identity layouts: the same bytes (memref.reshape's
+            # second operand, the shape, is only read by the host).
             _static_identity(op.operands[0].type, op)
-            _static_identity(op.results[0].type, op)  # a view of the whole buffer: same bytes
+            _static_identity(op.results[0].type, op)
             values[op.results[0]] = values[op.operands[0]]
         elif name == "memref.subview":
             # A static view: kernels address it with the offset and strides of its type, so the
