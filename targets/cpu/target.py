@@ -27,20 +27,25 @@ class CpuTarget(Target):
     stages = ("vector", "bufferize", "llvm")
 
     def check_options(self, options: Any) -> None:
-        """Ranges C++ would assert on (or silently misuse), checked first."""
+        """Ranges C++ would assert on (or silently misuse), checked first. `CpuPipelineOptions`
+        checks its own fields when built (target CPU, threads); this checks what it leaves: the
+        JIT's optimization level, integer and boolean fields of the right kind, register tiles
+        of positive sizes. Fields are looked up by name, so options that grow or lose fields
+        keep working."""
         o: CpuPipelineOptions = options
-        if o.jit_opt_level not in (0, 1, 2, 3):
-            raise TargetError(f"cpu option jit_opt_level must be 0, 1, 2 or 3, got {o.jit_opt_level!r}")
-        tile = tuple(o.matmul_tile)  # empty: the ISA's tile table (targets/cpu/tiles.py)
-        if tile and (len(tile) != 3 or not all(isinstance(t, int) and t > 0 for t in tile)):
-            raise TargetError(f"cpu option matmul_tile must be three positive ints (m, n, k), got {o.matmul_tile!r}")
-        for field in ("max_sequential_reduction", "max_partial_elements"):
-            value = getattr(o, field)
-            if not isinstance(value, int) or value < 0:
-                raise TargetError(f"cpu option {field} must be a non-negative int, got {value!r}")
+        level = getattr(o, "jit_opt_level", 3)
+        if level not in (0, 1, 2, 3) or isinstance(level, bool):
+            raise TargetError(f"cpu option jit_opt_level must be 0, 1, 2 or 3, got {level!r}")
+        tile = tuple(getattr(o, "matmul_tile", ()) or ())
+        if not all(isinstance(t, int) and not isinstance(t, bool) and t > 0 for t in tile):
+            raise TargetError(f"cpu option matmul_tile must hold positive ints (m, n, k), got {tile!r}")
         for f in dataclasses.fields(o):
-            if f.type == "bool" and not isinstance(getattr(o, f.name), bool):
-                raise TargetError(f"cpu option {f.name} must be a bool, got {getattr(o, f.name)!r}")
+            value = getattr(o, f.name)
+            kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+            if kind == "bool" and not isinstance(value, bool):
+                raise TargetError(f"cpu option {f.name} must be a bool, got {value!r}")
+            if kind == "int" and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise TargetError(f"cpu option {f.name} must be a non-negative int, got {value!r}")
 
     def pipeline(self, options: Any, stop_after: str | None = None) -> str:
         """`cpu-to-vector{...},cpu-bufferize,cpu-to-llvm` (up to `stop_after`)."""

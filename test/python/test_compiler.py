@@ -227,12 +227,14 @@ def test_targets_registry_and_option_checks() -> None:
         cpu.options(CpuPipelineOptions(jit_opt_level=7))
     with pytest.raises(TargetError, match="matmul_tile"):
         cpu.options(CpuPipelineOptions(matmul_tile=(8, 0, 1)))
+    with pytest.raises(TargetError, match="max_partial_elements must be a non-negative int"):
+        cpu.options(CpuPipelineOptions(max_partial_elements=-1))
     with pytest.raises(TargetError, match="takes options of type CpuPipelineOptions, got dict"):
         cpu.options({"vectorize": False})
     with pytest.raises(TargetError, match="no stage 'gpu'"):
         cpu.pipeline(None, stop_after="gpu")
     # The options survive the trip through pipeline text unchanged.
-    opts = CpuPipelineOptions(vectorize=False, matmul_tile=(4, 16, 1), max_sequential_reduction=0)
+    opts = CpuPipelineOptions(vectorize=False, matmul_tile=(4, 16, 1), max_sequential_reduction=0, jit_opt_level=1)
     text = cpu.pipeline(opts)
     assert text.startswith("cpu-to-vector{") and text.endswith(",cpu-bufferize,cpu-to-llvm")
     first = expand(text)[0]
