@@ -48,9 +48,10 @@ func.func @exp_vector(%x: vector<4x8xf32>) -> vector<4x8xf32> {
 // CHECK-NOT: math.tanh
 // CHECK-NOT: math.erf
 // CHECK-NOT: math.log
-// CHECK: math.copysign
 // CHECK: arith.cmpf ult
+// CHECK: math.copysign
 // CHECK: arith.divf
+// CHECK: math.copysign
 // CHECK: arith.shrui
 // CHECK: arith.andi
 // CHECK: arith.sitofp
@@ -89,23 +90,26 @@ func.func @widths(%a: f16, %b: vector<8xbf16>, %c: f64) -> (f16, vector<8xbf16>,
 
 // -----
 
-// powf with a constant exponent: x^2 is one multiply, x^-1 a division, x^0.5 a square root
-// (with -inf -> +inf selected); a non-half-integer exponent or a variable one stays powf.
+// powf with a constant exponent: x^2 is one multiply, x^-1 a division, x^0.75 sqrt(x) times
+// sqrt(sqrt(x)) (with -inf -> +inf selected); an exponent that is not a multiple of 1/4, or a
+// variable one, stays powf.
 // CHECK-LABEL: func.func @powers
 // CHECK-DAG: %[[SQ:.*]] = arith.mulf %[[X:.*]], %[[X]] : f32
 // CHECK-DAG: arith.divf %{{.*}}, %[[X]] : f32
-// CHECK-DAG: math.sqrt
+// CHECK-DAG: %[[R:.*]] = math.sqrt %[[XP:.*]] : f32
+// CHECK-DAG: %[[RR:.*]] = math.sqrt %[[R]] : f32
+// CHECK-DAG: arith.mulf %[[R]], %[[RR]] : f32
 // CHECK-DAG: math.powf %[[X]], %{{.*}} : f32
 // CHECK-DAG: math.powf %[[X]], %[[Y:.*]] : f32
 // CHECK: return %[[SQ]],
 func.func @powers(%x: f32, %y: f32) -> (f32, f32, f32, f32, f32) {
   %two = arith.constant 2.0 : f32
   %minus_one = arith.constant -1.0 : f32
-  %half = arith.constant 0.5 : f32
-  %odd = arith.constant 0.75 : f32
+  %three_quarters = arith.constant 0.75 : f32
+  %odd = arith.constant 0.3 : f32
   %0 = math.powf %x, %two : f32
   %1 = math.powf %x, %minus_one : f32
-  %2 = math.powf %x, %half : f32
+  %2 = math.powf %x, %three_quarters : f32
   %3 = math.powf %x, %odd : f32
   %4 = math.powf %x, %y : f32
   return %0, %1, %2, %3, %4 : f32, f32, f32, f32, f32
