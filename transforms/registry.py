@@ -67,6 +67,7 @@ PASSES: dict[str, str] = {
     "expand-schema-functions": "onnxc.transforms.expand_schema_functions:ExpandSchemaFunctionsPass",
     "onnx-validate-attributes": "onnxc.transforms.onnx_validate_attributes:OnnxValidateAttributesPass",
     "onnx-fold-conv-bn": "onnxc.transforms.onnx_fold_conv_bn:OnnxFoldConvBnPass",
+    "onnx-partition": "onnxc.transforms.onnx_partition:OnnxPartitionPass",
     "layout-propagation": "onnxc.transforms.layout_propagation:LayoutPropagationPass",
     "onnxc-approximate-math": "onnxc.transforms.math_approximation:ApproximateMathPass",
 }

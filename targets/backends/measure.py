@@ -1,0 +1,121 @@
+"""The CPU's roofline figures, measured once per machine and cached: peak MACs/s and memory bandwidth.
+
+What: `cpu_figures()` returns `{"macs": {"f32": Figure, "f64": Figure}, "memory_bandwidth": Figure}`.
+The first call on a machine runs a micro-benchmark of a few hundred milliseconds (numpy matmuls
+for MACs/s, a large array copy for bandwidth; best of a few repetitions, because the machine may
+be busy) and writes the numbers to `cpu_figures.json` in the onnxc cache folder
+(`$ONNXC_CACHE_DIR`, else `~/.cache/onnxc`, the folder of the CPU target's model cache), keyed
+by the machine (host name, CPU model, core count) so a shared home folder does not hand one
+machine's figures to another. Later calls (and processes) read the file; provenance says
+"measured <UTC date>".
+
+Why measured, not a table: the partitioner compares the CPU with devices, and a wrong CPU figure
+moves every decision; a table fitted to one machine would be wrong on the next (the issue's
+"figures that are measured, not guessed"). numpy's BLAS uses every core, which is what the CPU
+target's generated code does too; it is an upper bound of what onnxc reaches, stated as such.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from onnxc.targets.backends.base import Figure
+from onnxc.targets.cpu.cache import DEFAULT_DIR, ENV
+
+__all__ = ["CACHE_FILE", "cpu_figures", "figures_path", "machine_key", "measure_cpu"]
+
+CACHE_FILE = "cpu_figures.json"
+_OFF = {"", "0", "off", "none", "false", "no"}
+
+
+def figures_path() -> Path | None:
+    """Where the figures are cached: `$ONNXC_CACHE_DIR/cpu_figures.json`, else under
+    ~/.cache/onnxc; None when `$ONNXC_CACHE_DIR` turns caching off (measured every process)."""
+    env = os.environ.get(ENV)
+    if env is not None:
+        if env.strip().lower() in _OFF:
+            return None
+        return Path(env).expanduser() / CACHE_FILE
+    return DEFAULT_DIR / CACHE_FILE
+
+
+def machine_key() -> str:
+    """What identifies the machine the figures belong to."""
+    model = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:  # not Linux: platform.processor() is what there is
+        pass
+    return f"{platform.node()}|{model}|{os.cpu_count()}"
+
+
+def _best(fn: Any, repeat: int) -> float:
+    fn()  # warm-up: page faults, BLAS thread start
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def measure_cpu() -> dict[str, Any]:
+    """Run the micro-benchmark (a few hundred ms) and return the raw numbers."""
+    n = 512
+    rng = np.random.default_rng(0)
+    macs: dict[str, float] = {}
+    for dtype in ("f32", "f64"):
+        a = rng.standard_normal((n, n)).astype(np.float32 if dtype == "f32" else np.float64)
+        b = rng.standard_normal((n, n)).astype(a.dtype)
+        c = np.empty_like(a)
+        t = _best(lambda: np.matmul(a, b, out=c), 5)
+        macs[dtype] = n**3 / t
+    src = np.ones(16 << 20, dtype=np.float32)  # 64 MiB: larger than any last-level cache
+    dst = np.empty_like(src)
+    t = _best(lambda: np.copyto(dst, src), 3)
+    bandwidth = 2 * src.nbytes / t  # read + write
+    return {"macs": macs, "memory_bandwidth": bandwidth, "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")}
+
+
+def cpu_figures(refresh: bool = False) -> dict[str, Any]:
+    """The CPU's figures with provenance, from the cache file or measured now (and stored)."""
+    path = figures_path()
+    key = machine_key()
+    raw: dict[str, Any] | None = None
+    if path is not None and not refresh and path.exists():
+        try:
+            stored = json.loads(path.read_text())
+            raw = stored.get(key)
+        except (OSError, ValueError):  # an unreadable or half-written file is measured again
+            raw = None
+    if raw is None:
+        raw = measure_cpu()
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                stored = json.loads(path.read_text()) if path.exists() else {}
+            except (OSError, ValueError):
+                stored = {}
+            stored[key] = raw
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            try:
+                tmp.write_text(json.dumps(stored, indent=1))
+                tmp.replace(path)  # atomic: two processes measuring at once both succeed
+            except OSError:  # a read-only cache folder: the figures are still good for this process
+                pass
+    how = f"measured {raw['date']}"
+    return {
+        "macs": {k: Figure(float(v), how) for k, v in raw["macs"].items()},
+        "memory_bandwidth": Figure(float(raw["memory_bandwidth"]), how),
+    }

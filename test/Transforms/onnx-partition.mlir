@@ -1,0 +1,64 @@
+// RUN: onnx-opt %s --split-input-file -p onnx-partition | filecheck %s
+// RUN: onnx-opt %s --split-input-file -p 'onnx-partition{backends=cpu}' | filecheck %s --check-prefix=CPUONLY
+
+// A fast accelerator with a fast link that takes MatMul and Add but not Tanh: the MatMul->Add
+// chain is one subgraph offloaded to it, Tanh stays on the CPU; subgraphs are numbered in the
+// order they run.
+// CHECK-LABEL: func.func @chain
+// CHECK-SAME: onnxc.partition = [{backend = "acc", est = {acc = {{[^,]*}}, cpu = {{[^}]*}}}, id = 0 : i64, nodes = 2 : i64
+// CHECK-SAME: {backend = "cpu", est = {cpu = {{[^}]*}}}, id = 1 : i64, nodes = 1 : i64
+// CHECK: "onnx.mat_mul"{{.*}}onnxc.accepted_by = ["acc", "cpu"], onnxc.backend = "acc", onnxc.subgraph = 0
+// CHECK: "onnx.add"{{.*}}onnxc.backend = "acc", onnxc.subgraph = 0
+// CHECK: "onnx.tanh"{{.*}}onnxc.accepted_by = ["cpu"], onnxc.backend = "cpu", onnxc.subgraph = 1
+// With only the CPU considered, the three ops are one CPU subgraph.
+// CPUONLY-LABEL: func.func @chain
+// CPUONLY-SAME: onnxc.partition = [{backend = "cpu", est = {cpu = {{[^}]*}}}, id = 0 : i64, nodes = 3 : i64
+// CPUONLY: "onnx.mat_mul"{{.*}}onnxc.accepted_by = ["cpu"], onnxc.backend = "cpu", onnxc.subgraph = 0
+module attributes {onnxc.backend_profiles = {
+    cpu = {host, macs = {f32 = 1.0e10 : f64}, mem_bw = 1.0e10 : f64},
+    acc = {macs = {f32 = 1.0e14 : f64}, mem_bw = 1.0e12 : f64, h2d_bw = 1.0e12 : f64, d2h_bw = 1.0e12 : f64, ops = ["MatMul", "Add"]}}} {
+  func.func @chain(%a: tensor<256x256xf32>, %b: tensor<256x256xf32>) -> tensor<256x256xf32> {
+    %m = "onnx.mat_mul"(%a, %b) : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
+    %s = "onnx.add"(%m, %a) : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
+    %t = "onnx.tanh"(%s) : (tensor<256x256xf32>) -> tensor<256x256xf32>
+    return %t : tensor<256x256xf32>
+  }
+}
+
+// -----
+
+// The same device behind a slow link: moving 3 x 256 KiB costs more than the CPU's whole
+// MatMul, so everything stays on the CPU, in one subgraph.
+// CHECK-LABEL: func.func @slow_link
+// CHECK-SAME: onnxc.partition = [{backend = "cpu", est = {acc = {{[^,]*}}, cpu = {{[^}]*}}}, id = 0 : i64, nodes = 2 : i64
+// CHECK: "onnx.mat_mul"{{.*}}onnxc.accepted_by = ["acc", "cpu"], onnxc.backend = "cpu", onnxc.subgraph = 0
+module attributes {onnxc.backend_profiles = {
+    cpu = {host, macs = {f32 = 1.0e10 : f64}, mem_bw = 1.0e10 : f64},
+    acc = {macs = {f32 = 1.0e14 : f64}, mem_bw = 1.0e12 : f64, h2d_bw = 1.0e6 : f64, d2h_bw = 1.0e6 : f64, ops = ["MatMul", "Add"]}}} {
+  func.func @slow_link(%a: tensor<256x256xf32>, %b: tensor<256x256xf32>) -> tensor<256x256xf32> {
+    %m = "onnx.mat_mul"(%a, %b) : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
+    %s = "onnx.add"(%m, %a) : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
+    return %s : tensor<256x256xf32>
+  }
+}
+
+// -----
+
+// Acyclicity: Relu and Add are accepted by the device, Neg (between them) is not. {Relu, Add} as
+// one subgraph would need Neg's result and feed Neg: a cycle once contracted. So they are two
+// device subgraphs with the CPU's Neg between them, numbered in run order; a node's own mark
+// (`onnxc.accepted_by`, written from compatibility answers) wins over the profile's op list.
+// CHECK-LABEL: func.func @no_cycle
+// CHECK: "onnx.relu"{{.*}}onnxc.backend = "acc", onnxc.subgraph = 0
+// CHECK: "onnx.neg"{{.*}}onnxc.accepted_by = ["cpu"], onnxc.backend = "cpu", onnxc.subgraph = 1
+// CHECK: "onnx.add"{{.*}}onnxc.backend = "acc", onnxc.subgraph = 2
+module attributes {onnxc.backend_profiles = {
+    cpu = {host, macs = {f32 = 1.0e10 : f64}, mem_bw = 1.0e10 : f64},
+    acc = {macs = {f32 = 1.0e14 : f64}, mem_bw = 1.0e12 : f64, h2d_bw = 1.0e12 : f64, d2h_bw = 1.0e12 : f64}}} {
+  func.func @no_cycle(%x: tensor<1048576xf32>) -> tensor<1048576xf32> {
+    %a = "onnx.relu"(%x) : (tensor<1048576xf32>) -> tensor<1048576xf32>
+    %b = "onnx.neg"(%a) {onnxc.accepted_by = ["cpu"]} : (tensor<1048576xf32>) -> tensor<1048576xf32>
+    %c = "onnx.add"(%a, %b) : (tensor<1048576xf32>, tensor<1048576xf32>) -> tensor<1048576xf32>
+    return %c : tensor<1048576xf32>
+  }
+}

@@ -1,0 +1,290 @@
+"""Tests of `onnxc.targets.backends` (issue 12): discovery (built-ins and entry-point plug-ins),
+the ONNXIFI-style interface (reference counting, compatibility, graph I/O checks, futures),
+measured figures and their cache, the `onnx-partition` pass's subgraph algorithm, and
+partitioned execution checked against `onnx.reference`."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+from onnxc.targets import backends as B
+from onnxc.targets.backends import measure
+from onnxc.transforms.onnx_partition import form_subgraphs, is_acyclic_contraction
+
+RTOL, ATOL = 1e-3, 1e-7
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test measures into its own cache folder (never the user's ~/.cache)."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("ONNXC_CACHE_DIR", str(folder))
+    from onnxc.targets.backends import builtin
+
+    builtin._cpu_info.cache_clear()
+    return folder
+
+
+def single(op: str, inputs: list[tuple[str, int, list[int]]], out: tuple[int, list[int]], **attrs: object) -> onnx.ModelProto:
+    """A single-node model `op(inputs...) -> y` with typed inputs (what compatibility takes)."""
+    node = helper.make_node(op, [n for n, _, _ in inputs], ["y"], **attrs)
+    graph = helper.make_graph(
+        [node], op, [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs], [helper.make_tensor_value_info("y", out[0], out[1])]
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def vulkan_present() -> bool:
+    """Whether a Vulkan compute device exists here (lavapipe after tools/install_system_deps.sh)."""
+    try:
+        from onnxc.targets.vulkan import vulkan_context
+
+        vulkan_context()
+        return True
+    except Exception:  # noqa: BLE001 - VulkanUnavailable, or the package missing entirely
+        return False
+
+
+# ------------------------------------------------------------------------------ discovery
+
+
+def test_cpu_always_discovered_and_vulkan_iff_device() -> None:
+    names = [b.name for b in B.backends(plugins=False)]
+    assert names[0] == "cpu"
+    assert ("vulkan" in names) == vulkan_present()
+    assert "cuda" not in names or __import__("onnxc.targets.cuda", fromlist=["x"]).cuda_device_count() > 0
+
+
+def _fake_distribution(root: Path, body: str, entry: str = "fakeaccel = fake_accel_plugin:make") -> None:
+    (root / "fake_accel_plugin.py").write_text(textwrap.dedent(body))
+    dist = root / "fake_accel_plugin-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-accel-plugin\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(f"[onnxc.backends]\n{entry}\n")
+
+
+FAKE_PLUGIN = """
+    import numpy as np
+    import onnx
+    from onnx.reference import ReferenceEvaluator
+    from onnxc.targets.backends import Backend, BackendInfo, BackendError, Compatibility, Figure, Support
+
+    ACCEPTED = {"Add", "Mul"}
+    MACS = 1.0e15
+    LINK = 1.0e13
+    STARTS = []
+
+    class FakeAccel(Backend):
+        name = "fakeaccel"
+
+        def info(self):
+            d = Figure(MACS, "declared")
+            link = Figure(LINK, "declared")
+            return BackendInfo("fakeaccel", "ACME", "1.0", "simulated", "accelerator", {"f32": d}, link, link, link,
+                               1 << 30, ("f32",))
+
+        def _startup(self):
+            STARTS.append("start")
+
+        def _shutdown(self):
+            STARTS.append("stop")
+
+        def compatibility(self, node_or_model):
+            nodes = [node_or_model] if isinstance(node_or_model, onnx.NodeProto) else list(node_or_model.graph.node)
+            bad = [n.op_type for n in nodes if n.op_type not in ACCEPTED]
+            if bad:
+                return Compatibility(Support.UNSUPPORTED, f"fakeaccel runs only {sorted(ACCEPTED)}, not {bad}")
+            return Compatibility(Support.SUPPORTED)
+
+        def _compile_graph(self, model):
+            if any(n.op_type not in ACCEPTED for n in model.graph.node):
+                raise BackendError("fakeaccel: unsupported op")
+            ref = ReferenceEvaluator(model)
+            names = [i.name for i in model.graph.input]
+            def run(*arrays):
+                RUNS.append([n.op_type for n in model.graph.node])
+                return ref.run(None, dict(zip(names, arrays)))
+            return run
+
+    RUNS = []
+
+    def make():
+        return FakeAccel()
+"""
+
+
+@pytest.fixture
+def fake_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A plug-in distribution on sys.path, found only through its entry_points.txt."""
+    root = tmp_path / "site"
+    root.mkdir()
+    _fake_distribution(root, FAKE_PLUGIN)
+    monkeypatch.syspath_prepend(str(root))
+    yield root
+    sys.modules.pop("fake_accel_plugin", None)
+
+
+def test_plugin_discovered_through_entry_points(fake_plugin: Path) -> None:
+    eps = B.plugin_entry_points()
+    assert [e.name for e in eps] == ["fakeaccel"]
+    assert "fake_accel_plugin" not in sys.modules  # declared, not imported, until backends()
+    found = {b.name: b for b in B.backends()}
+    assert "fakeaccel" in found and found["cpu"] is not None
+    info = found["fakeaccel"].info()
+    assert info.macs["f32"] == B.Figure(1.0e15, "declared") and info.vendor == "ACME"
+
+
+def test_broken_plugin_is_skipped_with_a_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "site"
+    root.mkdir()
+    _fake_distribution(root, "def make():\n    raise RuntimeError('no device driver')\n")
+    monkeypatch.syspath_prepend(str(root))
+    try:
+        with pytest.warns(UserWarning, match="fakeaccel.*failed to load.*no device driver"):
+            names = [b.name for b in B.backends()]
+        assert names[0] == "cpu" and "fakeaccel" not in names
+    finally:
+        sys.modules.pop("fake_accel_plugin", None)
+
+
+def test_get_backend_unknown_names_the_present_ones() -> None:
+    with pytest.raises(B.BackendError, match=r"no backend 'tpu'.*backends: cpu"):
+        B.get_backend("tpu", B.backends(plugins=False))
+
+
+# --------------------------------------------------------------- lifetime and graph handles
+
+
+def test_reference_counting_and_lazy_init(fake_plugin: Path) -> None:
+    b = B.get_backend("fakeaccel")
+    mod = sys.modules["fake_accel_plugin"]
+    assert not b.started and mod.STARTS == []
+    b.init()
+    b.init()
+    assert b.references == 2 and mod.STARTS == ["start"]
+    b.release()
+    assert b.started
+    b.release()
+    assert not b.started and mod.STARTS == ["start", "stop"]
+    with pytest.raises(B.BackendError, match="released more often"):
+        b.release()
+
+
+def test_graph_io_checks_name_the_tensor_and_run_returns_a_future() -> None:
+    cpu = B.get_backend("cpu", B.backends(plugins=False))
+    model = single("Add", [("a", TensorProto.FLOAT, [2, 3]), ("b", TensorProto.FLOAT, [2, 3])], (TensorProto.FLOAT, [2, 3]))
+    g = cpu.init_graph(model)
+    assert cpu.references == 1
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    with pytest.raises(B.BackendError, match="input 'b' is not bound"):
+        g.set_graph_io({"a": a})
+    with pytest.raises(B.BackendError, match=r"input 'b': shape \(3, 2\), the graph expects 2x3"):
+        g.set_graph_io({"a": a, "b": a.reshape(3, 2)})
+    with pytest.raises(B.BackendError, match="input 'b': element type float64"):
+        g.set_graph_io({"a": a, "b": a.astype(np.float64)})
+    with pytest.raises(B.BackendError, match="'c' is not an input"):
+        g.set_graph_io({"a": a, "b": a, "c": a})
+    with pytest.raises(B.BackendError, match="before set_graph_io"):
+        g.run_graph()
+    out = np.zeros((2, 3), np.float32)
+    g.set_graph_io({"a": a, "b": a + 1}, {"y": out})
+    result = g.run_graph().result(timeout=60)
+    np.testing.assert_allclose(result["y"], 2 * a + 1, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(out, 2 * a + 1, rtol=RTOL, atol=ATOL)  # bound output written in place
+    g.release_graph()
+    assert cpu.references == 0
+    with pytest.raises(B.BackendError, match="released"):
+        g.run_graph()
+
+
+# --------------------------------------------------------------------------- compatibility
+
+
+def test_cpu_compatibility_from_the_lowering_precheck() -> None:
+    cpu = B.get_backend("cpu", B.backends(plugins=False))
+    add = single("Add", [("a", TensorProto.FLOAT, [4]), ("b", TensorProto.FLOAT, [4])], (TensorProto.FLOAT, [4]))
+    assert cpu.compatibility(add).support is B.Support.SUPPORTED
+    # A string Add has no lowering: the pre-check's reason comes back.
+    sadd = single("Add", [("a", TensorProto.STRING, [4]), ("b", TensorProto.STRING, [4])], (TensorProto.STRING, [4]))
+    answer = cpu.compatibility(sadd)
+    assert answer.support is B.Support.UNSUPPORTED and answer.reason
+    custom = helper.make_node("Frobnicate", ["a"], ["y"], domain="com.acme")
+    assert cpu.compatibility(custom).support is B.Support.UNSUPPORTED
+    assert cpu.compatibility(helper.make_node("Add", ["a", "b"], ["y"])).support is B.Support.PARTIAL
+
+
+@pytest.mark.skipif(not vulkan_present(), reason="no Vulkan device (run tools/install_system_deps.sh for lavapipe)")
+def test_vulkan_compatibility_asks_the_target() -> None:
+    vk = B.get_backend("vulkan", B.backends(plugins=False))
+    add = single("Add", [("a", TensorProto.FLOAT, [4]), ("b", TensorProto.FLOAT, [4])], (TensorProto.FLOAT, [4]))
+    assert vk.compatibility(add).support is B.Support.SUPPORTED, vk.compatibility(add).reason
+    # f64 buffers: the CPU lowers them, the Vulkan target refuses them (its own check says why).
+    add64 = single("Add", [("a", TensorProto.DOUBLE, [4]), ("b", TensorProto.DOUBLE, [4])], (TensorProto.DOUBLE, [4]))
+    cpu = B.get_backend("cpu", B.backends(plugins=False))
+    assert cpu.compatibility(add64).support is B.Support.SUPPORTED
+    answer = vk.compatibility(add64)
+    assert answer.support is B.Support.UNSUPPORTED and "f64" in answer.reason
+
+
+# -------------------------------------------------------------------------- figures
+
+
+def test_cpu_figures_measured_once_and_cached(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    info = B.get_backend("cpu", B.backends(plugins=False)).info()
+    assert info.macs["f32"].value > 0 and info.memory_bandwidth.value > 0
+    assert info.macs["f32"].provenance.startswith("measured ")
+    stored = json.loads((cache_dir / measure.CACHE_FILE).read_text())
+    assert measure.machine_key() in stored
+    # A second call reads the file: measuring again would fail here.
+    monkeypatch.setattr(measure, "measure_cpu", lambda: pytest.fail("measured twice"))
+    again = measure.cpu_figures()
+    assert again["macs"]["f32"].value == info.macs["f32"].value
+
+
+# ------------------------------------------------------------------- partition algorithm
+
+
+@st.composite
+def dags(draw: st.DrawFn) -> tuple[int, list[tuple[int, int]], set[int]]:
+    n = draw(st.integers(1, 14))
+    edges = [(u, v) for v in range(n) for u in range(v) if draw(st.booleans()) and draw(st.booleans())]
+    eligible = {u for u in range(n) if draw(st.booleans())}
+    return n, edges, eligible
+
+
+@settings(max_examples=300, deadline=None)
+@given(dags())
+def test_subgraphs_are_connected_and_keep_the_graph_acyclic(dag: tuple[int, list[tuple[int, int]], set[int]]) -> None:
+    n, edges, eligible = dag
+    groups = form_subgraphs(n, edges, eligible)
+    assert sorted(x for g in groups for x in g) == sorted(eligible)
+    assert is_acyclic_contraction(n, edges, groups)
+    for g in groups:  # weakly connected through edges inside the group
+        members, reached, stack = set(g), {g[0]}, [g[0]]
+        while stack:
+            u = stack.pop()
+            for a, b in edges:
+                for x, y in ((a, b), (b, a)):
+                    if x == u and y in members and y not in reached:
+                        reached.add(y)
+                        stack.append(y)
+        assert reached == members
+
+
+def test_diamond_with_foreign_middle_is_split() -> None:
+    # 0 -> 1 -> 2 and 0 -> 2; node 1 not eligible: {0, 2} would be a cycle through 1.
+    groups = form_subgraphs(3, [(0, 1), (1, 2), (0, 2)], {0, 2})
+    assert groups == [[0], [2]]
+    assert not is_acyclic_contraction(3, [(0, 1), (1, 2), (0, 2)], [[0, 2]])
