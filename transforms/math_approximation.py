@@ -540,8 +540,10 @@ def approximate_math(
 
 @dataclass(frozen=True)
 class ApproximateMathPass(ModulePass):
-    """Replace f32/f16/bf16 math.exp, expm1, tanh, erf, log, log1p, log2 and constant-exponent
-    math.powf by polynomial approximations in arith + math.fma (vectorizable, no libm calls).
+    """Rewrite math.exp/expm1/tanh/erf/erfc/log/log1p/log2/powf as arith + math.fma polynomials.
+
+    f32, f16 and bf16 (through f32), scalar or vector; powf only with a constant exponent that
+    is a multiple of 1/4. The result vectorizes like any elementwise body: no libm calls.
 
     functions: which math ops to rewrite (default: all of `FUNCTIONS`).
     narrow_floats: also rewrite f16/bf16 ops, computing in f32 (False leaves them alone).
