@@ -1,6 +1,7 @@
 """The CUDA target as an `onnxc.targets.base.Target`: `onnxc.compile(model, target="cuda")`.
 
-Pipeline (text, runnable by `onnx-opt -p`): `gpu-map{device=<chip>},gpu-nvvm-prepare,
+Pipeline (text, runnable by `onnx-opt -p`): `onnxc-approximate-math{functions={erf,erfc}}` (no
+erf in PTX, libdevice is not linked), `gpu-map{device=<chip>},gpu-nvvm-prepare,
 gpu-lower-to-nvvm-pipeline{cubin-chip=<chip> cubin-features=+ptxNN cubin-format=isa}`; stages `gpu` and `ptx` (`onnxc compile --target cuda --emit ptx` works without
 a GPU). `compile` lowers to PTX first (so an unsupported model fails with its own error), then
 says that no GPU is present, or that running on one is not implemented yet (see `__init__.py`).
@@ -44,7 +45,9 @@ class CudaTarget(Target):
         if stop_after is not None:
             self.check_stage(stop_after)
         o: CudaOptions = self.options(options)
-        text = element_text("gpu-map", {"device": o.chip})
+        from onnxc.targets.gpu.passes import GPU_MATH_APPROXIMATION
+
+        text = GPU_MATH_APPROXIMATION + "," + element_text("gpu-map", {"device": o.chip})
         if stop_after != "gpu":
             text += ",gpu-nvvm-prepare," + nvvm_pipeline_element(o)
         return text

@@ -16,7 +16,13 @@ from mlir import ir
 from onnxc.errors import OnnxcError
 from onnxc.transforms.pass_base import ModulePass
 
-__all__ = ["GpuMapPass", "module_view"]
+__all__ = ["GPU_MATH_APPROXIMATION", "GpuMapPass", "module_view"]
+
+#: The first element of both GPU targets' pipelines: math ops without a GPU instruction (no
+#: SPIR-V GLSL.std.450 op; NVVM would call libdevice's __nv_erff, which is not linked into the
+#: PTX) become arith/math.fma polynomials (`onnxc-approximate-math`, shared with the CPU target).
+#: exp, log, tanh... stay: both GPUs have them natively.
+GPU_MATH_APPROXIMATION = "onnxc-approximate-math{functions={erf,erfc}}"
 
 
 def module_view(op: ir.Operation, what: str) -> Any:

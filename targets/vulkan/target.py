@@ -1,7 +1,7 @@
 """The Vulkan target as an `onnxc.targets.base.Target`: `onnxc.compile(model, target="vulkan")`.
 
-Pipeline (text, runnable by `onnx-opt -p`): `gpu-map{device=vulkan},gpu-to-spirv{spirv-version=
-v1.0},spirv-serialize`; stages `gpu`, `spirv`, `binary` (`onnxc compile --target vulkan --emit
+Pipeline (text, runnable by `onnx-opt -p`): `onnxc-approximate-math{functions={erf,erfc}},
+gpu-map{device=vulkan},gpu-to-spirv{spirv-version=v1.0},spirv-serialize`; stages `gpu`, `spirv`, `binary` (`onnxc compile --target vulkan --emit
 ...`). `compile` runs it on a copy of the module, reads the host program and the SPIR-V
 binaries from the result and loads them on the first Vulkan device (`runtime.VulkanProgram`).
 """
@@ -16,6 +16,8 @@ from onnxc.errors import OnnxcError
 from onnxc.targets.base import Runnable, Target, TargetError
 from onnxc.transforms.pass_base import element_text
 from onnxc.transforms.pipeline import Instrumentation
+
+from onnxc.targets.gpu.passes import GPU_MATH_APPROXIMATION
 
 from .lowering import VulkanOptions
 
@@ -42,7 +44,7 @@ class VulkanTarget(Target):
             self.check_stage(stop_after)
         o: VulkanOptions = self.options(options)
         elements = [
-            element_text("gpu-map", {"device": o.device}),
+            GPU_MATH_APPROXIMATION + "," + element_text("gpu-map", {"device": o.device}),
             element_text("gpu-to-spirv", {"spirv_version": o.spirv_version}),
             "spirv-serialize",
         ]

@@ -38,9 +38,6 @@ PREFIXES = (
 
 #: Strict expected failures on the Vulkan target, with the reason.
 XFAILS: dict[str, str] = {
-    "test_erf": "math.erf has no SPIR-V (GLSL.std.450) lowering; needs a polynomial expansion before convert-gpu-to-spirv",
-    "test_gelu_default_1": "Gelu lowers to math.erfc, which has no SPIR-V lowering",
-    "test_gelu_default_2": "Gelu lowers to math.erfc, which has no SPIR-V lowering",
     **{
         f"test_hardmax_{s}": "Hardmax's argmax index is an i64 buffer; Vulkan's Int64 capability is not requested yet"
         for s in ("axis_0", "axis_1", "axis_2", "default_axis", "example", "negative_axis")

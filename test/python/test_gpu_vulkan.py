@@ -103,6 +103,20 @@ def conv_relu() -> onnx.ModelProto:
     return _model(nodes, [_f32("x", [1, 3, 10, 10])], [_f32("y", [1, 4, 10, 10])], [_init(rng, "W", (4, 3, 3, 3)), _init(rng, "B", (4,))])
 
 
+def gelu_erf() -> onnx.ModelProto:
+    """GELU as torch exports it before opset 20: x * 0.5 * (1 + Erf(x / sqrt(2))) (math.erf has
+    no GPU instruction: the targets expand it to a polynomial)."""
+    consts = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("r2", 2**0.5), ("one", 1.0), ("half", 0.5))]
+    nodes = [
+        helper.make_node("Div", ["x", "r2"], ["d"]),
+        helper.make_node("Erf", ["d"], ["e"]),
+        helper.make_node("Add", ["e", "one"], ["a"]),
+        helper.make_node("Mul", ["x", "a"], ["m"]),
+        helper.make_node("Mul", ["m", "half"], ["y"]),
+    ]
+    return _model(nodes, [_f32("x", [4, 50])], [_f32("y", [4, 50])], consts)
+
+
 def driver_mlp() -> onnx.ModelProto:
     """test_driver's MLP: y = relu(x @ W + b), z = y * 2 (two outputs)."""
     rng = np.random.default_rng(1)
@@ -127,6 +141,7 @@ MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "long_rows": long_rows,
     "conv_relu": conv_relu,
     "driver_mlp": driver_mlp,
+    "gelu_erf": gelu_erf,
 }
 
 
@@ -293,7 +308,9 @@ def test_stages_are_pipeline_text() -> None:
     from onnxc.targets import get_target
 
     target = get_target("vulkan")
-    assert target.pipeline(None) == "gpu-map{device=vulkan},gpu-to-spirv{spirv-version=v1.0},spirv-serialize"
+    assert target.pipeline(None) == (
+        "onnxc-approximate-math{functions={erf,erfc}},gpu-map{device=vulkan},gpu-to-spirv{spirv-version=v1.0},spirv-serialize"
+    )
     assert "gpu.launch_func" in str(lower(driver_mlp(), "gpu", target="vulkan"))
     spirv = str(lower(driver_mlp(), "spirv", target="vulkan"))
     assert "spirv.module" in spirv and "gpu.binary" not in spirv
