@@ -14,7 +14,7 @@ constant weights, so their check is weak) and the random-weight models of ``benc
 
 Why one child process per model and runtime: a crash, a 10-minute compile or a memory blow-up of
 one model must not take the table down (``--timeout``), each model is compiled once in its
-process, and ``resource.getrusage`` of a child is that runtime's own peak memory. onnxc is given
+process, and a child's peak resident memory (VmHWM) is that runtime's own. onnxc is given
 ``threads=N`` only when ``onnxc.compile`` has that parameter; otherwise it runs single-threaded
 and its one latency is set against both onnxruntime columns (the table says so).
 
@@ -79,7 +79,16 @@ def _measure(fn: Callable[[], Any], warmup: int, repeat: int, budget_s: float) -
 
 
 def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+    """This process's peak resident memory in MiB. VmHWM belongs to the process's own address
+    space; ``ru_maxrss`` survives exec on Linux, so a child would report the (larger) parent that
+    forked it."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
 
 def child_main(args: argparse.Namespace) -> int:
@@ -351,6 +360,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--budget", type=float, default=5.0, help="seconds of timed runs per measurement, at least 3 runs (default 5)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per child process (compile and runs; default 600)")
     ap.add_argument("--write-doc", action="store_true", help=f"regenerate {DOC.relative_to(ROOT)}")
+    ap.add_argument("--note", action="append", default=[], help="a line for the doc's header (e.g. how quiet the machine was); repeat")
     ap.add_argument("--child", choices=("ort", "onnxc"), help=argparse.SUPPRESS)
     ap.add_argument("--model-file", help=argparse.SUPPRESS)
     ap.add_argument("--feeds", help=argparse.SUPPRESS)
@@ -383,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     threads_supported = "threads" in inspect.signature(onnxc.compiler.compile).parameters
     machine, isa = _machine()
-    header = [f"onnxc threads: {'as onnxruntime (threads=N)' if threads_supported else '1 thread (threads option not available)'}"]
+    header = [f"onnxc threads: {'as onnxruntime (threads=N)' if threads_supported else '1 thread (threads option not available)'}", *args.note]
     if args.layers is not None:
         header.append(f"transformers shrunk to {args.layers} layer(s) (--layers)")
     print(f"ISA: {isa}; machine: {machine}; threads: {','.join(map(str, threads))}")
