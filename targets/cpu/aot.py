@@ -146,6 +146,12 @@ def compile_aot(
             with lowered.context:
                 ir_text = str(llvm_dialect.translate_module_to_llvmir(lowered.operation))
             Path(ll).write_text(ir_text)
+            if "llvm.coro." in ir_text:
+                # Threaded code (MLIR's async runtime) is coroutines: llc alone cannot select
+                # them; `opt -O3` (its pipeline splits coroutines) runs first, as the JIT does.
+                opt = os.path.join(os.path.dirname(llc), "opt")
+                _check([opt, "-O3", ll, "-o", ll + ".bc"], "opt")
+                ll = ll + ".bc"
             _check(
                 [llc, "-O3", "-mcpu=native", "-relocation-model=pic", "-filetype=obj", ll,
                  "-o", obj],
@@ -159,7 +165,12 @@ def compile_aot(
         stub = os.path.join(tmp, "entry.c")
         Path(stub).write_text(_stub_source(sig, metadata))
         tmp_lib = os.path.join(tmp, out.name)
-        _check([cc, "-O2", "-fPIC", "-shared", "-o", tmp_lib, stub, obj, "-lm"], "cc")
+        # Threaded code calls MLIR's async runtime: link it, and find it again at load time.
+        from .pipeline import runtime_libraries as cpu_runtime_libraries
+
+        runtime = cpu_runtime_libraries(options)
+        rpaths = [f"-Wl,-rpath,{os.path.dirname(lib)}" for lib in runtime]
+        _check([cc, "-O2", "-fPIC", "-shared", "-o", tmp_lib, stub, obj, *runtime, *rpaths, "-lm"], "cc")
         shutil.move(tmp_lib, out)
     Path(str(out) + ".json").write_text(json.dumps(json.loads(metadata), indent=2) + "\n")
     Path(str(out) + ".h").write_text(_header_source(sig))

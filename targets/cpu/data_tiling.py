@@ -314,9 +314,14 @@ def _static(t: ir.Type) -> list[int | None]:
     return [None if st.is_dynamic_dim(i) else st.get_dim_size(i) for i in range(st.rank)]
 
 
-def plan_packed(op: ir.Operation, cpu: CpuFeatures) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...] | None, bool] | None:
-    """(register tile sizes, vector sizes, cache tile sizes or None, named contraction) of one
-    op made by ``pack_contractions``; None for an op of another shape (left to the caller)."""
+PackedPlan = tuple[tuple[int, ...], tuple[int, ...], "tuple[int, ...] | None", bool, "tuple[int, ...] | None"]
+
+
+def plan_packed(op: ir.Operation, cpu: CpuFeatures, threads: int = 1) -> PackedPlan | None:
+    """(register tile sizes, vector sizes, cache tile sizes or None, named contraction, forall
+    thread counts or None) of one op made by ``pack_contractions``; None for an op of another
+    shape (left to the caller). With ``threads > 1`` a mmt4d's outermost parallel loop with
+    enough tiles (M1, else N1 for skinny products) is split over the threads."""
     if op.name in ("linalg.mmt4d", "linalg.batch_mmt4d"):
         lhs, rhs = _static(op.operands[0].type), _static(op.operands[1].type)
         batch = 1 if op.name == "linalg.batch_mmt4d" else 0
@@ -330,7 +335,15 @@ def plan_packed(op: ir.Operation, cpu: CpuFeatures) -> tuple[tuple[int, ...], tu
         n = None if rhs[batch] is None else rhs[batch] * n0
         cache = matmul_cache_tiles(cpu, MatmulTile(m0, n0), m, n, lhs[batch + 1])
         cache_sizes = None if cache is None else (0,) * batch + cache + (0, 0, 0)
-        return tiles, vectors, cache_sizes, True
+        forall = None
+        if threads > 1:
+            outer = [0] * (batch + 6)
+            if lhs[batch] is None or lhs[batch] >= threads:
+                outer[batch] = threads  # rows of A: each thread reads all of B
+            elif rhs[batch] is not None and rhs[batch] >= threads:
+                outer[batch + 1] = threads  # skinny: columns of B, each thread its own part
+            forall = tuple(outer) if any(outer) else None
+        return tiles, vectors, cache_sizes, True, forall
     if op.name == "linalg.pack":
         src = _static(op.operands[0].type)
         dest = _static(op.results[0].type)
@@ -343,7 +356,7 @@ def plan_packed(op: ir.Operation, cpu: CpuFeatures) -> tuple[tuple[int, ...], tu
         last = dest[rank - 1]
         kt = kt if last is None else max(1, min(kt, last))
         tiles = (1,) * (rank - 1) + (kt,)
-        return tiles, tiles + tuple(inner), None, False  # vector sizes: one per dest dim
+        return tiles, tiles + tuple(inner), None, False, None  # vector sizes: one per dest dim
     if op.name == "linalg.unpack":
         src = _static(op.operands[0].type)
         dest = _static(op.results[0].type)
@@ -352,5 +365,5 @@ def plan_packed(op: ir.Operation, cpu: CpuFeatures) -> tuple[tuple[int, ...], tu
         if None in inner or len(inner) != 2:
             return None
         tiles = (1,) * (rank - 2) + tuple(inner)
-        return tiles, (1,) * rank + tuple(inner), None, False  # vector sizes: one per source dim
+        return tiles, (1,) * rank + tuple(inner), None, False, None  # vector sizes: one per source dim
     return None

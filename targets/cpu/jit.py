@@ -28,12 +28,22 @@ from onnxc.transforms.pipeline import Instrumentation, run_pipeline
 from .abi import CpuTargetError, FunctionSignature, Invoker, signature_from_func
 from .passes import cpu_pipeline_text
 from .pipeline import CpuPipelineOptions
+from .pipeline import runtime_libraries as cpu_runtime_libraries
 
 __all__ = ["CompiledFunction", "compile_module", "copy_module", "runtime_libraries", "select_entry"]
 
 _libc = ctypes.CDLL(None)
 _libc.free.argtypes = [ctypes.c_void_p]
 _libc.free.restype = None
+
+
+_GLOBAL_LIBRARIES: dict[str, ctypes.CDLL] = {}
+
+
+def _load_global(path: str) -> None:
+    """dlopen ``path`` with RTLD_GLOBAL once per process (its symbols serve every JIT engine)."""
+    if path not in _GLOBAL_LIBRARIES:
+        _GLOBAL_LIBRARIES[path] = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
 
 
 def runtime_libraries() -> list[str]:
@@ -156,6 +166,12 @@ def compile_module(
     run_pipeline(lowered, cpu_pipeline_text(options), instrumentation=instrumentation, reraise=True)
     with lowered.context:
         libs = list(runtime_libraries() if shared_libs is None else shared_libs)
+        # MLIR's async runtime (threaded code) is loaded into the process once, not handed to
+        # the engine: an engine calls the library's `__mlir_execution_engine_destroy` when it
+        # dies, which resets the runtime another live engine is using (a segfault at its next
+        # call). Loaded globally, the JIT resolves its symbols and the runtime starts lazily.
+        for lib in cpu_runtime_libraries(options):
+            _load_global(lib)
         try:
             engine = ExecutionEngine(lowered, opt_level=level, shared_libs=libs)
         except RuntimeError as e:  # translation to LLVM IR failed: a pipeline bug

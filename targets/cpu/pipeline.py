@@ -39,6 +39,7 @@ multi-threading (``scf.forall`` -> OpenMP/async), polynomial approximations of m
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Sequence
 
 from mlir import ir
@@ -48,7 +49,7 @@ from mlir.passmanager import PassManager
 from onnxc.errors import OnnxcError
 
 from .data_tiling import PACKED_OPS, pack_contractions, plan_packed
-from .isa import CpuFeatures
+from .isa import CpuFeatures, host_cpu
 from .tiles import matmul_tile
 
 __all__ = [
@@ -75,6 +76,8 @@ __all__ = [
     "bufferize",
     "lower_to_llvm",
     "lower_module",
+    "runtime_libraries",
+    "ASYNC_PIPELINE",
 ]
 
 
@@ -95,6 +98,9 @@ class CpuPipelineOptions:
         tables of ``tiles.py``, never from constants fitted to one machine.
     matmul_tile: an (m, n, k) register tile overriding the ISA table for contractions that
         are not data-tiled (other element types, data_tiling=False); empty: the table's.
+    threads: worker threads of the generated code (default: the host's cores; 1: none). The
+        outer parallel tiles of packed contractions become ``scf.forall`` loops, run through
+        MLIR's async runtime (``runtime_libraries`` names the library the JIT must load).
     data_tiling: f32 matmuls/batch matmuls go through pack -> mmt4d -> unpack with the ISA's
         register tile (``data_tiling.py``); constant weights are packed at compile time.
     max_sequential_reduction: a floating-point contraction whose (single, static) reduction is
@@ -114,6 +120,7 @@ class CpuPipelineOptions:
     target_cpu: str = "host"
     data_tiling: bool = True
     matmul_tile: tuple[int, ...] = ()
+    threads: int = dataclasses.field(default_factory=lambda: host_cpu().cores)
     max_sequential_reduction: int = 512
     max_partial_elements: int = 1 << 24
     jit_opt_level: int = 3
@@ -121,6 +128,8 @@ class CpuPipelineOptions:
     def __post_init__(self) -> None:
         # Validated here, before any IR: an unknown CPU is a user error naming the known ones.
         CpuFeatures.for_target(self.target_cpu)
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1:
+            raise CpuPipelineError(f"CPU option threads must be an integer >= 1, got {self.threads!r}")
 
     @property
     def cpu(self) -> CpuFeatures:
@@ -266,6 +275,8 @@ class TilePlan:
     named_contraction: bool = False
     # Cache-level tile sizes applied before `tile_sizes` (packed mmt4d of large shapes), or None.
     cache_tile_sizes: tuple[int, ...] | None = None
+    # Thread count per loop of an outermost `scf.forall` (0 = loop not split), or None.
+    forall_threads: tuple[int, ...] | None = None
     # Channels-last convolutions/poolings (targets/cpu/conv_plan.py): after tiling to one output
     # and kernel row, `transform.structured.decompose` makes them 1-D, the form upstream vectorizes.
     decompose: bool = False
@@ -377,11 +388,11 @@ def plan_tiles(op: ir.Operation, options: CpuPipelineOptions | None = None) -> T
         return conv
     # The ops of data tiling (pack, mmt4d, unpack) have their own plans (data_tiling.py).
     if op.name in PACKED_OPS:
-        packed = plan_packed(op, opts.cpu)
+        packed = plan_packed(op, opts.cpu, opts.threads)
         if packed is None:
             return None
-        tiles, vectors, cache, named = packed
-        return TilePlan(tiles, vectors, named_contraction=named, cache_tile_sizes=cache)
+        tiles, vectors, cache, named, forall = packed
+        return TilePlan(tiles, vectors, named_contraction=named, cache_tile_sizes=cache, forall_threads=forall)
     try:
         maps = [ir.AffineMapAttr(a).value for a in linalg.get_indexing_maps(op.opview)]
     except Exception:  # not a structured op with indexing maps
@@ -426,7 +437,9 @@ def plan_tiles(op: ir.Operation, options: CpuPipelineOptions | None = None) -> T
             if opts.matmul_tile:
                 tm, tn, tk = opts.matmul_tile
             else:
-                reg = matmul_tile(cpu, bits, ranges[m_dims[-1]])
+                # The general tile (clamped to short loops below): skinny tiles are for packed
+                # operands; here a wide n0 would stop long reductions from splitting evenly.
+                reg = matmul_tile(cpu, bits)
                 tm, tn, tk = reg.m0, reg.n0, 1
             tiles[m_dims[-1]] = clamp(tm, m_dims[-1])
             tiles[n_dims[-1]] = clamp(tn, n_dims[-1])
@@ -491,12 +504,19 @@ def vector_transform_script(
             " : (!transform.any_op) -> !transform.any_op"
         ]
         target = "%op"
+        if plan.forall_threads:
+            counts = ", ".join(str(t) for t in plan.forall_threads)
+            body.append(
+                f"  %f, %fl = transform.structured.tile_using_forall %op num_threads [{counts}]"
+                " : (!transform.any_op) -> (!transform.any_op, !transform.any_op)"
+            )
+            target = "%f"
         n_cache = sum(1 for t in plan.cache_tile_sizes or () if t)
         if n_cache:
             loops = ", ".join(["!transform.any_op"] * n_cache)
             sizes = ", ".join(str(t) for t in plan.cache_tile_sizes or ())
             body.append(
-                f"  %c, %cl:{n_cache} = transform.structured.tile_using_for %op tile_sizes [{sizes}]"
+                f"  %c, %cl:{n_cache} = transform.structured.tile_using_for {target} tile_sizes [{sizes}]"
                 f" : (!transform.any_op) -> (!transform.any_op, {loops})"
             )
             target = "%c"
@@ -937,6 +957,35 @@ def _has_op(module: ir.Module, name: str) -> bool:
     return found
 
 
+#: `scf.forall` (threaded outer tiles) -> MLIR's async runtime: each forall becomes a parallel
+#: loop split into tasks (one per iteration here: the forall already has one per thread; the
+#: worker count only caps the split) run by the runtime's thread pool; `async-dispatch=false`
+#: launches them from the caller in a loop. Runs before the to-LLVM passes (GUIDE: threads).
+ASYNC_PIPELINE: str = (
+    "builtin.module(scf-forall-to-parallel,"
+    "async-parallel-for{async-dispatch=false num-workers=256},"
+    "async-to-async-runtime,async-runtime-ref-counting,async-runtime-ref-counting-opt,"
+    "convert-async-to-llvm)"
+)
+
+
+def runtime_libraries(options: CpuPipelineOptions | None = None) -> list[str]:
+    """Shared libraries code compiled with ``options`` calls into: MLIR's async runtime when
+    it may run threads (``threads > 1``); what the JIT/AOT must load or link."""
+    opts = options or CpuPipelineOptions()
+    if opts.threads <= 1:
+        return []
+    try:
+        import mlir
+    except ImportError:  # pragma: no cover - the bindings are a dependency
+        return []
+    for base in list(mlir.__path__):
+        lib = os.path.join(base, "lib", "libmlir_async_runtime.so")
+        if os.path.exists(lib):
+            return [lib]
+    return []
+
+
 def lower_to_llvm(module: ir.Module) -> ir.Module:
     """Stage 3: memref/vector/scf/math/arith/cf/func -> LLVM dialect (C interfaces marked)."""
     if _has_op(module, "vector.contract"):
@@ -951,6 +1000,8 @@ def lower_to_llvm(module: ir.Module) -> ir.Module:
         raise CpuPipelineError(f"internal error: module does not verify after i1 widening: {exc}") from None
     if not verified:
         raise CpuPipelineError("internal error: module does not verify after i1 widening")
+    if _has_op(module, "scf.forall"):
+        _run(module, ASYNC_PIPELINE, "async")
     _run(module, LLVM_PIPELINE, "llvm")
     return module
 
