@@ -7,7 +7,9 @@ must go downwards or sideways:
 (`onnxc.errors` at the bottom, the API modules `onnxc.compiler`/`onnxc.backend`/`onnxc/__init__`
 above the targets, the command-line tools on top.) Also refused: importing a private name (one
 starting with `_`), or a private module, of another package, by `from m import _x` or by
-`m._x` on an imported module. The package folders are read from pyproject.toml, so a new
+`m._x` on an imported module. `import onnxc` itself is allowed anywhere for `onnxc.__version__`
+and `onnxc.__file__` (the root `__init__` imports nothing); `onnxc.compile` and the like count
+as imports of the API layer where they are used. The package folders are read from pyproject.toml, so a new
 package is checked as soon as it is declared.
 """
 
@@ -95,9 +97,15 @@ def violations(module: str, path: Path) -> list[str]:
             if private_parts or private_names:
                 found.append(f"{where}: private {', '.join(private_parts + private_names)} of another package")
 
+    root_names: set[str] = set()  # local names bound to the bare `onnxc` package
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
+                if a.name == "onnxc":
+                    # The root package's __init__ imports nothing: `onnxc.__version__` and
+                    # `onnxc.__file__` are fine anywhere; its other names are checked where used.
+                    root_names.add(a.asname or a.name)
+                    continue
                 check(a.name, [], node.lineno)
                 if a.asname:
                     aliases[a.asname] = a.name
@@ -110,6 +118,9 @@ def violations(module: str, path: Path) -> list[str]:
                 if f"{target}.{a.name}" in MODULES:
                     aliases[a.asname or a.name] = f"{target}.{a.name}"
     for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in root_names:
+            if not (node.attr.startswith("__") and node.attr.endswith("__")):
+                check(f"onnxc.{node.attr}" if _package_of(f"onnxc.{node.attr}") != "onnxc" else "onnxc", [], node.lineno)
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
             target = aliases[node.value.id]
             if _is_private(node.attr) and _package_of(target) != here:
@@ -144,9 +155,13 @@ def test_the_checker_finds_what_it_must(tmp_path: Path) -> None:
         "x = I._opsets\n"
         "from onnxc.transforms.onnx_utils import _private_ok_here\n"
         "from onnxc.dialect import onnx_op\n"
+        "import onnxc\n"
+        "v = onnxc.__version__\n"
+        "m = onnxc.compile\n"
     )
     problems = violations("onnxc.transforms.bad", bad)
-    assert len(problems) == 3, problems
+    assert len(problems) == 4, problems
+    assert "may not import onnxc (layer 5)" in problems[3]
     assert "may not import onnxc.targets" in problems[0]
     assert "private _Scope of another package" in problems[1]
     assert "private onnxc.importers.onnx_importer._opsets" in problems[2]
