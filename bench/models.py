@@ -14,9 +14,10 @@ constant weights, so their check is weak) and the random-weight models of ``benc
 
 Why one child process per model and runtime: a crash, a 10-minute compile or a memory blow-up of
 one model must not take the table down (``--timeout``), each model is compiled once in its
-process, and a child's peak resident memory (VmHWM) is that runtime's own. onnxc is given
-``threads=N`` only when ``onnxc.compile`` has that parameter; otherwise it runs single-threaded
-and its one latency is set against both onnxruntime columns (the table says so).
+process, and a child's peak resident memory (VmHWM) is that runtime's own. onnxc is given N
+threads through ``CpuPipelineOptions.threads`` (or a ``threads=`` argument of ``onnxc.compile``)
+when it has one; otherwise its one latency is set against both onnxruntime columns (the table
+says so).
 
 Run:
   python bench/models.py                         # everything (about 30 minutes)
@@ -116,7 +117,7 @@ def child_main(args: argparse.Namespace) -> int:
 
         kwargs: dict[str, Any] = {}
         if args.threads_supported:
-            kwargs["threads"] = args.threads
+            kwargs.update(onnxc_threads_kwargs(args.threads))
         if "cache_dir" in inspect.signature(onnxc.compiler.compile).parameters:
             kwargs["cache_dir"] = False  # compile time is measured: never load from a cache
         t0 = time.perf_counter()
@@ -131,6 +132,19 @@ def child_main(args: argparse.Namespace) -> int:
     result["rss_mb"] = _peak_rss_mb()
     (out / f"{args.child}{args.threads}.json").write_text(json.dumps(result))
     return 0
+
+
+def onnxc_threads_kwargs(threads: int) -> dict[str, Any]:
+    """How to ask ``onnxc.compile`` for ``threads`` threads: ``CpuPipelineOptions.threads`` when
+    the options have it, else a ``threads=`` argument of compile, else not at all ({})."""
+    import onnxc.compiler
+    from onnxc.targets.cpu import CpuPipelineOptions
+
+    if "threads" in {f.name for f in dataclasses.fields(CpuPipelineOptions)}:
+        return {"options": CpuPipelineOptions(threads=threads)}
+    if "threads" in inspect.signature(onnxc.compiler.compile).parameters:
+        return {"threads": threads}
+    return {}
 
 
 # --- parent side --------------------------------------------------------------------------------
@@ -391,7 +405,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         print(f"unknown model(s): {', '.join(unknown)} (known: {', '.join(FULL + ('resnet_small',))})", file=sys.stderr)
         return 1
-    threads_supported = "threads" in inspect.signature(onnxc.compiler.compile).parameters
+    threads_supported = bool(onnxc_threads_kwargs(1))
     machine, isa = _machine()
     header = [f"onnxc threads: {'as onnxruntime (threads=N)' if threads_supported else '1 thread (threads option not available)'}", *args.note]
     if args.layers is not None:

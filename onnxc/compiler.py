@@ -454,7 +454,7 @@ def compile(  # noqa: A001 - the public name the design asks for
 
     plain = settings.target.name == "cpu" and not (keep_ir or print_ir_after_all or print_ir_after or timing)
     folder = resolve_dir(cache_dir) if plain else None
-    function = cached_compile(folder, lambda: model_cache_key(model, proto, settings.options, settings.target.name), build)
+    function = cached_compile(folder, lambda: model_cache_key(model, proto, settings.options, settings.target.name), build, settings.options)
     return CompiledModel(inputs, outputs, function, settings.target.name, kept)
 
 

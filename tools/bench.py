@@ -86,6 +86,20 @@ class StageTime:
     seconds: float
 
 
+def _load_runtimes(options: Any) -> list[str]:
+    """Load the runtime libraries code compiled with ``options`` calls into (MLIR's async runtime
+    for threaded code) into the process with RTLD_GLOBAL, as the JIT does, and return the ones
+    to hand to an ExecutionEngine."""
+    import ctypes
+
+    from onnxc.targets.cpu import jit
+    from onnxc.targets.cpu.pipeline import runtime_libraries
+
+    for lib in runtime_libraries(options):
+        ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+    return jit.runtime_libraries()
+
+
 def compile_stages(model: Any, options: Any = None) -> list[StageTime]:
     """Compile ``model`` (a path or ModelProto) for the CPU stage by stage, timing each stage.
 
@@ -123,7 +137,8 @@ def compile_stages(model: Any, options: Any = None) -> list[StageTime]:
         timed("to vector", lambda: lower_to_vector(module, opts))
         timed("bufferize", lambda: bufferize(module))
         timed("to LLVM dialect", lambda: lower_to_llvm(module))
-        engine = timed(f"LLVM IR O{opts.jit_opt_level} (ExecutionEngine)", lambda: ExecutionEngine(module, opt_level=opts.jit_opt_level, shared_libs=jit.runtime_libraries()))
+        libs = _load_runtimes(opts)
+        engine = timed(f"LLVM IR O{opts.jit_opt_level} (ExecutionEngine)", lambda: ExecutionEngine(module, opt_level=opts.jit_opt_level, shared_libs=libs))
         # ORC compiles to machine code lazily, on the first lookup of a symbol.
         timed("machine code (first lookup)", lambda: engine.raw_lookup("_mlir_ciface_" + entry))
     del engine
@@ -231,7 +246,7 @@ def profile(model: Any, arrays: Sequence[np.ndarray], iterations: int, warmup: i
         parts = _instrument(module, signature.name)
         bufferize(module)
         lower_to_llvm(module)
-        engine = ExecutionEngine(module, opt_level=opts.jit_opt_level, shared_libs=jit.runtime_libraries())
+        engine = ExecutionEngine(module, opt_level=opts.jit_opt_level, shared_libs=_load_runtimes(opts))
     events: list[tuple[int, float]] = []
     clock = time.perf_counter
 
@@ -257,16 +272,19 @@ def profile(model: Any, arrays: Sequence[np.ndarray], iterations: int, warmup: i
 
 
 def _compile_kwargs(threads: int | None) -> dict[str, Any]:
-    """``threads=`` for ``onnxc.compile`` when given and supported (checked by signature)."""
-    import onnxc
+    """How to ask ``onnxc.compile`` for ``threads`` threads: ``CpuPipelineOptions.threads`` when
+    the options have it, else a ``threads=`` argument (checked by signature)."""
     import onnxc.compiler
+    from onnxc.targets.cpu import CpuPipelineOptions
 
     if threads is None:
         return {}
-    if "threads" not in inspect.signature(onnxc.compiler.compile).parameters:
-        print(f"onnxc bench: --threads {threads} ignored: this onnxc compiles single-threaded code", file=sys.stderr)
-        return {}
-    return {"threads": threads}
+    if "threads" in {f.name for f in dataclasses.fields(CpuPipelineOptions)}:
+        return {"options": CpuPipelineOptions(threads=threads)}
+    if "threads" in inspect.signature(onnxc.compiler.compile).parameters:
+        return {"threads": threads}
+    print(f"onnxc bench: --threads {threads} ignored: this onnxc compiles single-threaded code", file=sys.stderr)
+    return {}
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -289,12 +307,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     import onnxc
     import onnxc.compiler
 
+    from onnxc.targets.cpu import CpuPipelineOptions
+
+    kwargs = _compile_kwargs(args.threads)
     t0 = time.perf_counter()
-    model = onnxc.compile(args.model, "cpu", **_compile_kwargs(args.threads))
+    model = onnxc.compile(args.model, "cpu", **kwargs)
     compile_s = time.perf_counter() - t0
     feeds = _bind_inputs(model, args.input or [], args.seed)
     stats = measure(lambda: model(**feeds), args.iterations, args.warmup)
-    threads = args.threads if "threads" in _compile_kwargs(args.threads) else 1
+    options = kwargs.get("options", CpuPipelineOptions())
+    threads = args.threads if kwargs else getattr(options, "threads", 1)
     print(f"model: {args.model}")
     print(f"ISA: {host_cpu().isa}; threads: {threads}; compile: {compile_s:.2f} s")
     print(f"iterations: {args.iterations} (after {args.warmup} warm-up)")
@@ -302,7 +324,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(f"throughput: {stats.throughput:.2f} runs/s")
     if args.profile:
         arrays = [feeds[s.name] if s.name in feeds else s.default for s in model.inputs]
-        parts = profile(args.model, arrays, args.iterations, args.warmup)
+        parts = profile(args.model, arrays, args.iterations, args.warmup, options)
         total = sum(p.median for p in parts)
         print(f"profile: {len(parts)} generated function(s) of up to {PROFILE_MAX_OPS} kernels, median ms per run (slowest first):")
         for p in sorted(parts, key=lambda p: -p.median)[: args.profile_top]:

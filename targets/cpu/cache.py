@@ -182,11 +182,14 @@ class ModelCache:
             pass
         return function
 
-    def store(self, key: str, function: Any) -> Path | None:
-        """Write the JIT's code of ``function`` (a ``CompiledFunction``) as ``<key>.so``; None
-        when it cannot be stored (no C compiler, a refused link): the cache is an optimisation."""
+    def store(self, key: str, function: Any, options: Any = None) -> Path | None:
+        """Write the JIT's code of ``function`` (a ``CompiledFunction`` compiled with ``options``)
+        as ``<key>.so``, linked with the runtime libraries that code calls (MLIR's async runtime
+        for threaded code); None when it cannot be stored (no C compiler, a refused link): the
+        cache is an optimisation."""
         from .aot import _METADATA_VERSION, _stub_source, find_cc, load_library
         from .jit import runtime_libraries
+        from .pipeline import runtime_libraries as threaded_runtime_libraries
 
         engine = getattr(function, "engine", None)
         signature = getattr(function, "signature", None)
@@ -211,7 +214,7 @@ class ModelCache:
                 return None
             Path(stub).write_text(_stub_source(signature, metadata))
             # The runtime libraries the JIT linked against, so their symbols resolve at load.
-            libs = [x for p in runtime_libraries() for x in (p, f"-Wl,-rpath,{os.path.dirname(p)}")]
+            libs = [x for p in runtime_libraries() + threaded_runtime_libraries(options) for x in (p, f"-Wl,-rpath,{os.path.dirname(p)}")]
             import subprocess
 
             proc = subprocess.run([cc, "-O2", "-fPIC", "-shared", "-Wl,-z,notext", "-o", lib, stub, obj, *libs, "-lm"], capture_output=True, text=True)
@@ -274,9 +277,10 @@ def model_cache_key(model: Any, proto: Any, options: Any, target: str) -> str:
     return cache_key(data, options, target, model_path=path, external=external)
 
 
-def cached_compile(folder: Path | None, key: Callable[[], str], compile_fn: Callable[[], Any]) -> Any:
+def cached_compile(folder: Path | None, key: Callable[[], str], compile_fn: Callable[[], Any], options: Any = None) -> Any:
     """``compile_fn()``, through the cache in ``folder`` (None: no cache). ``key`` is called only
-    when the cache is on; a compile that took at least ``MIN_COMPILE_S`` is stored."""
+    when the cache is on; a compile that took at least ``MIN_COMPILE_S`` is stored (``options``:
+    the CPU options it compiled with, for the runtime libraries to link)."""
     if folder is None:
         return compile_fn()
     cache = ModelCache(folder)
@@ -287,5 +291,5 @@ def cached_compile(folder: Path | None, key: Callable[[], str], compile_fn: Call
     t0 = time.perf_counter()
     function = compile_fn()
     if time.perf_counter() - t0 >= MIN_COMPILE_S:
-        cache.store(k, function)
+        cache.store(k, function, options)
     return function

@@ -112,6 +112,44 @@ def test_broken_entry_is_recompiled(tmp_path: Path) -> None:
     assert isinstance(onnxc.compile(small_model(), cache_dir=tmp_path).function, AotFunction)
 
 
+def test_threaded_entry_loads_in_a_fresh_process(tmp_path: Path) -> None:
+    """Code compiled for 2 threads calls MLIR's async runtime: the stored library links it, so a
+    process that has not loaded it (no JIT ran there) still gets a hit that runs correctly."""
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(2)
+    w = numpy_helper.from_array(rng.standard_normal((256, 256)).astype(np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "mm",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 256])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 256])],
+        [w],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "mm.onnx"
+    onnx.save(model, path)
+    folder = tmp_path / "cache"
+    options = CpuPipelineOptions(threads=2) if "threads" in CpuPipelineOptions.__dataclass_fields__ else CpuPipelineOptions()
+    onnxc.compile(str(path), options=options, cache_dir=folder)
+    assert len(entries(folder)) == 1
+    x = rng.standard_normal((64, 256)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    script = (
+        "import sys, numpy as np, onnxc\n"
+        "from onnxc.targets.cpu import AotFunction, CpuPipelineOptions\n"
+        f"opts = {options!r}\n"
+        f"m = onnxc.compile({str(path)!r}, options=opts, cache_dir={str(folder)!r})\n"
+        "assert isinstance(m.function, AotFunction), type(m.function)\n"
+        f"np.save({str(tmp_path / 'y.npy')!r}, m(np.load({str(tmp_path / 'x.npy')!r}))[0])\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), x @ numpy_helper.to_array(w), rtol=1e-4, atol=1e-4)
+
+
 def test_resolve_dir() -> None:
     assert cache.resolve_dir(False) is None
     assert cache.resolve_dir("off") is None
