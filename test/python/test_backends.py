@@ -82,6 +82,7 @@ FAKE_PLUGIN = """
     from onnxc.targets.backends import Backend, BackendInfo, BackendError, Compatibility, Figure, Support
 
     ACCEPTED = {"Add", "Mul"}
+    CLAIMED = set()  # ops it says it supports but refuses at init_graph (a lying or buggy driver)
     MACS = 1.0e15
     LINK = 1.0e13
     STARTS = []
@@ -103,7 +104,7 @@ FAKE_PLUGIN = """
 
         def compatibility(self, node_or_model):
             nodes = [node_or_model] if isinstance(node_or_model, onnx.NodeProto) else list(node_or_model.graph.node)
-            bad = [n.op_type for n in nodes if n.op_type not in ACCEPTED]
+            bad = [n.op_type for n in nodes if n.op_type not in ACCEPTED | CLAIMED]
             if bad:
                 return Compatibility(Support.UNSUPPORTED, f"fakeaccel runs only {sorted(ACCEPTED)}, not {bad}")
             return Compatibility(Support.SUPPORTED)
@@ -288,3 +289,84 @@ def test_diamond_with_foreign_middle_is_split() -> None:
     groups = form_subgraphs(3, [(0, 1), (1, 2), (0, 2)], {0, 2})
     assert groups == [[0], [2]]
     assert not is_acyclic_contraction(3, [(0, 1), (1, 2), (0, 2)], [[0, 2]])
+
+
+# ------------------------------------------------------------------ partitioned execution
+
+
+def mixed_model() -> onnx.ModelProto:
+    """x*w + b -> Relu -> *2 -> +x -> Tanh: the fake accelerator takes Add and Mul only."""
+    w = helper.make_tensor("w", TensorProto.FLOAT, [64, 64], np.random.default_rng(1).standard_normal(64 * 64).astype(np.float32))
+    two = helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])
+    nodes = [
+        helper.make_node("Mul", ["x", "w"], ["m"], name="mul0"),
+        helper.make_node("Add", ["m", "x"], ["a"], name="add0"),
+        helper.make_node("Relu", ["a"], ["r"], name="relu0"),
+        helper.make_node("Mul", ["r", "two"], ["m2"], name="mul1"),
+        helper.make_node("Add", ["m2", "x"], ["a2"], name="add1"),
+        helper.make_node("Tanh", ["a2"], ["y"], name="tanh0"),
+    ]
+    g = helper.make_graph(nodes, "mixed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 64]), helper.make_tensor_value_info("r", TensorProto.FLOAT, [64, 64])],
+                          [w, two])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_partitioned_run_matches_reference(fake_plugin: Path) -> None:
+    from onnxc.targets.backends.partition import decision_table, partition, run_partitioned
+
+    found = B.backends()
+    model = mixed_model()
+    p = partition(model, found)
+    by_backend = {d.backend for d in p.decisions}
+    assert "fakeaccel" in by_backend, decision_table(p)
+    # The accelerator's subgraphs hold only the ops it accepts; Relu and Tanh run on the CPU.
+    for d in p.decisions:
+        if d.backend == "fakeaccel":
+            assert all(n.startswith(("onnx.add", "onnx.mul")) for n in d.nodes), d
+    mod = sys.modules["fake_accel_plugin"]
+    x = np.random.default_rng(2).standard_normal((64, 64)).astype(np.float32)
+    got = run_partitioned(model, {"x": x}, found)
+    want = dict(zip(["y", "r"], ReferenceEvaluator(model).run(None, {"x": x})))
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=RTOL, atol=ATOL)
+    assert mod.RUNS and all(set(r) <= {"Add", "Mul"} for r in mod.RUNS)
+
+
+def test_partition_follows_the_declared_link_bandwidth(fake_plugin: Path) -> None:
+    from onnxc.targets.backends.partition import decision_table, partition
+
+    found = B.backends()
+    mod = sys.modules["fake_accel_plugin"]
+    fast = partition(mixed_model(), found)
+    assert "fakeaccel" in {d.backend for d in fast.decisions}, decision_table(fast)
+    mod.LINK = 1.0e3  # a link of 1 KB/s: moving 16 KiB costs seconds, the CPU keeps everything
+    slow = partition(mixed_model(), found)
+    assert {d.backend for d in slow.decisions} == {"cpu"}, decision_table(slow)
+
+
+def test_refusal_at_init_falls_back_to_the_cpu_with_a_warning(fake_plugin: Path) -> None:
+    from onnxc.targets.backends.partition import partition, run_partitioned
+
+    found = B.backends()
+    mod = sys.modules["fake_accel_plugin"]
+    mod.CLAIMED = {"Relu", "Tanh"}
+    p = partition(mixed_model(), found)
+    assert any(d.backend == "fakeaccel" and any(n.startswith("onnx.relu") for n in d.nodes) for d in p.decisions)
+    x = np.random.default_rng(3).standard_normal((64, 64)).astype(np.float32)
+    with pytest.warns(UserWarning, match=r"backend 'fakeaccel' failed on nodes .*onnx\.relu.*running them on the CPU"):
+        got = run_partitioned(mixed_model(), {"x": x}, found)
+    want = dict(zip(["y", "r"], ReferenceEvaluator(mixed_model()).run(None, {"x": x})))
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=RTOL, atol=ATOL)
+
+
+def test_decision_table_lists_every_subgraph(fake_plugin: Path) -> None:
+    from onnxc.targets.backends.partition import decision_table, partition
+
+    p = partition(mixed_model(), B.backends())
+    lines = decision_table(p).splitlines()
+    assert lines[0].split()[:2] == ["subgraph", "nodes"] and "backend" in lines[0]
+    assert len(lines) == 1 + len(p.decisions)
+    assert sum(len(d.nodes) for d in p.decisions) == 6  # every node in exactly one subgraph
+    assert [d.id for d in p.decisions] == list(range(len(p.decisions)))

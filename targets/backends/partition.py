@@ -1,0 +1,293 @@
+"""Partition a model over the present backends and run it that way (ONNXIFI's framework side).
+
+`partition(model, backends)`:
+1. imports the model and runs the ONNX passes (types inferred: the roofline needs shapes);
+2. asks every backend, node by node, whether it takes the node, each node cut out as a
+   single-node ONNX model (`node_model`) exactly as the proposal's `onnxGetBackendCompatibility`
+   receives it, and writes the answers on the ops (`onnxc.accepted_by`);
+3. writes the backends' figures (`BackendInfo.profile()`) as the module's
+   `onnxc.backend_profiles` and runs the `onnx-partition` pass, which forms the subgraphs and
+   assigns them (see `onnxc.transforms.onnx_partition`);
+4. returns a `Partition`: the annotated module and the decision table (`Decision` per subgraph).
+
+`run_partitioned(model, feeds, backends)` cuts each subgraph out as its own ONNX model
+(`subgraph_model`), initializes it on its backend (`init_graph`), and runs the subgraphs in the
+pass's order, moving each value from the subgraph that makes it to those that read it. A backend
+that refuses a subgraph at `init_graph`, or fails running it, is replaced by the CPU for that
+subgraph with a warning naming its nodes: a refusal never fails the run.
+
+Why subgraphs travel as ONNX models: that is the proposal's contract (`onnxInitGraph` takes a
+serialized ModelProto), so a plug-in needs nothing of onnxc's IR.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import onnx
+from mlir import ir
+from mlir.dialects import func
+
+from onnxc.importers import export_model
+from onnxc.targets.backends.base import Backend, BackendError, Graph, Support
+from onnxc.targets.backends.builtin import onnx_module
+from onnxc.transforms import onnx_utils as U
+from onnxc.transforms.onnx_partition import ACCEPTED_ATTR, BACKEND_ATTR, PARTITION_ATTR, PROFILES_ATTR, SUBGRAPH_ATTR
+from onnxc.transforms.pipeline import run_pipeline
+
+__all__ = ["Decision", "Partition", "decision_table", "node_model", "partition", "run_partitioned", "subgraph_model"]
+
+_OURS = (ACCEPTED_ATTR, BACKEND_ATTR, SUBGRAPH_ATTR)
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """One subgraph: its id (run order), chosen backend, op names, estimated seconds per backend
+    that accepts all of it, and the transfer seconds on the chosen one."""
+
+    id: int
+    backend: str
+    nodes: tuple[str, ...]
+    estimates: dict[str, float]
+    transfer: float
+
+
+@dataclasses.dataclass
+class Partition:
+    """The annotated module (`onnxc.subgraph`/`onnxc.backend` on each op) and the decisions."""
+
+    module: ir.Module
+    decisions: list[Decision]
+
+
+def _main(module: ir.Module) -> ir.Operation:
+    name = ir.FlatSymbolRefAttr(module.operation.attributes["onnx.main"]).value
+    for op in module.body.operations:
+        if op.operation.name == "func.func" and ir.StringAttr(op.operation.attributes["sym_name"]).value == name:
+            return op.operation
+    raise BackendError(f"the module has no main function @{name}")
+
+
+def _nodes(f: ir.Operation) -> list[ir.Operation]:
+    return [op for op in U.block_ops(f.regions[0].blocks[0]) if U.is_onnx_op(op) and not U.is_constant_op(op) and op.name != U.NONE_OP]
+
+
+def _value_key(v: ir.Value, index: dict[int, int]) -> str:
+    """A name for a value of the main function, the same in every subgraph model."""
+    if isinstance(v, ir.BlockArgument):
+        return f"arg{v.arg_number}"
+    return f"n{index[U.id_key(v.owner)]}_{v.result_number}"
+
+
+def subgraph_model(module: ir.Module, ops: Sequence[ir.Operation], index: dict[int, int], outputs: Sequence[ir.Value]) -> onnx.ModelProto:
+    """`ops` (ONNX ops of the main function, in program order) as a model of their own: inputs are
+    the values they read from outside (named by `_value_key`), constants and `onnx.none` they use
+    are copied in, `outputs` (values of `ops`) are the graph outputs."""
+    inside = {U.id_key(op) for op in ops}
+    for op in ops:
+        if any(len(r.blocks) for r in op.regions):
+            raise BackendError(f"{U.location_text(op)}: ops with subgraphs (If/Loop/Scan) are not partitioned yet")
+    inputs: list[ir.Value] = []
+    seen: set[str] = set()
+    for op in ops:
+        for v in op.operands:
+            if isinstance(v, ir.OpResult) and (U.id_key(v.owner) in inside or U.is_constant_op(v.owner) or v.owner.name == U.NONE_OP):
+                continue
+            key = _value_key(v, index)
+            if key not in seen:
+                seen.add(key)
+                inputs.append(v)
+    with module.context, ir.Location.unknown():
+        sub = ir.Module.create()
+        attrs = module.operation.attributes
+        for name in list(attrs):
+            if name not in (PROFILES_ATTR, "onnx.main"):
+                sub.operation.attributes[name] = attrs[name]
+        sub.operation.attributes["onnx.main"] = ir.FlatSymbolRefAttr.get("main")
+        with ir.InsertionPoint(sub.body):
+            f = func.FuncOp("main", ([v.type for v in inputs], [v.type for v in outputs]))
+            f.arg_attrs = ir.ArrayAttr.get([ir.DictAttr.get({"onnx.name": ir.StringAttr.get(_value_key(v, index))}) for v in inputs])
+            f.result_attrs = ir.ArrayAttr.get([ir.DictAttr.get({"onnx.name": ir.StringAttr.get(_value_key(v, index))}) for v in outputs])
+            block = f.add_entry_block()
+        mapped: dict[str, ir.Value] = {_value_key(v, index): a for v, a in zip(inputs, block.arguments)}
+        copied: dict[int, ir.Operation] = {}
+        with ir.InsertionPoint(block):
+            for op in ops:
+                new_operands = []
+                for v in op.operands:
+                    if isinstance(v, ir.OpResult) and (U.is_constant_op(v.owner) or v.owner.name == U.NONE_OP):
+                        k = U.id_key(v.owner)
+                        if k not in copied:
+                            copied[k] = v.owner.clone()
+                        new_operands.append(copied[k].results[v.result_number])
+                    else:
+                        new_operands.append(mapped[_value_key(v, index)])
+                new = op.clone()
+                for i, v in enumerate(new_operands):
+                    new.operands[i] = v
+                for name in _OURS:
+                    if name in new.attributes:
+                        del new.attributes[name]
+                for r, nr in zip(op.results, new.results):
+                    mapped[_value_key(r, index)] = nr
+            func.ReturnOp([mapped[_value_key(v, index)] for v in outputs])
+    return export_model(sub)
+
+
+def node_model(module: ir.Module, op: ir.Operation, index: dict[int, int]) -> onnx.ModelProto:
+    """One node as a single-node model with typed inputs (what compatibility queries take)."""
+    return subgraph_model(module, [op], index, [r for r in op.results if not isinstance(r.type, ir.NoneType)])
+
+
+def _profiles_attr(backends: Sequence[Backend]) -> ir.Attribute:
+    out = {}
+    for b in backends:
+        p = b.info().profile()
+        entry: dict[str, ir.Attribute] = {
+            "macs": ir.DictAttr.get({k: ir.FloatAttr.get_f64(v) for k, v in p["macs"].items()}),
+            "mem_bw": ir.FloatAttr.get_f64(p["mem_bw"]),
+        }
+        if p["host"]:
+            entry["host"] = ir.UnitAttr.get()
+        else:
+            entry["h2d_bw"] = ir.FloatAttr.get_f64(p["h2d_bw"])
+            entry["d2h_bw"] = ir.FloatAttr.get_f64(p["d2h_bw"])
+        out[b.name] = ir.DictAttr.get(entry)
+    return ir.DictAttr.get(out)
+
+
+def partition(model: onnx.ModelProto, backends: Sequence[Backend] | None = None) -> Partition:
+    """Import `model`, ask each backend about each node, and run `onnx-partition` (see the module
+    doc). `backends` default: every discovered one; the CPU must be among them (the fallback)."""
+    from onnxc.targets.backends import backends as discover
+
+    chosen = list(backends) if backends is not None else discover()
+    if not any(b.info().device_kind == "cpu" for b in chosen):
+        raise BackendError(f"the backends ({', '.join(b.name for b in chosen)}) include no CPU backend to fall back to")
+    module = onnx_module(model)
+    with module.context:
+        f = _main(module)
+        ops = _nodes(f)
+        index = {U.id_key(op): i for i, op in enumerate(ops)}
+        singles = [node_model(module, op, index) for op in ops]
+    # The compatibility queries run pipelines, which may invalidate every Python op handle of the
+    # (shared) context: the ops are looked up again afterwards, by position.
+    accepted = [[b.name for b in chosen if b.info().device_kind == "cpu" or b.compatibility(single).support is Support.SUPPORTED] for single in singles]
+    with module.context:
+        f = _main(module)
+        for op, names in zip(_nodes(f), accepted):
+            op.attributes[ACCEPTED_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(n) for n in names])
+        module.operation.attributes[PROFILES_ATTR] = _profiles_attr(chosen)
+    run_pipeline(module, "onnx-partition", reraise=True)
+    with module.context:
+        f = _main(module)
+        by_id: dict[int, list[str]] = {}
+        for i, op in enumerate(_nodes(f)):
+            by_id.setdefault(ir.IntegerAttr(op.attributes[SUBGRAPH_ATTR]).value, []).append(f"{op.name}#{i}")
+        decisions = []
+        for d in ir.ArrayAttr(f.attributes[PARTITION_ATTR]):
+            d = ir.DictAttr(d)
+            sid = ir.IntegerAttr(d["id"]).value
+            est = {n.name: ir.FloatAttr(n.attr).value for n in ir.DictAttr(d["est"])}
+            decisions.append(Decision(sid, ir.StringAttr(d["backend"]).value, tuple(by_id.get(sid, [])), est, ir.FloatAttr(d["transfer"]).value))
+    return Partition(module, sorted(decisions, key=lambda x: x.id))
+
+
+def decision_table(p: Partition) -> str:
+    """The decisions as text: subgraph, nodes, estimated time per backend, transfers, choice."""
+    names = sorted({n for d in p.decisions for n in d.estimates})
+    head = ["subgraph", "nodes"] + [f"{n} (us)" for n in names] + ["transfer (us)", "backend"]
+    rows = [head]
+    for d in p.decisions:
+        nodes = ", ".join(d.nodes) if len(d.nodes) <= 3 else f"{', '.join(d.nodes[:3])}, ... ({len(d.nodes)})"
+        rows.append([str(d.id), nodes] + [f"{d.estimates[n] * 1e6:.1f}" if n in d.estimates else "-" for n in names] + [f"{d.transfer * 1e6:.1f}", d.backend])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def run_partitioned(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], backends: Sequence[Backend] | None = None) -> dict[str, np.ndarray]:
+    """Run `model` with each subgraph on its backend (the CPU where a backend refuses or fails,
+    with a warning naming the nodes); returns the graph outputs by name."""
+    from onnxc.targets.backends import backends as discover
+
+    present = list(backends) if backends is not None else discover()
+    p = partition(model, present)
+    module = p.module
+    chosen = {b.name: b for b in present}
+    cpu = next(b for b in chosen.values() if b.info().device_kind == "cpu")
+    with module.context:
+        f = _main(module)
+        ops = _nodes(f)
+        index = {U.id_key(op): i for i, op in enumerate(ops)}
+        groups: dict[int, list[ir.Operation]] = {}
+        for op in ops:
+            groups.setdefault(ir.IntegerAttr(op.attributes[SUBGRAPH_ATTR]).value, []).append(op)
+        ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
+        arg_names = _signature_names(f, "arg_attrs", len(ftype.inputs), "input")
+        result_names = _signature_names(f, "res_attrs", len(ftype.results), "output")
+        env: dict[str, np.ndarray] = {}
+        for i, name in enumerate(arg_names):
+            if name not in feeds:
+                raise BackendError(f"input '{name}' is not fed")
+            env[f"arg{i}"] = np.asarray(feeds[name])
+        returned = list(U.terminator(f.regions[0].blocks[0]).operands)
+        returned_keys = {_value_key(v, index) for v in returned if not isinstance(v, ir.BlockArgument) and U.id_key(v.owner) in index}
+        plans = []
+        for sid in sorted(groups):
+            members = groups[sid]
+            inside = {U.id_key(op) for op in members}
+            outs = []
+            for op in members:
+                for r in op.results:
+                    if isinstance(r.type, ir.NoneType):
+                        continue
+                    used_outside = any(U.id_key(u.owner) not in inside for u in r.uses)
+                    if used_outside or _value_key(r, index) in returned_keys:
+                        outs.append(r)
+            sub = subgraph_model(module, members, index, outs)
+            plans.append((sid, members[0].attributes[BACKEND_ATTR], [f"{op.name}#{index[U.id_key(op)]}" for op in members], sub))
+        result_keys = []
+        for v in returned:
+            if isinstance(v, ir.BlockArgument):
+                result_keys.append(f"arg{v.arg_number}")
+            elif U.id_key(v.owner) in index:
+                result_keys.append(_value_key(v, index))
+            else:
+                raise BackendError("a graph output that is a constant is not partitioned yet")
+    for sid, backend_attr, names, sub in plans:
+        backend = chosen[ir.StringAttr(backend_attr).value]
+        outputs = _run_one(backend, cpu, sub, env, names)
+        env.update(outputs)
+    return {name: env[k] for name, k in zip(result_names, result_keys)}
+
+
+def _signature_names(f: ir.Operation, key: str, count: int, prefix: str) -> list[str]:
+    names = [f"{prefix}_{i}" for i in range(count)]
+    if key in f.attributes:
+        for i, d in enumerate(ir.ArrayAttr(f.attributes[key])):
+            d = ir.DictAttr(d)
+            if "onnx.name" in d:
+                names[i] = ir.StringAttr(d["onnx.name"]).value
+    return names
+
+
+def _run_one(backend: Backend, cpu: Backend, sub: onnx.ModelProto, env: dict[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
+    """Run one subgraph model on `backend`, falling back to `cpu` with a warning."""
+    feeds = {i.name: env[i.name] for i in sub.graph.input}
+    for attempt in ([backend, cpu] if backend is not cpu else [cpu]):
+        graph: Graph | None = None
+        try:
+            graph = attempt.init_graph(sub)
+            graph.set_graph_io(feeds)
+            return graph.run_graph().result()
+        except Exception as e:  # noqa: BLE001 - any refusal or failure of a (plug-in) backend falls back to the CPU
+            if attempt is cpu:
+                raise
+            warnings.warn(f"backend '{attempt.name}' failed on nodes {', '.join(names)} ({type(e).__name__}: {e}); running them on the CPU", stacklevel=3)
+        finally:
+            if graph is not None:
+                graph.release_graph()
+    raise AssertionError("unreachable")
