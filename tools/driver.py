@@ -3,6 +3,7 @@ or run a model (or a library compiled earlier) on inputs, optionally checking it
 reference runtime.
 
     onnxc compile model.onnx --target cpu --emit {onnx,linalg,vector,bufferize,llvm,obj,lib} [-o out]
+    onnxc compile model.onnx --target <gpu target> --emit {onnx,linalg,<its stages>}
     onnxc run model.onnx [--input name=x.npy ...] [--check] [--rtol R] [--atol A] [--output-dir d]
     onnxc run model.so   [--input name=x.npy ...] [--check [--model model.onnx]]
 
@@ -41,6 +42,11 @@ import numpy as np
 
 from onnxc.errors import OnnxcError
 
+#: The target-independent IR stages; a target adds its own (`Target.stages`: the CPU's vector,
+#: bufferize, llvm; a GPU target's), and the CPU target writes `obj` and `lib` files too.
+COMMON_EMITS: tuple[str, ...] = ("onnx", "linalg")
+FILE_EMITS: tuple[str, ...] = ("obj", "lib")
+#: The CPU target's choices (kept for callers that list them).
 EMITS: tuple[str, ...] = ("onnx", "linalg", "vector", "bufferize", "llvm", "obj", "lib")
 IR_EMITS: tuple[str, ...] = ("onnx", "linalg", "vector", "bufferize", "llvm")
 IO_SUFFIX = ".onnx.json"  # the ONNX-level interface of a library, beside `<lib>.json`
@@ -124,10 +130,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
     """`onnxc compile`."""
     from onnxc.targets import get_target
 
-    get_target(args.target)  # an unknown target is an error before any work
+    target = get_target(args.target)  # an unknown target is an error before any work
+    ir_emits = COMMON_EMITS + tuple(target.stages)
+    emits = ir_emits + (FILE_EMITS if target.name == "cpu" else ())
+    if args.emit not in emits:
+        raise DriverError(f"--emit {args.emit}: target '{target.name}' emits {', '.join(emits)}")
     model = _load_model(args.model)
     stem = str(Path(args.model).with_suffix(""))
-    if args.emit in IR_EMITS:
+    if args.emit in ir_emits:
         module = _lower(args.model, args.emit, args)
         _write_text(str(module), args.output)
         return 0
@@ -422,8 +432,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True, metavar="{compile,run,bench}")
     c = sub.add_parser("compile", help="compile a model to IR, an object file or a shared library")
     c.add_argument("model", help="the ONNX model (.onnx)")
-    c.add_argument("--target", default="cpu", help="code generation target (cpu)")
-    c.add_argument("--emit", choices=EMITS, default="llvm", help="what to produce (default: llvm IR)")
+    c.add_argument("--target", default="cpu", help="code generation target (onnxc.targets.available_targets(); default cpu)")
+    c.add_argument(
+        "--emit",
+        default="llvm",
+        metavar="STAGE",
+        help="what to produce: onnx, linalg, a stage of the target (cpu: vector, bufferize, llvm), "
+        "or for the CPU obj/lib (default: llvm IR)",
+    )
     c.add_argument("-o", "--output", help="output file (IR: default stdout; obj/lib: <model>.o / <model>.so)")
     _add_pipeline_flags(c)
     c.set_defaults(func=cmd_compile)

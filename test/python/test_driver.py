@@ -319,3 +319,9 @@ def test_unknown_target_and_failing_pass_notes(work: Path) -> None:
     assert r.returncode == 1 and "Traceback" not in r.stderr and "Frobnicate" in r.stderr
     assert "note: in pass 'convert-onnx-to-linalg'" in r.stderr
     assert f"note: reproduce with: onnx-opt {custom} --pass-pipeline='builtin.module(onnx-to-linalg)'" in r.stderr
+
+
+def test_emit_choices_come_from_the_target(work: Path) -> None:
+    path = _relu_file(work)
+    r = onnxc("compile", path, "--emit", "spirv")
+    assert r.returncode == 1 and "--emit spirv: target 'cpu' emits onnx, linalg, vector, bufferize, llvm, obj, lib" in r.stderr
