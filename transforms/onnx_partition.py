@@ -279,11 +279,14 @@ class OnnxPartitionPass(ModulePass):
     """Assign connected, acyclic subgraphs of ONNX ops to backends by a roofline with transfers.
 
     Options: `backends` (the backend names to consider, default every profile of the module's
-    `onnxc.backend_profiles`; the host profile is always the fallback).
+    `onnxc.backend_profiles`; the host profile is always the fallback); `force` (a backend that
+    gets every node it accepts whatever the roofline says: the user's override, e.g. to test a
+    device or when the figures are known to be wrong).
     """
 
     name = "onnx-partition"
     backends: tuple[str, ...] = ()
+    force: str = ""
 
     def run(self, module: ir.Operation) -> None:
         module = module.operation
@@ -298,6 +301,8 @@ class OnnxPartitionPass(ModulePass):
                 if unknown:
                     raise PassFailure(self.name, [(module.location, f"unknown backend(s) {', '.join(unknown)} (profiles: {', '.join(p.name for p in profiles)})")])
                 profiles = [p for p in profiles if p.name in self.backends or p.host]
+            if self.force and self.force not in {p.name for p in profiles}:
+                raise PassFailure(self.name, [(module.location, f"force={self.force}: no such backend among {', '.join(p.name for p in profiles)}")])
             for f in U.functions(module):
                 if len(f.regions[0].blocks):
                     self._partition(f, profiles, host)
@@ -381,12 +386,12 @@ class OnnxPartitionPass(ModulePass):
         while True:
             best: tuple[float, set[int], str] | None = None
             for p in profiles:
-                if p.host:
+                if p.host and p.name != self.force:
                     continue
                 units, unit_edges, eligible_units, unit_nodes = _contract(n, edges, assigned, owner_of, lambda i: p.name in accepted[i])
                 for group in form_subgraphs(units, unit_edges, eligible_units):
                     nodes = set().union(*(unit_nodes[u] for u in group))
-                    gain = cost(host, nodes)[0] - cost(p, nodes)[0]
+                    gain = math.inf if p.name == self.force else cost(host, nodes)[0] - cost(p, nodes)[0]
                     if gain > 0 and (best is None or gain > best[0]):
                         best = (gain, nodes, p.name)
             if best is None:

@@ -36,6 +36,7 @@ from onnxc.targets.backends.base import Backend, BackendError, Graph, Support
 from onnxc.targets.backends.builtin import onnx_module
 from onnxc.transforms import onnx_utils as U
 from onnxc.transforms.onnx_partition import ACCEPTED_ATTR, BACKEND_ATTR, PARTITION_ATTR, PROFILES_ATTR, SUBGRAPH_ATTR
+from onnxc.transforms.pass_base import element_text
 from onnxc.transforms.pipeline import run_pipeline
 
 __all__ = ["Decision", "Partition", "decision_table", "node_model", "partition", "run_partitioned", "subgraph_model"]
@@ -159,9 +160,10 @@ def _profiles_attr(backends: Sequence[Backend]) -> ir.Attribute:
     return ir.DictAttr.get(out)
 
 
-def partition(model: onnx.ModelProto, backends: Sequence[Backend] | None = None) -> Partition:
+def partition(model: onnx.ModelProto, backends: Sequence[Backend] | None = None, force: str | None = None) -> Partition:
     """Import `model`, ask each backend about each node, and run `onnx-partition` (see the module
-    doc). `backends` default: every discovered one; the CPU must be among them (the fallback)."""
+    doc). `backends` default: every discovered one; the CPU must be among them (the fallback).
+    `force` names a backend that gets every node it accepts, whatever the roofline says."""
     from onnxc.targets.backends import backends as discover
 
     chosen = list(backends) if backends is not None else discover()
@@ -181,7 +183,7 @@ def partition(model: onnx.ModelProto, backends: Sequence[Backend] | None = None)
         for op, names in zip(_nodes(f), accepted):
             op.attributes[ACCEPTED_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(n) for n in names])
         module.operation.attributes[PROFILES_ATTR] = _profiles_attr(chosen)
-    run_pipeline(module, "onnx-partition", reraise=True)
+    run_pipeline(module, element_text("onnx-partition", {"force": force} if force else {}), reraise=True)
     with module.context:
         f = _main(module)
         by_id: dict[int, list[str]] = {}
@@ -208,13 +210,15 @@ def decision_table(p: Partition) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
 
-def run_partitioned(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], backends: Sequence[Backend] | None = None) -> dict[str, np.ndarray]:
+def run_partitioned(
+    model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], backends: Sequence[Backend] | None = None, force: str | None = None
+) -> dict[str, np.ndarray]:
     """Run `model` with each subgraph on its backend (the CPU where a backend refuses or fails,
-    with a warning naming the nodes); returns the graph outputs by name."""
+    with a warning naming the nodes); returns the graph outputs by name. `force`: see `partition`."""
     from onnxc.targets.backends import backends as discover
 
     present = list(backends) if backends is not None else discover()
-    p = partition(model, present)
+    p = partition(model, present, force)
     module = p.module
     chosen = {b.name: b for b in present}
     cpu = next(b for b in chosen.values() if b.info().device_kind == "cpu")

@@ -1,5 +1,6 @@
 // RUN: onnx-opt %s --split-input-file -p onnx-partition | filecheck %s
 // RUN: onnx-opt %s --split-input-file -p 'onnx-partition{backends=cpu}' | filecheck %s --check-prefix=CPUONLY
+// RUN: onnx-opt %s --split-input-file -p 'onnx-partition{force=acc}' | filecheck %s --check-prefix=FORCE
 
 // A fast accelerator with a fast link that takes MatMul and Add but not Tanh: the MatMul->Add
 // chain is one subgraph offloaded to it, Tanh stays on the CPU; subgraphs are numbered in the
@@ -60,5 +61,22 @@ module attributes {onnxc.backend_profiles = {
     %b = "onnx.neg"(%a) {onnxc.accepted_by = ["cpu"]} : (tensor<1048576xf32>) -> tensor<1048576xf32>
     %c = "onnx.add"(%a, %b) : (tensor<1048576xf32>, tensor<1048576xf32>) -> tensor<1048576xf32>
     return %c : tensor<1048576xf32>
+  }
+}
+
+// -----
+
+// force=acc (the user's override): the slow link would keep both ops on the CPU, but every node
+// the device accepts goes to it; Tanh, which it does not accept, stays on the CPU.
+// FORCE-LABEL: func.func @forced
+// FORCE: "onnx.mat_mul"{{.*}}onnxc.backend = "acc", onnxc.subgraph = 0
+// FORCE: "onnx.tanh"{{.*}}onnxc.backend = "cpu", onnxc.subgraph = 1
+module attributes {onnxc.backend_profiles = {
+    cpu = {host, macs = {f32 = 1.0e10 : f64}, mem_bw = 1.0e10 : f64},
+    acc = {macs = {f32 = 1.0e14 : f64}, mem_bw = 1.0e12 : f64, h2d_bw = 1.0e6 : f64, d2h_bw = 1.0e6 : f64, ops = ["MatMul"]}}} {
+  func.func @forced(%a: tensor<16x16xf32>) -> tensor<16x16xf32> {
+    %m = "onnx.mat_mul"(%a, %a) : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+    %t = "onnx.tanh"(%m) : (tensor<16x16xf32>) -> tensor<16x16xf32>
+    return %t : tensor<16x16xf32>
   }
 }

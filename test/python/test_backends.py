@@ -370,3 +370,61 @@ def test_decision_table_lists_every_subgraph(fake_plugin: Path) -> None:
     assert len(lines) == 1 + len(p.decisions)
     assert sum(len(d.nodes) for d in p.decisions) == 6  # every node in exactly one subgraph
     assert [d.id for d in p.decisions] == list(range(len(p.decisions)))
+
+
+@pytest.mark.skipif(not vulkan_present(), reason="no Vulkan device (run tools/install_system_deps.sh for lavapipe)")
+def test_heterogeneous_cpu_and_vulkan_matches_reference() -> None:
+    """Vulkan forced (on lavapipe the roofline rightly keeps everything on the CPU): the f32 ops
+    run on Vulkan, the f64 branch (which the Vulkan target refuses) on the CPU."""
+    from onnxc.targets.backends.partition import partition, run_partitioned
+
+    nodes = [
+        helper.make_node("Add", ["x", "x"], ["a"]),
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("Cast", ["r"], ["d"], to=TensorProto.DOUBLE),
+        helper.make_node("Sqrt", ["d"], ["s"]),
+        helper.make_node("Cast", ["s"], ["c"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["c", "r"], ["y"]),
+    ]
+    g = helper.make_graph(nodes, "het", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 16])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    found = B.backends(plugins=False)
+    p = partition(model, found, force="vulkan")
+    placed = {n.split("#")[0]: d.backend for d in p.decisions for n in d.nodes}
+    assert placed["onnx.add"] == placed["onnx.mul"] == "vulkan" and placed["onnx.sqrt"] == "cpu", placed
+    x = np.random.default_rng(4).standard_normal((8, 16)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback: Vulkan must really run its subgraphs
+        got = run_partitioned(model, {"x": x}, found, force="vulkan")
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got["y"], want, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize(
+    ("attrs", "options", "message"),
+    [
+        ("", "", "has no 'onnxc.backend_profiles'"),
+        ("{onnxc.backend_profiles = {a = {mem_bw = 1.0 : f64}}}", "", "exactly one profile 'host'"),
+        ("{onnxc.backend_profiles = {cpu = {host, mem_bw = 1.0 : f64}}}", "{backends=tpu}", "unknown backend"),
+        ("{onnxc.backend_profiles = {cpu = {host, mem_bw = 1.0 : f64}}}", "{force=tpu}", "force=tpu: no such backend"),
+        ("{onnxc.backend_profiles = {cpu = {host}}}", "", "mem_bw"),
+    ],
+)
+def test_partition_pass_refuses_bad_figures(attrs: str, options: str, message: str) -> None:
+    from mlir import ir
+
+    from onnxc.dialect import onnx_context
+    from onnxc.errors import OnnxcError
+    from onnxc.transforms.pipeline import run_pipeline
+
+    text = f"""module attributes {attrs} {{
+      func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {{
+        %a = "onnx.relu"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+        return %a : tensor<4xf32>
+      }}
+    }}""".replace("attributes  {", "{")
+    with onnx_context():
+        module = ir.Module.parse(text)
+        with pytest.raises(OnnxcError, match=message):
+            run_pipeline(module, "onnx-partition" + options, reraise=True)
