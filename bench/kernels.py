@@ -5,7 +5,8 @@ ONNX MatMul model is compiled by ``onnxc.compile`` twice, once with the weight B
 initializer (packed at compile time) and once with both operands as inputs, and timed (best
 of several calls, result copy-out included) against ``a @ b`` in numpy (single-thread OpenBLAS)
 and onnxruntime with one intra-op thread on the same arrays. Prints the ISA (``host_cpu()``),
-GFLOP/s of each and the ratios onnxc/numpy and onnxc/onnxruntime (> 1: onnxc faster).
+GFLOP/s of each and the ratios onnxc/numpy and onnxc/onnxruntime (> 1: onnxc faster), then
+onnxc with ``threads=2`` and its speed-up over one thread.
 Every onnxc result is checked against numpy first (a fast wrong answer does not count).
 
 ``--target-cpu znver3`` builds with the AVX2 tile table (the JIT still runs on this host, so
@@ -94,9 +95,10 @@ def main(argv: list[str]) -> None:
     print(f"tiles for: {cpu.describe()}")
     print("figures from a shared machine are noisy; compare ratios within one run\n")
     print(f"{'M x N x K':>18} {'B':>6} {'tile':>7} {'compile s':>9} {'onnxc':>8} {'numpy':>8} {'ort':>8} "
-          f"{'/numpy':>7} {'/ort':>6}   (GFLOP/s)")
+          f"{'/numpy':>7} {'/ort':>6} {'onnxc 2T':>9} {'2T/1T':>6}   (GFLOP/s; 2T: threads=2)")
     rng = np.random.default_rng(0)
-    options = CpuPipelineOptions(target_cpu=args.target_cpu)
+    options = CpuPipelineOptions(target_cpu=args.target_cpu, threads=1)
+    options2 = CpuPipelineOptions(target_cpu=args.target_cpu, threads=2)
     for shape in args.shapes.split(","):
         m, n, k = (int(s) for s in shape.lower().split("x"))
         a = rng.standard_normal((m, k), dtype=np.float32)
@@ -119,9 +121,14 @@ def main(argv: list[str]) -> None:
             if sess is not None:
                 feeds = {"a": a} if const else {"a": a, "b": b}
                 t_ort = best_seconds(lambda: sess.run(None, feeds), args.repeat)
+            compiled2 = onnxc.compile(model, cpu_options=options2)
+            (y2,) = compiled2(*call_args)
+            np.testing.assert_allclose(y2, want, rtol=2e-3, atol=2e-3 * np.sqrt(k))
+            t_two = best_seconds(lambda: compiled2(*call_args), args.repeat)
             g = lambda t: flops / t / 1e9  # noqa: E731
             print(f"{shape:>18} {'const' if const else 'input':>6} {tile.m0:>3}x{tile.n0:<3} {compile_s:9.2f} "
-                  f"{g(t_ours):8.1f} {g(t_np):8.1f} {g(t_ort):8.1f} {t_np / t_ours:7.2f} {t_ort / t_ours:6.2f}",
+                  f"{g(t_ours):8.1f} {g(t_np):8.1f} {g(t_ort):8.1f} {t_np / t_ours:7.2f} {t_ort / t_ours:6.2f} "
+                  f"{g(t_two):9.1f} {t_ours / t_two:6.2f}",
                   flush=True)
 
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import string
 from collections.abc import Callable, Sequence
 
 from mlir import ir
@@ -478,83 +479,98 @@ def _structured_ops(module: ir.Module) -> list[ir.Operation]:
     return found
 
 
+#: One group of ops with the same plan: matched once (a walk of the module per group, not per
+#: op: per-op sequences made the vector stage quadratic in the number of ops), then each op is
+#: transformed in its own `failures(suppress)` sequence inside `transform.foreach`, so an op
+#: the vectorizer refuses stays tiled and scalar without stopping the others of its group.
+_GROUP_TEMPLATE = string.Template(
+    """%ops$id = transform.structured.match attributes{$tag = $id : i64} in %root
+  : (!transform.any_op) -> !transform.any_op
+transform.foreach %ops$id : !transform.any_op {
+^bb0(%op: !transform.any_op):
+  transform.sequence %op : !transform.any_op failures(suppress) {
+  ^bb1(%o: !transform.any_op):
+$steps
+    transform.yield
+  }
+}"""
+)
+_FORALL_STEP = string.Template(
+    "    %f, %fl = transform.structured.tile_using_forall $target num_threads [$counts]"
+    " : (!transform.any_op) -> (!transform.any_op, !transform.any_op)"
+)
+_TILE_STEP = string.Template(
+    "    $result, $loops_name:$n = transform.structured.tile_using_for $target tile_sizes [$sizes]"
+    " : (!transform.any_op) -> (!transform.any_op, $loops)"
+)
+_DECOMPOSE_STEP = string.Template(
+    "    %d = transform.structured.decompose $target : (!transform.any_op) -> !transform.any_op"
+)
+_VECTORIZE_STEP = string.Template("    transform.structured.vectorize $target$sizes$attrs : !transform.any_op")
+_SCRIPT_TEMPLATE = string.Template(
+    """module attributes {transform.with_named_sequence} {
+transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+$groups
+$mask_lowering
+transform.yield
+}
+}"""
+)
+
+
+def _ints(values: Sequence[int]) -> str:
+    return ", ".join(str(int(v)) for v in values)
+
+
+def _plan_steps(plan: TilePlan) -> str:
+    """The transform steps of one plan (forall, cache tiles, register tiles, decompose,
+    vectorize), applied to the op handle ``%o``."""
+    steps: list[str] = []
+    target = "%o"
+    if plan.forall_threads:
+        steps.append(_FORALL_STEP.substitute(target=target, counts=_ints(plan.forall_threads)))
+        target = "%f"
+    for result, loops_name, sizes in (("%c", "%cl", plan.cache_tile_sizes or ()), ("%t", "%l", plan.tile_sizes)):
+        n = sum(1 for t in sizes if t)
+        if n:
+            steps.append(_TILE_STEP.substitute(result=result, loops_name=loops_name, n=n, target=target,
+                                               sizes=_ints(sizes), loops=", ".join(["!transform.any_op"] * n)))
+            target = result
+    if plan.decompose:  # see TilePlan.decompose
+        steps.append(_DECOMPOSE_STEP.substitute(target=target))
+        target = "%d"
+    if plan.vector_sizes is not None:
+        sizes = f" vector_sizes [{_ints(plan.vector_sizes)}]" if plan.vector_sizes else ""
+        attrs = " {create_named_contraction}" if plan.named_contraction else ""
+        steps.append(_VECTORIZE_STEP.substitute(target=target, sizes=sizes, attrs=attrs))
+    return "\n".join(steps)
+
+
 def vector_transform_script(
     module: ir.Module, options: CpuPipelineOptions | None = None
 ) -> tuple[str, list[ir.Operation]]:
-    """Tag each linalg op of ``module`` and return (transform script, tagged ops).
+    """Tag each linalg op of ``module`` with the id of its plan's group and return
+    (transform script, tagged ops).
 
-    The script has one ``failures(suppress)`` sequence per op: match by tag, tile with
-    ``scf.for``, vectorize with explicit vector sizes. A silenceable failure (the op cannot be
-    vectorized) leaves that op tiled but scalar and does not stop the others.
+    Ops with equal plans share a group: one match per group, then per op (``transform.foreach``)
+    a ``failures(suppress)`` sequence that tiles with ``scf.for`` (``scf.forall`` for threaded
+    outer tiles) and vectorizes with explicit vector sizes. A silenceable failure (the op
+    cannot be vectorized) leaves that op tiled but scalar and does not stop the others.
     """
     opts = options or CpuPipelineOptions()
     ops = _structured_ops(module)
     i64 = ir.IntegerType.get_signless(64, module.context)
-    parts: list[str] = []
+    groups: dict[TilePlan, int] = {}
     tagged: list[ir.Operation] = []
     for op in ops:
         plan = plan_tiles(op, opts)
         if plan is None:
             continue
-        ident = len(tagged)
+        ident = groups.setdefault(plan, len(groups))
         op.attributes[_TAG] = ir.IntegerAttr.get(i64, ident)
         tagged.append(op)
-        body = [
-            f"  %op = transform.structured.match attributes{{{_TAG} = {ident} : i64}} in %r"
-            " : (!transform.any_op) -> !transform.any_op"
-        ]
-        target = "%op"
-        if plan.forall_threads:
-            counts = ", ".join(str(t) for t in plan.forall_threads)
-            body.append(
-                f"  %f, %fl = transform.structured.tile_using_forall %op num_threads [{counts}]"
-                " : (!transform.any_op) -> (!transform.any_op, !transform.any_op)"
-            )
-            target = "%f"
-        n_cache = sum(1 for t in plan.cache_tile_sizes or () if t)
-        if n_cache:
-            loops = ", ".join(["!transform.any_op"] * n_cache)
-            sizes = ", ".join(str(t) for t in plan.cache_tile_sizes or ())
-            body.append(
-                f"  %c, %cl:{n_cache} = transform.structured.tile_using_for {target} tile_sizes [{sizes}]"
-                f" : (!transform.any_op) -> (!transform.any_op, {loops})"
-            )
-            target = "%c"
-        n_tiled = sum(1 for t in plan.tile_sizes if t)
-        if n_tiled:
-            loops = ", ".join(["!transform.any_op"] * n_tiled)
-            sizes = ", ".join(str(t) for t in plan.tile_sizes)
-            body.append(
-                f"  %t, %l:{n_tiled} = transform.structured.tile_using_for {target} tile_sizes [{sizes}]"
-                f" : (!transform.any_op) -> (!transform.any_op, {loops})"
-            )
-            target = "%t"
-        if plan.decompose:  # see TilePlan.decompose
-            body.append(
-                f"  %d = transform.structured.decompose {target}"
-                " : (!transform.any_op) -> !transform.any_op"
-            )
-            target = "%d"
-        if plan.vector_sizes is not None:
-            vs = (
-                f" vector_sizes [{', '.join(str(v) for v in plan.vector_sizes)}]"
-                if plan.vector_sizes
-                else ""
-            )
-            attrs = " {create_named_contraction}" if plan.named_contraction else ""
-            body.append(f"  transform.structured.vectorize {target}{vs}{attrs} : !transform.any_op")
-        parts.append(
-            "transform.sequence %root : !transform.any_op failures(suppress) {\n"
-            "^bb0(%r: !transform.any_op):\n" + "\n".join(body) + "\n  transform.yield\n}"
-        )
-    script = (
-        "module attributes {transform.with_named_sequence} {\n"
-        "transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {\n"
-        + "\n".join(parts)
-        + "\n"
-        + _MASK_LOWERING
-        + "\ntransform.yield\n}\n}"
-    )
+    parts = [_GROUP_TEMPLATE.substitute(id=ident, tag=_TAG, steps=_plan_steps(plan)) for plan, ident in groups.items()]
+    script = _SCRIPT_TEMPLATE.substitute(groups="\n".join(parts), mask_lowering=_MASK_LOWERING)
     return script, tagged
 
 
