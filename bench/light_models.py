@@ -42,14 +42,9 @@ def light_models() -> dict[str, str]:
 
 
 def _median_ms(fn: Callable[[], Any], warmup: int, repeat: int) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return 1000.0 * statistics.median(times)
+    from onnxc.tools.bench import measure  # the one timing rule (`onnxc bench`)
+
+    return measure(fn, repeat, warmup).median
 
 
 def _ort_session(model: onnx.ModelProto, threads: int) -> Any:

@@ -19,19 +19,26 @@ from onnxc.targets.cpu import AotFunction, CompiledFunction, CpuPipelineOptions
 from onnxc.targets.cpu import cache
 
 
-def small_model(scale: float = 1.0) -> onnx.ModelProto:
-    rng = np.random.default_rng(0)
-    w = numpy_helper.from_array((scale * rng.standard_normal((8, 4))).astype(np.float32), "w")
+def matmul_model(w: np.ndarray, rows: int, relu: bool) -> onnx.ModelProto:
+    """y = x @ w (then Relu), x of shape [rows, w.shape[0]]."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m" if relu else "y"])]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["m"], ["y"]))
     graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Relu", ["m"], ["y"])],
-        "small",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
-        [w],
+        nodes,
+        "mm",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, w.shape[0]])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, w.shape[1]])],
+        [numpy_helper.from_array(w, "w")],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model
+
+
+def small_model(scale: float = 1.0) -> onnx.ModelProto:
+    w = (scale * np.random.default_rng(0).standard_normal((8, 4))).astype(np.float32)
+    return matmul_model(w, 2, relu=True)
 
 
 X = np.random.default_rng(1).standard_normal((2, 8)).astype(np.float32)
@@ -119,16 +126,8 @@ def test_threaded_entry_loads_in_a_fresh_process(tmp_path: Path) -> None:
     import sys
 
     rng = np.random.default_rng(2)
-    w = numpy_helper.from_array(rng.standard_normal((256, 256)).astype(np.float32), "w")
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["y"])],
-        "mm",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 256])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 256])],
-        [w],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
+    w = rng.standard_normal((256, 256)).astype(np.float32)
+    model = matmul_model(w, 64, relu=False)
     path = tmp_path / "mm.onnx"
     onnx.save(model, path)
     folder = tmp_path / "cache"
@@ -147,7 +146,7 @@ def test_threaded_entry_loads_in_a_fresh_process(tmp_path: Path) -> None:
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), x @ numpy_helper.to_array(w), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), x @ w, rtol=1e-4, atol=1e-4)
 
 
 def test_resolve_dir() -> None:
