@@ -10,11 +10,12 @@
    assigns them (see `onnxc.transforms.onnx_partition`);
 4. returns a `Partition`: the annotated module and the decision table (`Decision` per subgraph).
 
-`run_partitioned(model, feeds, backends)` cuts each subgraph out as its own ONNX model
-(`subgraph_model`), initializes it on its backend (`init_graph`), and runs the subgraphs in the
-pass's order, moving each value from the subgraph that makes it to those that read it. A backend
-that refuses a subgraph at `init_graph`, or fails running it, is replaced by the CPU for that
-subgraph with a warning naming its nodes: a refusal never fails the run.
+`PartitionedModel(model, backends)` cuts each subgraph out as its own ONNX model
+(`subgraph_model`) and initializes it on its backend (`init_graph`) once; `run(feeds)` runs the
+subgraphs in the pass's order, moving each value from the subgraph that makes it to those that
+read it. A backend that refuses a subgraph at `init_graph` (compile time) is replaced by the CPU
+for that subgraph with a warning naming its nodes: a refusal never fails the compile.
+`run_partitioned(model, feeds, backends)` compiles, runs once and releases.
 
 Why subgraphs travel as ONNX models: that is the proposal's contract (`onnxInitGraph` takes a
 serialized ModelProto), so a plug-in needs nothing of onnxc's IR.
@@ -39,7 +40,7 @@ from onnxc.transforms.onnx_partition import ACCEPTED_ATTR, BACKEND_ATTR, PARTITI
 from onnxc.transforms.pass_base import element_text
 from onnxc.transforms.pipeline import run_pipeline
 
-__all__ = ["Decision", "Partition", "decision_table", "node_model", "partition", "run_partitioned", "subgraph_model"]
+__all__ = ["Decision", "Partition", "PartitionedModel", "decision_table", "node_model", "partition", "run_partitioned", "subgraph_model"]
 
 _OURS = (ACCEPTED_ATTR, BACKEND_ATTR, SUBGRAPH_ATTR)
 
@@ -174,10 +175,14 @@ def partition(model: onnx.ModelProto, backends: Sequence[Backend] | None = None,
         f = _main(module)
         ops = _nodes(f)
         index = {U.id_key(op): i for i, op in enumerate(ops)}
-        singles = [node_model(module, op, index) for op in ops]
+        # Ops with regions (If/Loop/Scan) stay on the CPU: their bodies may read enclosing values.
+        singles = [None if any(len(r.blocks) for r in op.regions) else node_model(module, op, index) for op in ops]
     # The compatibility queries run pipelines, which may invalidate every Python op handle of the
     # (shared) context: the ops are looked up again afterwards, by position.
-    accepted = [[b.name for b in chosen if b.info().device_kind == "cpu" or b.compatibility(single).support is Support.SUPPORTED] for single in singles]
+    accepted = [
+        [b.name for b in chosen if b.info().device_kind == "cpu" or (single is not None and b.compatibility(single).support is Support.SUPPORTED)]
+        for single in singles
+    ]
     with module.context:
         f = _main(module)
         for op, names in zip(_nodes(f), accepted):
@@ -210,62 +215,117 @@ def decision_table(p: Partition) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
 
+@dataclasses.dataclass
+class _Step:
+    """One subgraph ready to run: its graph on the backend that took it, and the names of the
+    values it reads and writes (`_value_key` names, shared by all steps)."""
+
+    id: int
+    backend: str
+    nodes: list[str]
+    model: onnx.ModelProto
+    graph: Graph
+
+
+class PartitionedModel:
+    """A model compiled over several backends: each subgraph initialized on its backend once
+    (`init_graph`), the CPU taking any subgraph its backend refuses (with a warning naming the
+    nodes). Call `run(feeds)` (or the object) any number of times; `release()` frees the graphs.
+
+    Models whose top-level ops carry subgraphs (If/Loop/Scan) are compiled whole for the CPU, with
+    a warning: a region may read values of the enclosing graph that cutting would lose.
+    """
+
+    def __init__(self, model: onnx.ModelProto, backends: Sequence[Backend] | None = None, force: str | None = None) -> None:
+        from onnxc.targets.backends import backends as discover
+
+        present = list(backends) if backends is not None else discover()
+        self.partition = partition(model, present, force)
+        by_name = {b.name: b for b in present}
+        cpu = next(b for b in present if b.info().device_kind == "cpu")
+        module = self.partition.module
+        self.steps: list[_Step] = []
+        with module.context:
+            f = _main(module)
+            ops = _nodes(f)
+            ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
+            self.input_names = _signature_names(f, "arg_attrs", len(ftype.inputs), "input")
+            self.output_names = _signature_names(f, "res_attrs", len(ftype.results), "output")
+            if any(len(r.blocks) for op in ops for r in op.regions):
+                warnings.warn("partitioning models with If/Loop/Scan is not implemented: the whole model runs on the CPU", stacklevel=2)
+                self.steps.append(_Step(0, cpu.name, [op.name for op in ops], model, cpu.init_graph(model)))
+                self._keys = {n: n for n in self.input_names}
+                self._results = list(self.output_names)
+                return
+            index = {U.id_key(op): i for i, op in enumerate(ops)}
+            groups: dict[int, list[ir.Operation]] = {}
+            for op in ops:
+                groups.setdefault(ir.IntegerAttr(op.attributes[SUBGRAPH_ATTR]).value, []).append(op)
+            returned = list(U.terminator(f.regions[0].blocks[0]).operands)
+            self._results = []
+            for v in returned:
+                if isinstance(v, ir.BlockArgument):
+                    self._results.append(f"arg{v.arg_number}")
+                elif U.id_key(v.owner) in index:
+                    self._results.append(_value_key(v, index))
+                else:
+                    raise BackendError(f"graph output '{self.output_names[len(self._results)]}' is a constant; such models are not partitioned yet")
+            self._keys = {name: f"arg{i}" for i, name in enumerate(self.input_names)}
+            returned_keys = set(self._results)
+            plans = []
+            for sid in sorted(groups):
+                members = groups[sid]
+                inside = {U.id_key(op) for op in members}
+                outs = [
+                    r for op in members for r in op.results
+                    if not isinstance(r.type, ir.NoneType)
+                    and (any(U.id_key(u.owner) not in inside for u in r.uses) or _value_key(r, index) in returned_keys)
+                ]
+                names = [f"{op.name}#{index[U.id_key(op)]}" for op in members]
+                plans.append((sid, ir.StringAttr(members[0].attributes[BACKEND_ATTR]).value, names, subgraph_model(module, members, index, outs)))
+        for sid, backend, names, sub in plans:
+            graph, used = _init_with_fallback(by_name[backend], cpu, sub, names)
+            self.steps.append(_Step(sid, used.name, names, sub, graph))
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The graph outputs by name for `feeds` (every graph input, by name)."""
+        env: dict[str, np.ndarray] = {}
+        for name, key in self._keys.items():
+            if name not in feeds:
+                raise BackendError(f"input '{name}' is not fed (inputs: {', '.join(self.input_names)})")
+            env[key] = np.asarray(feeds[name])
+        for step in self.steps:
+            step.graph.set_graph_io({i.name: env[i.name] for i in step.graph.inputs})
+            env.update(step.graph.run_graph().result())
+        return {name: env[k] for name, k in zip(self.output_names, self._results)}
+
+    __call__ = run
+
+    def release(self) -> None:
+        """Release every subgraph's graph (and with it the backends' references)."""
+        for step in self.steps:
+            step.graph.release_graph()
+
+
+def _init_with_fallback(backend: Backend, cpu: Backend, sub: onnx.ModelProto, names: list[str]) -> tuple[Graph, Backend]:
+    """`backend.init_graph(sub)`, or the CPU's with a warning naming the nodes when it refuses."""
+    if backend is not cpu:
+        try:
+            return backend.init_graph(sub), backend
+        except Exception as e:  # noqa: BLE001 - any refusal or failure of a (plug-in) backend falls back to the CPU
+            warnings.warn(f"backend '{backend.name}' failed on nodes {', '.join(names)} ({type(e).__name__}: {e}); running them on the CPU", stacklevel=3)
+    return cpu.init_graph(sub), cpu
+
+
 def run_partitioned(
     model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], backends: Sequence[Backend] | None = None, force: str | None = None
 ) -> dict[str, np.ndarray]:
-    """Run `model` with each subgraph on its backend (the CPU where a backend refuses or fails,
-    with a warning naming the nodes); returns the graph outputs by name. `force`: see `partition`."""
-    from onnxc.targets.backends import backends as discover
-
-    present = list(backends) if backends is not None else discover()
-    p = partition(model, present, force)
-    module = p.module
-    chosen = {b.name: b for b in present}
-    cpu = next(b for b in chosen.values() if b.info().device_kind == "cpu")
-    with module.context:
-        f = _main(module)
-        ops = _nodes(f)
-        index = {U.id_key(op): i for i, op in enumerate(ops)}
-        groups: dict[int, list[ir.Operation]] = {}
-        for op in ops:
-            groups.setdefault(ir.IntegerAttr(op.attributes[SUBGRAPH_ATTR]).value, []).append(op)
-        ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
-        arg_names = _signature_names(f, "arg_attrs", len(ftype.inputs), "input")
-        result_names = _signature_names(f, "res_attrs", len(ftype.results), "output")
-        env: dict[str, np.ndarray] = {}
-        for i, name in enumerate(arg_names):
-            if name not in feeds:
-                raise BackendError(f"input '{name}' is not fed")
-            env[f"arg{i}"] = np.asarray(feeds[name])
-        returned = list(U.terminator(f.regions[0].blocks[0]).operands)
-        returned_keys = {_value_key(v, index) for v in returned if not isinstance(v, ir.BlockArgument) and U.id_key(v.owner) in index}
-        plans = []
-        for sid in sorted(groups):
-            members = groups[sid]
-            inside = {U.id_key(op) for op in members}
-            outs = []
-            for op in members:
-                for r in op.results:
-                    if isinstance(r.type, ir.NoneType):
-                        continue
-                    used_outside = any(U.id_key(u.owner) not in inside for u in r.uses)
-                    if used_outside or _value_key(r, index) in returned_keys:
-                        outs.append(r)
-            sub = subgraph_model(module, members, index, outs)
-            plans.append((sid, members[0].attributes[BACKEND_ATTR], [f"{op.name}#{index[U.id_key(op)]}" for op in members], sub))
-        result_keys = []
-        for v in returned:
-            if isinstance(v, ir.BlockArgument):
-                result_keys.append(f"arg{v.arg_number}")
-            elif U.id_key(v.owner) in index:
-                result_keys.append(_value_key(v, index))
-            else:
-                raise BackendError("a graph output that is a constant is not partitioned yet")
-    for sid, backend_attr, names, sub in plans:
-        backend = chosen[ir.StringAttr(backend_attr).value]
-        outputs = _run_one(backend, cpu, sub, env, names)
-        env.update(outputs)
-    return {name: env[k] for name, k in zip(result_names, result_keys)}
+    """Compile `model` over the backends (`PartitionedModel`), run it once on `feeds`, release it."""
+    compiled = PartitionedModel(model, backends, force)
+    try:
+        return compiled.run(feeds)
+    finally:
+        compiled.release()
 
 
 def _signature_names(f: ir.Operation, key: str, count: int, prefix: str) -> list[str]:
@@ -276,22 +336,3 @@ def _signature_names(f: ir.Operation, key: str, count: int, prefix: str) -> list
             if "onnx.name" in d:
                 names[i] = ir.StringAttr(d["onnx.name"]).value
     return names
-
-
-def _run_one(backend: Backend, cpu: Backend, sub: onnx.ModelProto, env: dict[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
-    """Run one subgraph model on `backend`, falling back to `cpu` with a warning."""
-    feeds = {i.name: env[i.name] for i in sub.graph.input}
-    for attempt in ([backend, cpu] if backend is not cpu else [cpu]):
-        graph: Graph | None = None
-        try:
-            graph = attempt.init_graph(sub)
-            graph.set_graph_io(feeds)
-            return graph.run_graph().result()
-        except Exception as e:  # noqa: BLE001 - any refusal or failure of a (plug-in) backend falls back to the CPU
-            if attempt is cpu:
-                raise
-            warnings.warn(f"backend '{attempt.name}' failed on nodes {', '.join(names)} ({type(e).__name__}: {e}); running them on the CPU", stacklevel=3)
-        finally:
-            if graph is not None:
-                graph.release_graph()
-    raise AssertionError("unreachable")

@@ -428,3 +428,40 @@ def test_partition_pass_refuses_bad_figures(attrs: str, options: str, message: s
         module = ir.Module.parse(text)
         with pytest.raises(OnnxcError, match=message):
             run_pipeline(module, "onnx-partition" + options, reraise=True)
+
+
+def test_partitioned_model_compiles_once_runs_many_with_dynamic_batch(fake_plugin: Path) -> None:
+    from onnxc.targets.backends.partition import PartitionedModel
+
+    nodes = [helper.make_node("Mul", ["x", "x"], ["m"]), helper.make_node("Sigmoid", ["m"], ["s"]), helper.make_node("Add", ["s", "x"], ["y"])]
+    g = helper.make_graph(nodes, "dyn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4096])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4096])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    compiled = PartitionedModel(model, B.backends())
+    try:
+        assert {s.backend for s in compiled.steps} >= {"fakeaccel", "cpu"}
+        ref = ReferenceEvaluator(model)
+        for n in (1, 3):
+            x = np.random.default_rng(n).standard_normal((n, 4096)).astype(np.float32)
+            np.testing.assert_allclose(compiled.run({"x": x})["y"], ref.run(None, {"x": x})[0], rtol=RTOL, atol=ATOL)
+        with pytest.raises(B.BackendError, match="input 'x' is not fed"):
+            compiled.run({})
+    finally:
+        compiled.release()
+    assert all(b.references == 0 for b in {s.graph.backend for s in compiled.steps})
+
+
+def test_models_with_subgraphs_run_whole_on_the_cpu(fake_plugin: Path) -> None:
+    from onnxc.targets.backends.partition import run_partitioned
+
+    then = helper.make_graph([helper.make_node("Add", ["x", "x"], ["t"])], "then", [], [helper.make_tensor_value_info("t", TensorProto.FLOAT, [4])])
+    other = helper.make_graph([helper.make_node("Mul", ["x", "x"], ["e"])], "else", [], [helper.make_tensor_value_info("e", TensorProto.FLOAT, [4])])
+    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0), helper.make_node("Greater", ["s", "zero"], ["c"]),
+             helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)]
+    g = helper.make_graph(nodes, "iff", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    x = np.array([1, -2, 3, -4], np.float32)
+    with pytest.warns(UserWarning, match="If/Loop/Scan"):
+        got = run_partitioned(model, {"x": x}, B.backends())
+    np.testing.assert_allclose(got["y"], ReferenceEvaluator(model).run(None, {"x": x})[0], rtol=RTOL, atol=ATOL)
