@@ -60,30 +60,39 @@ def machine_key() -> str:
     return f"{platform.node()}|{model}|{os.cpu_count()}"
 
 
-def _best(fn: Any, repeat: int) -> float:
+#: Seconds each figure may take (best of as many runs as fit, at least `_MIN_RUNS`): a fixed
+#: repetition count would take seconds on a slow or busy machine and learn little on a fast one.
+_BUDGET_S = 0.12
+_MIN_RUNS = 2
+
+
+def _best(fn: Any) -> float:
     fn()  # warm-up: page faults, BLAS thread start
     best = float("inf")
-    for _ in range(repeat):
+    start = time.perf_counter()
+    runs = 0
+    while runs < _MIN_RUNS or (time.perf_counter() - start < _BUDGET_S and runs < 50):
         t0 = time.perf_counter()
         fn()
         best = min(best, time.perf_counter() - t0)
+        runs += 1
     return best
 
 
 def measure_cpu() -> dict[str, Any]:
     """Run the micro-benchmark (a few hundred ms) and return the raw numbers."""
-    n = 512
+    n = 384  # 57 M MACs: long enough to reach the BLAS kernel's peak, short on a slow machine
     rng = np.random.default_rng(0)
     macs: dict[str, float] = {}
     for dtype in ("f32", "f64"):
         a = rng.standard_normal((n, n)).astype(np.float32 if dtype == "f32" else np.float64)
         b = rng.standard_normal((n, n)).astype(a.dtype)
         c = np.empty_like(a)
-        t = _best(lambda: np.matmul(a, b, out=c), 5)
+        t = _best(lambda: np.matmul(a, b, out=c))
         macs[dtype] = n**3 / t
     src = np.ones(16 << 20, dtype=np.float32)  # 64 MiB: larger than any last-level cache
     dst = np.empty_like(src)
-    t = _best(lambda: np.copyto(dst, src), 3)
+    t = _best(lambda: np.copyto(dst, src))
     bandwidth = 2 * src.nbytes / t  # read + write
     return {"macs": macs, "memory_bandwidth": bandwidth, "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")}
 
