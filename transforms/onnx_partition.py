@@ -45,6 +45,7 @@ backend that accepts all of it), `transfer` (seconds of transfers on the chosen 
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import math
 from collections.abc import Callable, Iterable, Sequence
 
@@ -94,19 +95,22 @@ class Profile:
 
 
 def _topo_order(n: int, succ: Sequence[set[int]]) -> list[int]:
+    """A topological order (shorter than `n` when there is a cycle) taking the smallest ready
+    node first, so that numberings derived from it are deterministic and follow program order."""
     indeg = [0] * n
     for u in range(n):
         for v in succ[u]:
             indeg[v] += 1
     ready = [u for u in range(n) if indeg[u] == 0]
+    heapq.heapify(ready)
     order = []
     while ready:
-        u = ready.pop()
+        u = heapq.heappop(ready)
         order.append(u)
-        for v in sorted(succ[u]):
+        for v in succ[u]:
             indeg[v] -= 1
             if indeg[v] == 0:
-                ready.append(v)
+                heapq.heappush(ready, v)
     return order
 
 
@@ -414,7 +418,7 @@ class OnnxPartitionPass(ModulePass):
         order = _topo_order(len(assigned), g_succ)
         if len(order) != len(assigned):  # form_subgraphs guarantees a DAG; a bug otherwise
             raise PassFailure(self.name, [(f.location, "internal error: the contracted subgraph graph has a cycle")])
-        renumber = {g: k for k, g in enumerate(_stable_topo(len(assigned), g_succ))}
+        renumber = {g: k for k, g in enumerate(order)}
         table = []
         for g, (nodes, backend) in sorted(enumerate(assigned), key=lambda t: renumber[t[0]]):
             est = {}
@@ -433,28 +437,6 @@ class OnnxPartitionPass(ModulePass):
                 ops[i].attributes[SUBGRAPH_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), renumber[g])
                 ops[i].attributes[BACKEND_ATTR] = ir.StringAttr.get(backend)
         f.attributes[PARTITION_ATTR] = ir.ArrayAttr.get(table)
-
-
-def _stable_topo(n: int, succ: list[set[int]]) -> list[int]:
-    """A topological order that takes the smallest ready group first (program order of the
-    groups' first nodes, as groups are created in it), so the numbering is deterministic."""
-    import heapq
-
-    indeg = [0] * n
-    for u in range(n):
-        for v in succ[u]:
-            indeg[v] += 1
-    ready = [u for u in range(n) if indeg[u] == 0]
-    heapq.heapify(ready)
-    out = []
-    while ready:
-        u = heapq.heappop(ready)
-        out.append(u)
-        for v in succ[u]:
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                heapq.heappush(ready, v)
-    return out
 
 
 def _contract(n: int, edges: list[tuple[int, int]], assigned: list[tuple[set[int], str]], owner_of: dict[int, int], eligible: Callable[[int], bool]) -> tuple[int, list[tuple[int, int]], list[int], list[set[int]]]:

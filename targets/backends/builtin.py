@@ -202,7 +202,8 @@ class TargetBackend(Backend):
         if reasons or module is None:
             return Compatibility(Support.UNSUPPORTED, "; ".join(reasons))
         try:
-            run_pipeline(module, "onnx-validate-attributes,convert-onnx-to-linalg,layout-propagation,canonicalize,cse", reraise=True)
+            # The named stage, as `compile` runs it (its ONNX passes are a no-op the second time).
+            run_pipeline(module, "onnx-to-linalg", reraise=True)
             run_pipeline(module, self.target.pipeline(self.target.options(self.options)), reraise=True)
         except OnnxcError as e:
             return Compatibility(Support.UNSUPPORTED, f"{self.name}: {e}".splitlines()[0])
