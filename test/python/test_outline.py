@@ -4,6 +4,8 @@ the unsplit one computes (against `onnx.reference`, static and dynamic batch), t
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 import onnx
 import pytest
@@ -15,7 +17,7 @@ from onnx.reference import ReferenceEvaluator
 from onnxc.importers import import_model
 from onnxc.targets.cpu import jit
 from onnxc.targets.cpu.outline import outline_function, outline_functions
-from onnxc.targets.cpu.pipeline import bufferize, lower_to_llvm, lower_to_vector
+from onnxc.targets.cpu.pipeline import CpuPipelineOptions, bufferize, lower_to_llvm, lower_to_vector, runtime_libraries
 from onnxc.transforms.named_pipelines import lower_onnx_module
 
 LAYERS = 9
@@ -66,6 +68,10 @@ def lowered(model: onnx.ModelProto, max_ops: int | None) -> tuple[ir.Module, int
 
 def run(module: ir.Module, x: np.ndarray) -> np.ndarray:
     sig = jit.select_entry(module, None)
+    # Threaded code (the default options use every core) calls MLIR's async runtime: loaded
+    # into the process globally, as the JIT does.
+    for lib in runtime_libraries(CpuPipelineOptions()):
+        ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
     with module.context:
         bufferize(module)
         lower_to_llvm(module)
