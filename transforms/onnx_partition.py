@@ -77,7 +77,9 @@ class Profile:
 
     def node_time(self, macs: float, nbytes: float, dtype: str) -> float:
         """The roofline time of one node (inf where the backend has no usable figure)."""
-        peak = self.macs.get(dtype) or (max(self.macs.values(), default=0.0) if self.host else 0.0)
+        # A type without its own figure (a node the backend said it runs, e.g. i32 on a device
+        # that declared f32 only) is costed at the best declared figure.
+        peak = self.macs.get(dtype) or max(self.macs.values(), default=0.0)
         if peak <= 0 or self.mem_bw <= 0:
             return math.inf
         return max(macs / peak, nbytes / self.mem_bw)

@@ -465,3 +465,66 @@ def test_models_with_subgraphs_run_whole_on_the_cpu(fake_plugin: Path) -> None:
     with pytest.warns(UserWarning, match="If/Loop/Scan"):
         got = run_partitioned(model, {"x": x}, B.backends())
     np.testing.assert_allclose(got["y"], ReferenceEvaluator(model).run(None, {"x": x})[0], rtol=RTOL, atol=ATOL)
+
+
+@st.composite
+def random_modules(draw: st.DrawFn) -> tuple[str, list[list[str]]]:
+    """A random DAG of binary ONNX ops over one tensor type, with random backend marks."""
+    n = draw(st.integers(2, 12))
+    lines, marks = [], []
+    for i in range(n):
+        a = draw(st.integers(-1, i - 1))
+        b = draw(st.integers(-1, i - 1))
+        accepted = ["cpu"] + [x for x in ("acc", "gpu") if draw(st.booleans())]
+        marks.append(accepted)
+        va, vb = (f"%v{a}" if a >= 0 else "%x"), (f"%v{b}" if b >= 0 else "%x")
+        attr = ", ".join(f'"{m}"' for m in accepted)
+        lines.append(f'%v{i} = "onnx.add"({va}, {vb}) {{onnxc.accepted_by = [{attr}]}} : (tensor<65536xf32>, tensor<65536xf32>) -> tensor<65536xf32>')
+    body = "\n".join(lines)
+    text = f"""module attributes {{onnxc.backend_profiles = {{
+        cpu = {{host, macs = {{f32 = 1.0e10 : f64}}, mem_bw = 1.0e10 : f64}},
+        acc = {{macs = {{f32 = 1.0e13 : f64}}, mem_bw = 1.0e12 : f64, h2d_bw = 1.0e11 : f64, d2h_bw = 1.0e11 : f64}},
+        gpu = {{macs = {{f32 = 1.0e12 : f64}}, mem_bw = 3.0e11 : f64, h2d_bw = 3.0e10 : f64, d2h_bw = 3.0e10 : f64}}}}}} {{
+      func.func @f(%x: tensor<65536xf32>) -> tensor<65536xf32> {{
+        {body}
+        return %v{n - 1} : tensor<65536xf32>
+      }}
+    }}"""
+    return text, marks
+
+
+@settings(max_examples=40, deadline=None)
+@given(random_modules())
+def test_partition_pass_on_random_graphs(case: tuple[str, list[list[str]]]) -> None:
+    """Every node lands in exactly one subgraph, on a backend that accepts it; subgraphs are
+    numbered in an order that runs every producer's subgraph before its consumers'; the
+    contracted graph is acyclic."""
+    from mlir import ir
+
+    from onnxc.dialect import onnx_context
+    from onnxc.transforms.pipeline import run_pipeline
+
+    text, marks = case
+    with onnx_context():
+        module = ir.Module.parse(text)
+        run_pipeline(module, "onnx-partition", reraise=True)
+        f = module.body.operations[0]
+        ops = [op for op in f.regions[0].blocks[0].operations if op.operation.name == "onnx.add"]
+        sub = [ir.IntegerAttr(op.attributes["onnxc.subgraph"]).value for op in ops]
+        backend = [ir.StringAttr(op.attributes["onnxc.backend"]).value for op in ops]
+        edges = []
+        pos = {}
+        for i, op in enumerate(ops):
+            pos[op.result.get_name()] = i
+            for v in op.operands:
+                if isinstance(v, ir.OpResult):
+                    edges.append((pos[v.get_name()], i))
+    for i in range(len(ops)):
+        assert backend[i] in marks[i]
+    for u, v in edges:
+        assert sub[u] <= sub[v]  # run order respects data flow
+    groups: dict[int, list[int]] = {}
+    for i, g in enumerate(sub):
+        groups.setdefault(g, []).append(i)
+    assert all(len({backend[i] for i in g}) == 1 for g in groups.values())
+    assert is_acyclic_contraction(len(ops), edges, list(groups.values()))
