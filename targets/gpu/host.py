@@ -132,7 +132,10 @@ def host_program(module: ir.Module) -> HostProgram:
         name = op.name
         if name == "arith.constant":
             if not isinstance(op.results[0].type, ir.IndexType):
-                raise GpuMappingError(f"{op.location}: a host-side constant of type {op.results[0].type} is not supported")
+                raise GpuMappingError(
+                    f"{op.location}: host-side computation (a constant of type {op.results[0].type}): control flow and "
+                    "data-dependent values stay on the host, which the GPU targets do not support yet"
+                )
         elif name == "memref.get_global":
             sym = ir.FlatSymbolRefAttr(op.attributes["name"]).value
             g = globals_[sym]

@@ -440,6 +440,32 @@ def _partials_to_workgroup_memory(module: ir.Module) -> int:
     return count
 
 
+def _thread_allocs_to_private(module: ir.Module) -> int:
+    """Turn each `memref.alloc` that bufferization put inside a thread-mapped forall (a
+    per-thread temporary, e.g. the unused value result of an argmax) into a `memref.alloca`:
+    private memory of that thread (registers or local memory), which both GPU lowerings accept,
+    where a global-memory alloc inside a kernel is lowered by neither."""
+    from mlir.dialects import memref
+
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "memref.alloc" and _parent_forall_kind(op) == "thread":
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    for op in found:
+        t = ir.MemRefType(op.results[0].type)
+        if len(op.operands) or t.memory_space is not None:
+            raise GpuMappingError(f"{op.location}: a per-thread buffer of type {t} is not supported")
+        with ir.InsertionPoint(op), op.location:
+            alloca = memref.AllocaOp(t, [], [])
+        op.results[0].replace_all_uses_with(alloca.result)
+        op.erase()
+    return len(found)
+
+
 def workgroup_allocs_to_attributions(module: ir.Module) -> int:
     """Turn `memref.alloc` of workgroup memory inside kernels into workgroup attributions of
     the `gpu.func`, which the NVVM lowering turns into shared memory (it does not lower an alloc
@@ -526,6 +552,24 @@ def _add_unit_parallel_loop(op: ir.Operation, collapse: bool = True) -> ir.Opera
     return new.operation
 
 
+def _drop_empty_ops(module: ir.Module) -> int:
+    """Replace every linalg op with an empty operand (a dim of size 0) by its output operands:
+    with an empty parallel loop its output is empty, with an empty reduction loop the result is
+    the init (the reduction's neutral value, from its fill). Tiling an empty loop would assert in
+    MLIR's slice computation, killing the process, and there is nothing to compute anyway."""
+    count = 0
+    for op in reversed(_linalg_ops(module)):  # consumers first: their fills may be empty too
+        shapes = [v.type for v in list(op.operands) + list(op.results) if isinstance(v.type, ir.ShapedType)]
+        if not any(t.has_rank and 0 in list(t.shape) for t in shapes):
+            continue
+        outs = list(op.opview.outputs)
+        for result, init in zip(op.results, outs):
+            result.replace_all_uses_with(init)
+        op.erase()
+        count += 1
+    return count
+
+
 def _one_consumer_per_fill(module: ir.Module) -> int:
     """Clone every init-only `linalg.fill` used by several ops (CSE merges equal fills), so that
     each fill is fused into exactly one kernel: a fill shared by two kernels would be cloned by
@@ -543,6 +587,7 @@ def _one_consumer_per_fill(module: ir.Module) -> int:
 
 def _tile_to_blocks_and_threads(module: ir.Module, device: GpuDevice) -> int:
     """Tag roots and fills, plan each root, and run the tensor-level tiling script (step 3)."""
+    _drop_empty_ops(module)
     _one_consumer_per_fill(module)
     # Generalization drops discardable attributes, so each op's kind is read before it and
     # matched after it by position (the pass rewrites ops in place, keeping their order).
@@ -665,6 +710,7 @@ def map_to_gpu(module: ir.Module, device: GpuDevice) -> ir.Module:
             run_pipeline(module, "builtin.module(canonicalize,cse)", "cleanup")
             _partials_to_workgroup_memory(module)
             run_pipeline(module, BUFFERIZE_PIPELINE, "bufferization")
+            _thread_allocs_to_private(module)
             _map_to_launches(module, device)
         finally:
             _strip(module, (_ROOT_TAG, _FILL_TAG, _KERNEL_TAG))

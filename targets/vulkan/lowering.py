@@ -15,9 +15,11 @@ Why the `spirv.module` is moved into its `gpu.module`: for a Shader (Vulkan) tar
 serializer looks for it inside; moving it is what makes `gpu-module-to-binary` work (checked on
 MLIR 22.1.8: without it, "An error happened while serializing the module").
 
-Element types: Vulkan storage buffers of 32-bit scalars need no extra capability; 8/16/64-bit
-buffers need optional device features, so buffers other than f32/i32 are refused by
-`check_element_types` with the buffer named.
+Element types: Vulkan storage buffers of 32-bit scalars need no extra capability; i64 needs the
+Int64 capability, which the target environment allows (`spirv-update-vce` then requires it only
+in modules that use it) and the runtime checks against the device's `shaderInt64`. 8/16-bit and
+bool buffers need features not requested yet and are refused by `check_element_types` with the
+buffer named.
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ class VulkanLoweringError(OnnxcError):
     """The mapped module cannot be expressed as Vulkan SPIR-V."""
 
 
-#: Element types of buffers the Vulkan target accepts (no optional device feature needed).
-SUPPORTED_ELEMENT_TYPES = ("f32", "i32")
+#: Element types of buffers the Vulkan target accepts: 32-bit scalars need no optional device
+#: feature; i64 (ONNX indices: Gather, ArgMax, Hardmax) needs `shaderInt64`, which the runtime
+#: enables where the device has it and checks before loading a program that uses it.
+SUPPORTED_ELEMENT_TYPES = ("f32", "i32", "i64")
 
 _VERSION = re.compile(r"^v1\.[0-6]$")
 
@@ -69,7 +73,7 @@ def spirv_pipeline(options: VulkanOptions) -> str:
     """The native pipeline from prepared kernels to SPIR-V modules (before serialization)."""
     return (
         "builtin.module("
-        f"spirv-attach-target{{ver={options.spirv_version} caps=Shader exts=SPV_KHR_storage_buffer_storage_class client_api=Vulkan}},"
+        f"spirv-attach-target{{ver={options.spirv_version} caps=Shader,Int64 exts=SPV_KHR_storage_buffer_storage_class client_api=Vulkan}},"
         "gpu.module(convert-math-to-spirv),"
         "convert-gpu-to-spirv{use-64bit-index=false},"
         "spirv.module(spirv-lower-abi-attrs,spirv-update-vce))"
@@ -114,17 +118,28 @@ def check_element_types(module: ir.Module) -> None:
 
 
 def _workgroup_memory_to_storage_class(module: ir.Module) -> int:
-    """Give workgroup-memory allocations inside kernels (tree reductions' partials) the SPIR-V
-    `Workgroup` storage class directly: `convert-gpu-to-spirv` maps the default memory space to
-    StorageBuffer but refuses `#gpu.address_space<workgroup>` on a `memref.alloc` ("failed to
-    legalize memory space"), while an alloc already in `#spirv.storage_class<Workgroup>` becomes a
-    Workgroup variable. Runs after `lower_kernels_to_loops`, when only loads and stores use it."""
-    workgroup = ir.Attribute.parse("#spirv.storage_class<Workgroup>")
+    """Give kernel-local buffers their SPIR-V storage class directly: workgroup-memory allocs
+    (tree reductions' partials) `Workgroup`, per-thread allocas `Function`.
+    `convert-gpu-to-spirv` maps the default memory space to StorageBuffer and refuses
+    `#gpu.address_space<workgroup>` on a `memref.alloc` ("failed to legalize memory space"), while
+    an alloc in `#spirv.storage_class<Workgroup>` becomes a Workgroup variable and an alloca in
+    `Function` a function variable. Runs after `lower_kernels_to_loops`, when only loads and stores
+    use them."""
+    classes = {"memref.alloc": ir.Attribute.parse("#spirv.storage_class<Workgroup>"), "memref.alloca": ir.Attribute.parse("#spirv.storage_class<Function>")}
     found: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "memref.alloc" and str(ir.MemRefType(op.results[0].type).memory_space) == "#gpu.address_space<workgroup>":
-            found.append(op)
+        if op.name == "gpu.module":
+            def inner(o: ir.Operation) -> ir.WalkResult:
+                space = ir.MemRefType(o.results[0].type).memory_space if o.name in classes else None
+                if o.name == "memref.alloc" and str(space) == "#gpu.address_space<workgroup>":
+                    found.append(o)
+                elif o.name == "memref.alloca" and space is None:
+                    found.append(o)
+                return ir.WalkResult.ADVANCE
+
+            op.walk(inner)
+            return ir.WalkResult.SKIP
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
@@ -132,8 +147,8 @@ def _workgroup_memory_to_storage_class(module: ir.Module) -> int:
         t = ir.MemRefType(op.results[0].type)
         for use in op.results[0].uses:
             if use.owner.name not in ("memref.load", "memref.store"):
-                raise VulkanLoweringError(f"{op.location}: workgroup buffer used by {use.owner.name}")
-        op.results[0].set_type(ir.MemRefType.get(t.shape, t.element_type, t.layout, workgroup))
+                raise VulkanLoweringError(f"{op.location}: kernel-local buffer used by {use.owner.name}")
+        op.results[0].set_type(ir.MemRefType.get(t.shape, t.element_type, t.layout, classes[op.name]))
     return len(found)
 
 

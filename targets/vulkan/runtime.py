@@ -79,7 +79,12 @@ class VulkanContext:
         self.device_name = str(props.deviceName)
         self.limits = props.limits
         queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.queue_family, queueCount=1, pQueuePriorities=[1.0])
-        self.device = vk.vkCreateDevice(self.physical, vk.VkDeviceCreateInfo(queueCreateInfoCount=1, pQueueCreateInfos=[queue_info]), None)
+        # 64-bit integers (ONNX index tensors) in shaders need the optional shaderInt64 feature.
+        self.int64 = bool(vk.vkGetPhysicalDeviceFeatures(self.physical).shaderInt64)
+        features = vk.VkPhysicalDeviceFeatures(shaderInt64=vk.VK_TRUE if self.int64 else vk.VK_FALSE)
+        self.device = vk.vkCreateDevice(
+            self.physical, vk.VkDeviceCreateInfo(queueCreateInfoCount=1, pQueueCreateInfos=[queue_info], pEnabledFeatures=features), None
+        )
         self.queue = vk.vkGetDeviceQueue(self.device, self.queue_family, 0)
         self.pool = vk.vkCreateCommandPool(self.device, vk.VkCommandPoolCreateInfo(queueFamilyIndex=self.queue_family), None)
         self.memory = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
@@ -152,6 +157,9 @@ class VulkanProgram:
         self.program = program
         self.ctx = ctx or vulkan_context()
         vk = self.ctx.vk
+        wide = [b for b in program.buffers if b.element_type == "i64"]
+        if wide and not self.ctx.int64:
+            raise VulkanUnavailable(f"@{program.name} uses 64-bit integer buffers; the Vulkan device {self.ctx.device_name} lacks shaderInt64")
         dev = self.ctx.device
         self._dtypes = {b.id: numpy_dtype(b.element_type) for b in program.buffers}
         self._buffers: dict[int, _Buffer] = {}

@@ -117,6 +117,23 @@ def gelu_erf() -> onnx.ModelProto:
     return _model(nodes, [_f32("x", [4, 50])], [_f32("y", [4, 50])], consts)
 
 
+def gather_argmax() -> onnx.ModelProto:
+    """An embedding lookup (Gather with i64 indices given as an input) and an ArgMax (i64 result):
+    64-bit index buffers."""
+    rng = np.random.default_rng(3)
+    nodes = [
+        helper.make_node("Gather", ["W", "ids"], ["g"], axis=0),
+        helper.make_node("Relu", ["g"], ["emb"]),
+        helper.make_node("ArgMax", ["g"], ["best"], axis=1, keepdims=0),
+    ]
+    return _model(
+        nodes,
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [6])],
+        [_f32("emb", [6, 16]), helper.make_tensor_value_info("best", TensorProto.INT64, [6])],
+        [_init(rng, "W", (50, 16))],
+    )
+
+
 def driver_mlp() -> onnx.ModelProto:
     """test_driver's MLP: y = relu(x @ W + b), z = y * 2 (two outputs)."""
     rng = np.random.default_rng(1)
@@ -132,7 +149,7 @@ def driver_mlp() -> onnx.ModelProto:
     return _model(nodes, [_f32("x", [2, 4])], [_f32("y", [2, 3]), _f32("z", [2, 3])], [w, b, two])
 
 
-#: Name -> builder; every model has float32 inputs without initializer defaults.
+#: Name -> builder; no model's graph inputs have initializer defaults.
 MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "elementwise_chain": elementwise_chain,
     "matmul_add_relu": matmul_add_relu,
@@ -142,18 +159,24 @@ MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "conv_relu": conv_relu,
     "driver_mlp": driver_mlp,
     "gelu_erf": gelu_erf,
+    "gather_argmax": gather_argmax,
 }
 
 
 def feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded standard-normal float32 inputs for the graph inputs that are not initializers."""
+    """Seeded inputs for the graph inputs that are not initializers: standard-normal float32,
+    or int64 indices valid for axis 0 of every initializer (Gather's table)."""
     rng = np.random.default_rng(seed)
     inits = {t.name for t in model.graph.initializer}
+    rows = min((t.dims[0] for t in model.graph.initializer if t.dims), default=1)
     out = {}
     for v in model.graph.input:
         if v.name not in inits:
             shape = [d.dim_value for d in v.type.tensor_type.shape.dim]
-            out[v.name] = rng.standard_normal(shape).astype(np.float32)
+            if v.type.tensor_type.elem_type == TensorProto.INT64:
+                out[v.name] = rng.integers(0, rows, shape).astype(np.int64)
+            else:
+                out[v.name] = rng.standard_normal(shape).astype(np.float32)
     return out
 
 
@@ -249,16 +272,16 @@ def test_bad_argument_is_refused_before_the_device(vulkan: None) -> None:
         fn(np.zeros((6, 99), np.float32))
 
 
-def test_int64_buffers_are_refused_with_the_type_named() -> None:
-    """Vulkan storage buffers of i64 need an optional feature: refused, not miscompiled."""
+def test_bool_buffers_are_refused_with_the_type_named() -> None:
+    """Vulkan storage buffers of bool need features not requested: refused, not miscompiled."""
     from onnxc.targets.vulkan import VulkanLoweringError
 
-    nodes = [helper.make_node("Add", ["x", "x"], ["y"])]
+    nodes = [helper.make_node("Not", ["x"], ["y"])]
     model = helper.make_model(
-        helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.INT64, [4])], [helper.make_tensor_value_info("y", TensorProto.INT64, [4])]),
+        helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.BOOL, [4])], [helper.make_tensor_value_info("y", TensorProto.BOOL, [4])]),
         opset_imports=[helper.make_opsetid("", 17)], ir_version=IR_VERSION,
     )
-    with pytest.raises(VulkanLoweringError, match="i64"):
+    with pytest.raises(VulkanLoweringError, match="i1"):
         _compile(model)
 
 
@@ -287,6 +310,21 @@ def test_reductions_to_a_scalar(vulkan: None) -> None:
     for g, w in zip(got, ReferenceEvaluator(model).run(None, x)):
         assert g.shape == w.shape == ()
         np.testing.assert_allclose(g, w, rtol=RTOL, atol=1e-4)
+
+
+def test_empty_tensors(vulkan: None) -> None:
+    """A reduction over an empty axis gives its neutral value and an elementwise op on an empty
+    tensor an empty result (tiling an empty loop would abort the process in MLIR)."""
+    import onnxc
+
+    axes = numpy_helper.from_array(np.array([0], np.int64), "axes")
+    model = _model(
+        [helper.make_node("ReduceSum", ["x", "axes"], ["s"], keepdims=1), helper.make_node("Relu", ["x"], ["r"])],
+        [_f32("x", [0, 4])], [_f32("s", [1, 4]), _f32("r", [0, 4])], [axes],
+    )
+    s, r = onnxc.compile(model, target="vulkan")(np.zeros((0, 4), np.float32))
+    np.testing.assert_array_equal(s, np.zeros((1, 4), np.float32))
+    assert r.shape == (0, 4)
 
 
 def test_bad_options_are_refused() -> None:
