@@ -220,6 +220,7 @@ class ChunkResult:
     output: str | None  # the printed IR, None when the chunk failed
     diagnostics: list[Diagnostic]
     pipeline_failed: bool = False
+    failed_pass: str | None = None  # the failing pass, when the pipeline failed and it is known
     tracebacks: list[str] = dataclasses.field(default_factory=list)
 
 
@@ -284,7 +285,9 @@ def process_chunk(
         try:
             diagnostics += pipeline.run(module)
         except PipelineFailure as e:
-            return ChunkResult(None, diagnostics + e.diagnostics, pipeline_failed=True, tracebacks=e.tracebacks)
+            return ChunkResult(
+                None, diagnostics + e.diagnostics, pipeline_failed=True, failed_pass=e.failed_pass, tracebacks=e.tracebacks
+            )
     out = io.StringIO()
     module.operation.print(
         enable_debug_info=args.mlir_print_debuginfo,
@@ -492,6 +495,9 @@ def _run(argv: Sequence[str] | None) -> int:
             if result.pipeline_failed:
                 if not any(d.severity == "error" for d in result.diagnostics):
                     print(f"{name}: error: a pass failed without reporting an error", file=sys.stderr)
+                if result.failed_pass:
+                    # As onnxc.compile's errors do: the pass, then the command.
+                    print(f"note: in pass '{result.failed_pass}'", file=sys.stderr)
                 print(_reproduce_note(args, pipeline_text or ""), file=sys.stderr)
             if os.environ.get("ONNXC_TRACEBACK"):
                 for tb in result.tracebacks:
