@@ -10,8 +10,11 @@
   asked of the `Target` object rather than copied from its tables. Answers are cached per node
   signature (op, attributes, input types), so a model's hundred Convs cost one compile.
 
-Device presence decides discovery (`present()`): Vulkan needs a loader and a compute device
-(`vulkan_context()`, which also names it: lavapipe here), CUDA a driver that counts a GPU.
+Device presence decides discovery: Vulkan needs a loader and a compute device (`vulkan_context()`,
+which also names it: lavapipe here), CUDA a driver that counts a GPU. The Vulkan backend's
+figures are measured through its own graphs on first use (`measure.device_figures`); the CUDA
+backend's are 0 "not measured" (the CUDA target cannot run on a GPU yet), which the partitioner
+never offloads to: no guessed numbers.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from onnxc.errors import OnnxcError
 from onnxc.importers import import_model
 from onnxc.targets import get_target
 from onnxc.targets.backends.base import Backend, BackendError, BackendInfo, Compatibility, Figure, GraphFunction, Support
-from onnxc.targets.backends.measure import cpu_figures
+from onnxc.targets.backends.measure import cpu_figures, device_figures
 from onnxc.transforms.pipeline import run_pipeline
 
 __all__ = ["CpuBackend", "TargetBackend", "cuda_backend", "vulkan_backend", "onnx_module", "node_signature"]
@@ -174,17 +177,26 @@ def _memory_size() -> int:
 class TargetBackend(Backend):
     """A device target of `onnxc.targets` (one device: the first the target's runtime finds)."""
 
-    def __init__(self, target: str, device: str, info: BackendInfo, options: Any = None) -> None:
+    def __init__(self, target: str, device: str, info: BackendInfo | None = None, dtypes: tuple[str, ...] = ("f32",), options: Any = None) -> None:
         super().__init__()
         self.name = target
         self.target = get_target(target)
         self.device = device
         self._info = info
+        self.dtypes = dtypes
         self.options = options
         self._answers: dict[bytes, Compatibility] = {}
 
     def info(self) -> BackendInfo:
-        """The figures given at discovery (see `vulkan_backend` / `cuda_backend` for their provenance)."""
+        """The figures given at discovery, or (none given) measured through this backend's own
+        graphs on first use and cached per machine and device (`measure.device_figures`)."""
+        if self._info is None:
+            figs = device_figures(self, self.device)
+            self._info = BackendInfo(
+                name=self.name, vendor="onnxc", version=_version(), device=self.device, device_kind="gpu", macs=figs["macs"],
+                memory_bandwidth=figs["memory_bandwidth"], host_to_device=figs["host_to_device"],
+                device_to_host=figs["device_to_host"], memory_size=0, dtypes=self.dtypes,
+            )
         return self._info
 
     def compatibility(self, node_or_model: onnx.NodeProto | onnx.ModelProto) -> Compatibility:
@@ -217,32 +229,16 @@ class TargetBackend(Backend):
 
 
 def vulkan_backend() -> TargetBackend | None:
-    """The first Vulkan compute device as a backend, or None when there is none.
-
-    Figures: on lavapipe (Mesa's CPU driver) the device is the host CPU and its memory the host's,
-    so the CPU's measured figures are its figures (provenance says so) and transfers run at the
-    host's copy bandwidth. Any other Vulkan device is not measured yet: its figures are 0 with
-    provenance "not measured", which the partitioner never offloads to (no guessed numbers).
-    """
-    from onnxc.targets.vulkan import VulkanError, vulkan_context
+    """The first Vulkan compute device as a backend, or None when there is none. Its figures are
+    measured on first use through its own compiled graphs (lavapipe included: there the "device"
+    is the host CPU run through a Vulkan driver, and the measurement says how much slower)."""
+    from onnxc.targets.vulkan import SUPPORTED_ELEMENT_TYPES, VulkanError, vulkan_context
 
     try:
         ctx = vulkan_context()
     except VulkanError:
         return None
-    name = ctx.device_name
-    if "llvmpipe" in name.lower():
-        cpu = CpuBackend().info()
-        how = f"the host CPU's (lavapipe runs on it), {cpu.memory_bandwidth.provenance}"
-        macs = {"f32": Figure(cpu.macs["f32"].value, how)}
-        bw = Figure(cpu.memory_bandwidth.value, how)
-        link = bw
-    else:
-        macs = {"f32": Figure(0.0, "not measured")}
-        bw = link = Figure(0.0, "not measured")
-    info = BackendInfo(name="vulkan", vendor="onnxc", version=_version(), device=name, device_kind="gpu", macs=macs,
-                       memory_bandwidth=bw, host_to_device=link, device_to_host=link, memory_size=0, dtypes=("f32", "i32"))
-    return TargetBackend("vulkan", name, info)
+    return TargetBackend("vulkan", ctx.device_name, dtypes=tuple(SUPPORTED_ELEMENT_TYPES))
 
 
 def cuda_backend() -> TargetBackend | None:
@@ -256,4 +252,4 @@ def cuda_backend() -> TargetBackend | None:
     info = BackendInfo(name="cuda", vendor="NVIDIA", version=_version(), device="CUDA device 0", device_kind="gpu",
                        macs={"f32": zero}, memory_bandwidth=zero, host_to_device=zero, device_to_host=zero, memory_size=0,
                        dtypes=("f32",))
-    return TargetBackend("cuda", "CUDA device 0", info)
+    return TargetBackend("cuda", "CUDA device 0", info, dtypes=("f32",))

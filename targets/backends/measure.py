@@ -1,4 +1,4 @@
-"""The CPU's roofline figures, measured once per machine and cached: peak MACs/s and memory bandwidth.
+"""Roofline figures measured once per machine and cached: the CPU's, and the devices' built-in backends.
 
 What: `cpu_figures()` returns `{"macs": {"f32": Figure, "f64": Figure}, "memory_bandwidth": Figure}`.
 The first call on a machine runs a micro-benchmark of a few hundred milliseconds (numpy matmuls
@@ -8,6 +8,10 @@ be busy) and writes the numbers to `cpu_figures.json` in the onnxc cache folder
 by the machine (host name, CPU model, core count) so a shared home folder does not hand one
 machine's figures to another. Later calls (and processes) read the file; provenance says
 "measured <UTC date>".
+
+`device_figures(backend, device)` does the same for a device backend (Vulkan) through its own
+compiled graphs (`measure_graphs`: a MatMul and a Relu, timed end to end), cached per machine
+and device; a plug-in may declare its figures instead.
 
 Why measured, not a table: the partitioner compares the CPU with devices, and a wrong CPU figure
 moves every decision; a table fitted to one machine would be wrong on the next (the issue's
@@ -22,15 +26,17 @@ import json
 import os
 import platform
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 
-from onnxc.targets.backends.base import Figure
+from onnxc.targets.backends.base import Backend, Figure
 from onnxc.targets.cpu.cache import DEFAULT_DIR, ENV
 
-__all__ = ["CACHE_FILE", "cpu_figures", "figures_path", "machine_key", "measure_cpu"]
+__all__ = ["CACHE_FILE", "cached", "cpu_figures", "device_figures", "figures_path", "machine_key", "measure_cpu", "measure_graphs"]
 
 CACHE_FILE = "cpu_figures.json"
 _OFF = {"", "0", "off", "none", "false", "no"}
@@ -97,19 +103,17 @@ def measure_cpu() -> dict[str, Any]:
     return {"macs": macs, "memory_bandwidth": bandwidth, "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")}
 
 
-def cpu_figures(refresh: bool = False) -> dict[str, Any]:
-    """The CPU's figures with provenance, from the cache file or measured now (and stored)."""
+def cached(key: str, measure: Callable[[], dict[str, Any]], refresh: bool = False) -> dict[str, Any]:
+    """The raw figures stored under `key` in the cache file, or `measure()`'s (then stored)."""
     path = figures_path()
-    key = machine_key()
     raw: dict[str, Any] | None = None
     if path is not None and not refresh and path.exists():
         try:
-            stored = json.loads(path.read_text())
-            raw = stored.get(key)
+            raw = json.loads(path.read_text()).get(key)
         except (OSError, ValueError):  # an unreadable or half-written file is measured again
             raw = None
     if raw is None:
-        raw = measure_cpu()
+        raw = measure()
         if path is not None:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -123,8 +127,61 @@ def cpu_figures(refresh: bool = False) -> dict[str, Any]:
                 tmp.replace(path)  # atomic: two processes measuring at once both succeed
             except OSError:  # a read-only cache folder: the figures are still good for this process
                 pass
+    return raw
+
+
+def cpu_figures(refresh: bool = False) -> dict[str, Any]:
+    """The CPU's figures with provenance, from the cache file or measured now (and stored)."""
+    raw = cached(machine_key(), measure_cpu, refresh)
     how = f"measured {raw['date']}"
     return {
         "macs": {k: Figure(float(v), how) for k, v in raw["macs"].items()},
         "memory_bandwidth": Figure(float(raw["memory_bandwidth"]), how),
     }
+
+
+def _model(nodes: list[onnx.NodeProto], inputs: list[tuple[str, list[int]]], output: tuple[str, list[int]]) -> onnx.ModelProto:
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        nodes, "measure", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+        [helper.make_tensor_value_info(output[0], TensorProto.FLOAT, output[1])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def measure_graphs(backend: Backend) -> dict[str, Any]:
+    """A device's figures measured through its own compiled graphs (`init_graph`/`run_graph`):
+    a 256^3 f32 MatMul for MACs/s, a Relu over 16 MiB for the bandwidth. Both are timed end to
+    end, inputs written and outputs read back included, so they are what a subgraph really costs
+    (a lower bound of the device's own peak, and the link's bandwidth with the kernel's time in
+    it); the Relu figure stands for memory and both link directions."""
+    from onnx import helper
+
+    n = 256
+    rng = np.random.default_rng(0)
+    mm = _model([helper.make_node("MatMul", ["a", "b"], ["y"])], [("a", [n, n]), ("b", [n, n])], ("y", [n, n]))
+    count = 4 << 20
+    relu = _model([helper.make_node("Relu", ["x"], ["y"])], [("x", [count])], ("y", [count]))
+    out: dict[str, Any] = {"date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")}
+    graph = backend.init_graph(mm)
+    try:
+        graph.set_graph_io({"a": rng.standard_normal((n, n)).astype(np.float32), "b": rng.standard_normal((n, n)).astype(np.float32)})
+        out["macs"] = {"f32": n**3 / _best(lambda: graph.run_graph().result())}
+    finally:
+        graph.release_graph()
+    graph = backend.init_graph(relu)
+    try:
+        graph.set_graph_io({"x": rng.standard_normal(count).astype(np.float32)})
+        out["bandwidth"] = 2 * 4 * count / _best(lambda: graph.run_graph().result())
+    finally:
+        graph.release_graph()
+    return out
+
+
+def device_figures(backend: Backend, device: str, refresh: bool = False) -> dict[str, Any]:
+    """`measure_graphs` figures of `backend` on `device`, cached per machine and device."""
+    raw = cached(f"{machine_key()}|{backend.name}|{device}", lambda: measure_graphs(backend), refresh)
+    how = f"measured {raw['date']} end to end (transfers included)"
+    bw = Figure(float(raw["bandwidth"]), how)
+    return {"macs": {k: Figure(float(v), how) for k, v in raw["macs"].items()}, "memory_bandwidth": bw, "host_to_device": bw, "device_to_host": bw}

@@ -26,15 +26,17 @@ from onnxc.transforms.onnx_partition import form_subgraphs, is_acyclic_contracti
 RTOL, ATOL = 1e-3, 1e-7
 
 
-@pytest.fixture(autouse=True)
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test measures into its own cache folder (never the user's ~/.cache)."""
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("ONNXC_CACHE_DIR", str(folder))
-    from onnxc.targets.backends import builtin
+@pytest.fixture(scope="session")
+def session_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One figures cache for the test session: each backend is measured once, not per test."""
+    return tmp_path_factory.mktemp("figures")
 
-    builtin._cpu_info.cache_clear()
-    return folder
+
+@pytest.fixture(autouse=True)
+def cache_dir(session_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Tests measure into the session's cache folder, never the user's ~/.cache."""
+    monkeypatch.setenv("ONNXC_CACHE_DIR", str(session_cache))
+    return session_cache
 
 
 def single(op: str, inputs: list[tuple[str, int, list[int]]], out: tuple[int, list[int]], **attrs: object) -> onnx.ModelProto:
@@ -242,7 +244,12 @@ def test_vulkan_compatibility_asks_the_target() -> None:
 # -------------------------------------------------------------------------- figures
 
 
-def test_cpu_figures_measured_once_and_cached(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cpu_figures_measured_once_and_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from onnxc.targets.backends import builtin
+
+    cache_dir = tmp_path / "own"
+    monkeypatch.setenv("ONNXC_CACHE_DIR", str(cache_dir))
+    builtin._cpu_info.cache_clear()  # the process-wide CpuBackend info: measure into this folder
     info = B.get_backend("cpu", B.backends(plugins=False)).info()
     assert info.macs["f32"].value > 0 and info.memory_bandwidth.value > 0
     assert info.macs["f32"].provenance.startswith("measured ")
@@ -390,6 +397,9 @@ def test_heterogeneous_cpu_and_vulkan_matches_reference() -> None:
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 16])])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
     found = B.backends(plugins=False)
+    figures = B.get_backend("vulkan", found).info()
+    assert figures.macs["f32"].value > 0 and figures.host_to_device.value > 0
+    assert figures.macs["f32"].provenance.startswith("measured ")
     p = partition(model, found, force="vulkan")
     placed = {n.split("#")[0]: d.backend for d in p.decisions for n in d.nodes}
     assert placed["onnx.add"] == placed["onnx.mul"] == "vulkan" and placed["onnx.sqrt"] == "cpu", placed
