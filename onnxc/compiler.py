@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import onnx
 from mlir import ir
 
 from onnxc.errors import OnnxcError
+
+if TYPE_CHECKING:  # imported lazily at run time: `import onnxc` stays cheap
+    from onnxc.targets.base import Target
+    from onnxc.transforms.pipeline import Instrumentation
 
 class InputError(OnnxcError):
     """Arrays given to a compiled model do not match its ONNX inputs."""
@@ -276,9 +280,9 @@ class _Settings:
     """What one `compile`/`lower` call runs with: the target, its checked options, the
     instrumentation of the pass managers, and the model's name for reproducer commands."""
 
-    target: Any  # onnxc.targets.base.Target
-    options: Any
-    instrumentation: Any  # onnxc.transforms.pipeline.Instrumentation
+    target: Target
+    options: Any  # the target's options_type
+    instrumentation: Instrumentation
     model_name: str
 
 
@@ -315,7 +319,7 @@ def _settings(
 _ONNX_STAGE = "onnx-to-linalg"
 
 
-def _for(inst: Any, text: str) -> Any:
+def _for(inst: Instrumentation, text: str) -> Instrumentation:
     """`inst` with `print_ir_after` narrowed to the passes that `text` runs (each pipeline checks
     that the names it is given are its own)."""
     from dataclasses import replace
