@@ -39,9 +39,11 @@ _INF = float("inf")
 
 
 def onnx_module(model: onnx.ModelProto) -> ir.Module:
-    """`model` imported and run through the ONNX passes (types inferred): what every target lowers."""
+    """`model` imported, its model-local functions inlined (so every node is an ONNX op of the
+    main graph, which the partitioner can place), and run through the ONNX passes (types
+    inferred): what every target lowers."""
     module = import_model(model)
-    run_pipeline(module, "onnx-passes", reraise=True)
+    run_pipeline(module, "inline-functions,onnx-passes", reraise=True)
     return module
 
 

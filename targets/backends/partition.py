@@ -77,6 +77,19 @@ def _nodes(f: ir.Operation) -> list[ir.Operation]:
     return [op for op in U.block_ops(f.regions[0].blocks[0]) if U.is_onnx_op(op) and not U.is_constant_op(op) and op.name != U.NONE_OP]
 
 
+def _uncuttable(f: ir.Operation) -> str | None:
+    """Why the main function cannot be cut into subgraphs (None when it can): ops with regions
+    (If/Loop/Scan bodies may read enclosing values) or ops of other dialects (a call left in)."""
+    for op in U.block_ops(f.regions[0].blocks[0]):
+        if op.name == "func.return":
+            continue
+        if not U.is_onnx_op(op):
+            return f"the graph holds a non-ONNX op ({op.name})"
+        if any(len(r.blocks) for r in op.regions):
+            return "partitioning models with If/Loop/Scan is not implemented"
+    return None
+
+
 def _value_key(v: ir.Value, index: dict[int, int]) -> str:
     """A name for a value of the main function, the same in every subgraph model."""
     if isinstance(v, ir.BlockArgument):
@@ -175,8 +188,9 @@ def partition(model: onnx.ModelProto, backends: Sequence[Backend] | None = None,
         f = _main(module)
         ops = _nodes(f)
         index = {U.id_key(op): i for i, op in enumerate(ops)}
-        # Ops with regions (If/Loop/Scan) stay on the CPU: their bodies may read enclosing values.
-        singles = [None if any(len(r.blocks) for r in op.regions) else node_model(module, op, index) for op in ops]
+        # A graph that cannot be cut stays on the CPU whole: no backend is asked about its nodes.
+        whole = _uncuttable(f) is not None
+        singles = [None if whole else node_model(module, op, index) for op in ops]
     # The compatibility queries run pipelines, which may invalidate every Python op handle of the
     # (shared) context: the ops are looked up again afterwards, by position.
     accepted = [
@@ -232,8 +246,9 @@ class PartitionedModel:
     (`init_graph`), the CPU taking any subgraph its backend refuses (with a warning naming the
     nodes). Call `run(feeds)` (or the object) any number of times; `release()` frees the graphs.
 
-    Models whose top-level ops carry subgraphs (If/Loop/Scan) are compiled whole for the CPU, with
-    a warning: a region may read values of the enclosing graph that cutting would lose.
+    Models whose top-level ops carry subgraphs (If/Loop/Scan), or that keep a non-ONNX op, are
+    compiled whole for the CPU, with a warning: a region may read values of the enclosing graph
+    that cutting would lose.
     """
 
     def __init__(self, model: onnx.ModelProto, backends: Sequence[Backend] | None = None, force: str | None = None) -> None:
@@ -251,8 +266,9 @@ class PartitionedModel:
             ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
             self.input_names = _signature_names(f, "arg_attrs", len(ftype.inputs), "input")
             self.output_names = _signature_names(f, "res_attrs", len(ftype.results), "output")
-            if any(len(r.blocks) for op in ops for r in op.regions):
-                warnings.warn("partitioning models with If/Loop/Scan is not implemented: the whole model runs on the CPU", stacklevel=2)
+            why = _uncuttable(f)
+            if why is not None:
+                warnings.warn(f"{why}: the whole model runs on the CPU", stacklevel=2)
                 self.steps.append(_Step(0, cpu.name, [op.name for op in ops], model, cpu.init_graph(model)))
                 self._keys = {n: n for n in self.input_names}
                 self._results = list(self.output_names)

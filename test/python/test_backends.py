@@ -538,3 +538,18 @@ def test_partition_pass_on_random_graphs(case: tuple[str, list[list[str]]]) -> N
         groups.setdefault(g, []).append(i)
     assert all(len({backend[i] for i in g}) == 1 for g in groups.values())
     assert is_acyclic_contraction(len(ops), edges, list(groups.values()))
+
+
+def test_model_local_functions_are_inlined_and_partitioned(fake_plugin: Path) -> None:
+    from onnxc.targets.backends.partition import partition, run_partitioned
+
+    fn = helper.make_function("local", "Sq", ["a"], ["b"], [helper.make_node("Mul", ["a", "a"], ["b"])], [helper.make_opsetid("", 18)])
+    g = helper.make_graph([helper.make_node("Sq", ["x"], ["y"], domain="local"), helper.make_node("Relu", ["y"], ["z"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [256, 256])], [helper.make_tensor_value_info("z", TensorProto.FLOAT, [256, 256])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("local", 1)], functions=[fn])
+    found = B.backends()
+    placed = {n.split("#")[0]: d.backend for d in partition(model, found).decisions for n in d.nodes}
+    assert placed == {"onnx.mul": "fakeaccel", "onnx.relu": "cpu"}
+    x = np.random.default_rng(5).standard_normal((256, 256)).astype(np.float32)
+    got = run_partitioned(model, {"x": x}, found)
+    np.testing.assert_allclose(got["z"], ReferenceEvaluator(model).run(None, {"x": x})[0], rtol=RTOL, atol=ATOL)
