@@ -30,10 +30,9 @@ import tempfile
 from pathlib import Path
 
 from mlir import ir
-from mlir.dialects import gpu
 
 from onnxc.errors import OnnxcError
-from onnxc.targets.gpu.mapping import lower_kernels_to_loops, run_pipeline, workgroup_allocs_to_attributions
+from onnxc.targets.gpu.mapping import binary_objects, lower_kernels_to_loops, run_pipeline, workgroup_allocs_to_attributions
 
 __all__ = [
     "CudaLoweringError",
@@ -137,13 +136,7 @@ def lower_to_ptx(module: ir.Module, options: CudaOptions | None = None) -> ir.Mo
 
 def ptx_of(module: ir.Module) -> dict[str, str]:
     """Kernel module name -> PTX text, from the `gpu.binary` ops of a lowered module."""
-    out: dict[str, str] = {}
-    for op in module.body.operations:
-        op = op.operation
-        if op.name == "gpu.binary":
-            obj = gpu.ObjectAttr(list(ir.ArrayAttr(op.attributes["objects"]))[0])
-            out[ir.StringAttr(op.attributes["sym_name"]).value] = bytes(obj.object).decode()
-    return out
+    return {name: data.decode() for name, data in binary_objects(module).items()}
 
 
 def find_ptxas() -> str | None:

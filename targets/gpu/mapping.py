@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from mlir import ir
 from mlir.dialects import transform
@@ -73,6 +73,8 @@ __all__ = [
     "lower_kernels_to_loops",
     "workgroup_allocs_to_attributions",
     "KernelPlan",
+    "binary_objects",
+    "collect",
     "OUTLINE_PIPELINE",
     "PRE_PIPELINE",
     "map_to_gpu",
@@ -127,6 +129,34 @@ def run_pipeline(module: ir.Module, pipeline: str, what: str, error: type[OnnxcE
         raise error(f"GPU {what} failed:\n" + ("\n".join(diagnostics) or str(e))) from None
     finally:
         h.detach()
+
+
+def collect(root: ir.Operation, predicate: "Callable[[ir.Operation], bool]") -> list[ir.Operation]:
+    """Every operation nested in `root` (pre-order) for which `predicate` holds: the rewrites here
+    collect first and change the IR afterwards, never during the walk."""
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if predicate(op):
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found
+
+
+def binary_objects(module: ir.Module) -> dict[str, bytes]:
+    """Kernel module name -> the bytes of the first `#gpu.object` of each `gpu.binary` (SPIR-V
+    words for Vulkan, PTX text for CUDA's `isa` format)."""
+    from mlir.dialects import gpu
+
+    out: dict[str, bytes] = {}
+    for op in module.body.operations:
+        op = op.operation
+        if op.name == "gpu.binary":
+            obj = gpu.ObjectAttr(list(ir.ArrayAttr(op.attributes["objects"]))[0])
+            out[ir.StringAttr(op.attributes["sym_name"]).value] = bytes(obj.object)
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -323,15 +353,7 @@ def _kernel_copies_to_linalg(module: ir.Module) -> int:
     (it is a call into a runtime library on the CPU), but linalg.copy lowers to loads/stores."""
     from mlir.dialects import linalg
 
-    found: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "gpu.module":
-            op.walk(lambda inner: (found.append(inner) if inner.name == "memref.copy" else None) or ir.WalkResult.ADVANCE)
-            return ir.WalkResult.SKIP
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
+    found = [c for g in collect(module.operation, lambda op: op.name == "gpu.module") for c in collect(g, lambda op: op.name == "memref.copy")]
     for op in found:
         with ir.InsertionPoint(op), op.location:
             linalg.copy(op.operands[0], outs=[op.operands[1]])
@@ -358,14 +380,7 @@ def _insert_slices_to_copies(module: ir.Module) -> int:
     type, so binding the whole destination buffer is enough (see `host.py`)."""
     from mlir.dialects import linalg, tensor
 
-    found: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "tensor.insert_slice":
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
+    found = collect(module.operation, lambda op: op.name == "tensor.insert_slice")
     count = 0
     for op in found:
         view = op.opview
@@ -418,14 +433,7 @@ def _partials_to_workgroup_memory(module: ir.Module) -> int:
     tree reductions' partial results, which all threads of the workgroup must see."""
     from mlir.dialects import bufferization
 
-    found: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "tensor.empty" and _parent_forall_kind(op) == "block":
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
+    found = collect(module.operation, lambda op: op.name == "tensor.empty" and _parent_forall_kind(op) == "block")
     space = ir.Attribute.parse("#gpu.address_space<workgroup>")
     count = 0
     for op in found:
@@ -447,14 +455,7 @@ def _thread_allocs_to_private(module: ir.Module) -> int:
     where a global-memory alloc inside a kernel is lowered by neither."""
     from mlir.dialects import memref
 
-    found: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "memref.alloc" and _parent_forall_kind(op) == "thread":
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
+    found = collect(module.operation, lambda op: op.name == "memref.alloc" and _parent_forall_kind(op) == "thread")
     for op in found:
         t = ir.MemRefType(op.results[0].type)
         if len(op.operands) or t.memory_space is not None:
@@ -480,14 +481,7 @@ def workgroup_allocs_to_attributions(module: ir.Module) -> int:
             if func.name != "gpu.func":
                 continue
             entry = func.regions[0].blocks[0]
-            allocs: list[ir.Operation] = []
-
-            def visit(op: ir.Operation) -> ir.WalkResult:
-                if op.name == "memref.alloc" and "workgroup" in str(ir.MemRefType(op.results[0].type).memory_space):
-                    allocs.append(op)
-                return ir.WalkResult.ADVANCE
-
-            func.walk(visit)
+            allocs = collect(func, lambda op: op.name == "memref.alloc" and "workgroup" in str(ir.MemRefType(op.results[0].type).memory_space))
             for alloc in allocs:
                 if len(alloc.operands):
                     raise GpuMappingError(f"{alloc.location}: a dynamically sized workgroup buffer")
@@ -649,17 +643,12 @@ def _tile_to_blocks_and_threads(module: ir.Module, device: GpuDevice) -> int:
 def _thread_counts(forall: ir.Operation) -> list[int]:
     """The workgroup size [x, y, z] of a mapped forall: the trip counts of its thread foralls."""
     dims = [1, 1, 1]
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "scf.forall" and "mapping" in op.attributes and "thread" in str(op.attributes["mapping"]):
-            ubs = list(ir.DenseI64ArrayAttr(op.attributes["staticUpperBound"]))
-            if any(ir.ShapedType.is_dynamic_size(u) for u in ubs):
-                raise GpuMappingError(f"{op.location}: a thread loop has a dynamic trip count")
-            for k, ub in enumerate(reversed(ubs)):  # the innermost loop is x
-                dims[k] = max(dims[k], int(ub))
-        return ir.WalkResult.ADVANCE
-
-    forall.walk(visit)
+    for op in collect(forall, lambda op: op.name == "scf.forall" and "mapping" in op.attributes and "thread" in str(op.attributes["mapping"])):
+        ubs = list(ir.DenseI64ArrayAttr(op.attributes["staticUpperBound"]))
+        if any(ir.ShapedType.is_dynamic_size(u) for u in ubs):
+            raise GpuMappingError(f"{op.location}: a thread loop has a dynamic trip count")
+        for k, ub in enumerate(reversed(ubs)):  # the innermost loop is x
+            dims[k] = max(dims[k], int(ub))
     return dims
 
 

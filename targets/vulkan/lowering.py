@@ -28,10 +28,9 @@ import dataclasses
 import re
 
 from mlir import ir
-from mlir.dialects import gpu
 
 from onnxc.errors import OnnxcError
-from onnxc.targets.gpu.mapping import lower_kernels_to_loops, run_pipeline
+from onnxc.targets.gpu.mapping import binary_objects, collect, lower_kernels_to_loops, run_pipeline
 
 __all__ = ["SUPPORTED_ELEMENT_TYPES", "VulkanOptions", "VulkanLoweringError", "lower_to_spirv", "serialize_spirv", "spirv_binaries"]
 
@@ -126,23 +125,14 @@ def _workgroup_memory_to_storage_class(module: ir.Module) -> int:
     `Function` a function variable. Runs after `lower_kernels_to_loops`, when only loads and stores
     use them."""
     classes = {"memref.alloc": ir.Attribute.parse("#spirv.storage_class<Workgroup>"), "memref.alloca": ir.Attribute.parse("#spirv.storage_class<Function>")}
-    found: list[ir.Operation] = []
 
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "gpu.module":
-            def inner(o: ir.Operation) -> ir.WalkResult:
-                space = ir.MemRefType(o.results[0].type).memory_space if o.name in classes else None
-                if o.name == "memref.alloc" and str(space) == "#gpu.address_space<workgroup>":
-                    found.append(o)
-                elif o.name == "memref.alloca" and space is None:
-                    found.append(o)
-                return ir.WalkResult.ADVANCE
+    def local(o: ir.Operation) -> bool:
+        if o.name not in classes:
+            return False
+        space = ir.MemRefType(o.results[0].type).memory_space
+        return str(space) == "#gpu.address_space<workgroup>" if o.name == "memref.alloc" else space is None
 
-            op.walk(inner)
-            return ir.WalkResult.SKIP
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
+    found = [o for g in collect(module.operation, lambda op: op.name == "gpu.module") for o in collect(g, local)]
     for op in found:
         t = ir.MemRefType(op.results[0].type)
         for use in op.results[0].uses:
@@ -195,10 +185,4 @@ def serialize_spirv(module: ir.Module) -> ir.Module:
 
 def spirv_binaries(module: ir.Module) -> dict[str, bytes]:
     """Kernel module name -> SPIR-V binary, from the `gpu.binary` ops of a serialized module."""
-    out: dict[str, bytes] = {}
-    for op in module.body.operations:
-        op = op.operation
-        if op.name == "gpu.binary":
-            objects = list(ir.ArrayAttr(op.attributes["objects"]))
-            out[ir.StringAttr(op.attributes["sym_name"]).value] = bytes(gpu.ObjectAttr(objects[0]).object)
-    return out
+    return binary_objects(module)
