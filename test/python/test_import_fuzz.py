@@ -69,7 +69,7 @@ def seeds() -> list[onnx.ModelProto]:
         helper.make_node("Transpose", ["t3"], ["y"], name="tr2", perm=[1, 0]),
     ]
     g = helper.make_graph(nodes, "types", [x], [y, helper.make_tensor_value_info("s", T.STRING, [2])], initializer=[w, q, b, s])
-    out.append(helper.make_model(g, opset_imports=op18))
+    out.append(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]))  # Cast allows int4 from opset 21
 
     # 2. If with captured outer values, sparse initializer, dim_params
     c = helper.make_tensor_value_info("c", T.BOOL, [])
@@ -80,11 +80,14 @@ def seeds() -> list[onnx.ModelProto]:
                                [helper.make_tensor_value_info("e", T.FLOAT, ["N", 3])])  # fmt: skip
     sp = helper.make_sparse_tensor(numpy_helper.from_array(np.array([1.5, 2.5], np.float32), "sp"),
                                    numpy_helper.from_array(np.array([0, 4], np.int64), "sp_i"), [2, 3])  # fmt: skip
+    # No op but Constant takes a sparse tensor (Identity's and Mul's types are dense): the sparse
+    # data reaches Mul through Constant's `sparse_value`, and the sparse initializer is an output.
     nodes = [
-        helper.make_node("Identity", ["sp"], ["dense"], name="id"),
+        helper.make_node("Constant", [], ["dense"], name="id", sparse_value=sp),
         helper.make_node("If", ["c"], ["r"], name="if", then_branch=then_g, else_branch=else_g),
     ]
-    g = helper.make_graph(nodes, "branchy", [c, xs], [helper.make_tensor_value_info("r", T.FLOAT, ["N", 3])])
+    sp_out = helper.make_sparse_tensor_value_info("sp", T.FLOAT, [2, 3])
+    g = helper.make_graph(nodes, "branchy", [c, xs], [helper.make_tensor_value_info("r", T.FLOAT, ["N", 3]), sp_out])
     g.sparse_initializer.append(sp)
     out.append(helper.make_model(g, opset_imports=op18))
 

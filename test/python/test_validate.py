@@ -337,3 +337,36 @@ def test_report_is_capped() -> None:
     nodes = [helper.make_node("Add", ["x", f"ghost{i}"], [f"t{i}"], name=f"n{i}") for i in range(MAX_PROBLEMS + 50)]
     ps = problems(model(nodes + [relu("r", "x", "y")]))
     assert len(ps) == MAX_PROBLEMS + 1 and ps[-1] == "50 more problems are not listed."
+
+
+# --- type constraints: errors by default, warnings when lenient (issue 11) ---------------------------
+
+
+def _add_int8_double() -> onnx.ModelProto:
+    g = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["y"], name="add")],
+        "g",
+        [helper.make_tensor_value_info("a", T.INT8, [2]), helper.make_tensor_value_info("b", T.DOUBLE, [2])],
+        [helper.make_tensor_value_info("y", T.DOUBLE, [2])],
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_type_constraint_violation_is_an_error_by_default() -> None:
+    """Add(int8, double) once only warned, and lowering then built invalid IR (a raw MLIRError)."""
+    from onnxc.importers import import_model
+
+    assert ImportConfig().strict_verify
+    with pytest.raises(ImportError_) as info:
+        import_model(_add_int8_double())
+    text = str(info.value)
+    assert 'loc("add"("Add"))' in text and "operand #1 ('B') has type tensor(double)" in text
+
+
+def test_lenient_config_warns_instead() -> None:
+    from onnxc.importers import import_model
+
+    config = ImportConfig.lenient()
+    assert not config.strict_verify and config.validate  # only the strictness changes
+    with pytest.warns(UserWarning, match="breaks the ONNX dialect's rules"):
+        assert import_model(_add_int8_double(), config) is not None

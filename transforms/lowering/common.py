@@ -12,9 +12,12 @@ values. An optional `check` function registered beside it rejects what the patte
 hands MLIR's C++ (built with assertions) IR it would choke on.
 
 Shapes: a `Dim` is an `int` (static size) or an index `ir.Value` (a dynamic size, from
-`tensor.dim` or computed). Numpy broadcasting treats a static 1 as broadcastable; a dynamic dim
-is assumed not to be a runtime 1 when the other side is larger (the rule IREE and torch-mlir
-follow too: broadcasting decided at run time would need a second code path per op).
+`tensor.dim` or computed). Numpy broadcasting treats a static 1 as broadcastable. A dynamic dim
+that meets a static dim other than 1, or another dynamic dim, may be 1 or not at run time, so
+`elementwise` decides at run time (issue 11: assuming it is not 1, the rule of IREE and
+torch-mlir, returned wrong answers): the result dim is computed from the runtime sizes
+(`broadcast_plan`), and such an input is read at run-time indices (0 where its size is 1).
+`broadcast_plan(values, ranks=...)` plans the batch dims of contractions the same way.
 """
 
 from __future__ import annotations
@@ -530,28 +533,122 @@ def broadcast_shapes(shapes: Sequence[Sequence[int | None]]) -> list[int | None]
     return out
 
 
-def broadcast_dims(values: Sequence[ir.Value]) -> list[Dim]:
-    """Numpy-broadcast result shape of ranked tensor values, dynamic dims from `tensor.dim`."""
+@dataclasses.dataclass
+class BroadcastPlan:
+    """How the inputs of a numpy-broadcasting op read the result's index space.
+
+    `out` is the result shape; `reads[i][j]` says how dim j of input i is indexed: `ZERO` (a
+    static 1 broadcast), `LOOP` (the loop index: the dim equals the result dim), or `RUNTIME` (a
+    dynamic dim that may be 1 or the result dim: decided at run time, `_runtime_generic`).
+    `ambiguous` lists the (input, dim, result dim) triples that are `RUNTIME`.
+    """
+
+    out: list[Dim]
+    reads: list[list[str]]
+
+    @property
+    def ambiguous(self) -> list[tuple[int, int, int]]:
+        return [(i, j, j + len(self.out) - len(r)) for i, r in enumerate(self.reads) for j, k in enumerate(r) if k == RUNTIME]
+
+
+ZERO, LOOP, RUNTIME = "zero", "loop", "runtime"
+
+
+def _same_dim(a: tuple[ir.Value, int], b: tuple[ir.Value, int]) -> bool:
+    """Whether two (value, dim) pairs are provably the same size (the same dim of one value)."""
+    return a[0] == b[0] and a[1] == b[1]
+
+
+def broadcast_plan(values: Sequence[ir.Value], out_shape: Sequence[Dim] | None = None, ranks: Sequence[int] | None = None) -> BroadcastPlan:
+    """The numpy-broadcast result shape of ranked tensor values and how each input reads it.
+
+    A dynamic result dim is computed at run time from the inputs' sizes: 1 if all are 1, else the
+    smallest size that is not 1 (for sizes that broadcast, the one size that is not 1; for sizes
+    that do not, a size every input can be read at, so invalid inputs never read out of bounds).
+    With `out_shape` given (Expand), only the reads are planned. With `ranks`, only the first
+    `ranks[i]` dims of value i broadcast (the batch dims of a contraction).
+    """
     shapes = [static_shape(v.type) for v in values]
-    res = broadcast_shapes(shapes)
-    if isinstance(res, str):
-        raise LoweringError(res)
-    r = len(res)
+    if ranks is not None:
+        shapes = [sh[: max(n, 0)] for sh, n in zip(shapes, ranks)]
+    r = len(out_shape) if out_shape is not None else max((len(sh) for sh in shapes), default=0)
+    if out_shape is None:
+        res = broadcast_shapes(shapes)
+        if isinstance(res, str):
+            raise LoweringError(res)
     out: list[Dim] = []
-    for k, d in enumerate(res):
-        if d is not None:
-            out.append(d)
+    reads: list[list[str]] = [[LOOP] * len(sh) for sh in shapes]
+    for k in range(r):
+        cover = [(i, k - (r - len(sh))) for i, sh in enumerate(shapes) if k - (r - len(sh)) >= 0]
+        for i, j in cover:
+            if shapes[i][j] == 1:
+                reads[i][j] = ZERO
+        dynamic = [(i, j) for i, j in cover if shapes[i][j] is None]
+        if out_shape is not None:
+            o = out_shape[k]
+            if isinstance(o, int) and o == 1:
+                for i, j in cover:
+                    reads[i][j] = ZERO
+                out.append(o)
+                continue
+            for i, j in dynamic:
+                # The result dim is this very dim (Expand of a value to its own shape): the loop index.
+                if not (isinstance(o, ir.Value) and _is_dim_of(o, values[i], j)):
+                    reads[i][j] = RUNTIME
+            out.append(o)
             continue
-        for v, s in zip(values, shapes):
-            j = k - (r - len(s))
-            if j >= 0 and s[j] is None:
-                out.append(tensor.dim(v, const_index(j)))
-                break
-    return out
+        d = res[k]  # type: ignore[index]
+        if d is not None:  # a static size other than 1 decides; dynamic inputs are 1 or d
+            out.append(d)
+            for i, j in dynamic:
+                reads[i][j] = RUNTIME
+            continue
+        if not dynamic:
+            out.append(1)
+            continue
+        distinct: list[tuple[int, int]] = []
+        for i, j in dynamic:
+            if not any(_same_dim((values[i], j), (values[a], b)) for a, b in distinct):
+                distinct.append((i, j))
+        if len(distinct) == 1:  # one dynamic size (perhaps read by several inputs) and static 1s
+            out.append(tensor.dim(values[distinct[0][0]], const_index(distinct[0][1])))
+            continue
+        size: ir.Value = tensor.dim(values[distinct[0][0]], const_index(distinct[0][1]))
+        one = const_index(1)
+        for i, j in distinct[1:]:
+            e = tensor.dim(values[i], const_index(j))
+            smaller = arith.minui(size, e)
+            size = arith.select(arith.cmpi(arith.CmpIPredicate.eq, size, one), e,
+                                arith.select(arith.cmpi(arith.CmpIPredicate.eq, e, one), size, smaller))  # fmt: skip
+        out.append(size)
+        for i, j in dynamic:
+            reads[i][j] = RUNTIME
+    return BroadcastPlan(out, reads)
+
+
+def _is_dim_of(d: ir.Value, v: ir.Value, j: int) -> bool:
+    """Whether `d` is `tensor.dim v, j` (with a constant index)."""
+    owner = d.owner
+    if not isinstance(owner, (ir.Operation, ir.OpView)) or owner.operation.name != "tensor.dim":
+        return False
+    op = owner.operation
+    if op.operands[0] != v:
+        return False
+    idx = op.operands[1].owner
+    if not isinstance(idx, (ir.Operation, ir.OpView)) or idx.operation.name != "arith.constant":
+        return False
+    return ir.IntegerAttr(idx.operation.attributes["value"]).value == j
+
+
+def broadcast_dims(values: Sequence[ir.Value]) -> list[Dim]:
+    """Numpy-broadcast result shape of ranked tensor values; dynamic dims computed at run time."""
+    return broadcast_plan(values).out
 
 
 def broadcast_map(value_shape: Sequence[int | None], out_shape: Sequence[Dim]) -> ir.AffineMap:
-    """Indexing map reading a value of `value_shape` broadcast (numpy rules) into `out_shape`."""
+    """Indexing map reading a value of `value_shape` broadcast (numpy rules) into `out_shape`.
+    A dynamic dim is read at the loop index: only valid where it equals the result dim (see
+    `broadcast_plan` for the cases where that is not known)."""
     r = len(out_shape)
     off = r - len(value_shape)
     exprs: list[int | str] = []
@@ -561,13 +658,67 @@ def broadcast_map(value_shape: Sequence[int | None], out_shape: Sequence[Dim]) -
     return affine_map(r, exprs)
 
 
-def elementwise(inputs: Sequence[ir.Value], out_elem: ir.Type, body: Callable[..., ir.Value], out_shape: Sequence[Dim] | None = None) -> ir.Value:
-    """Numpy-broadcasting elementwise map: `body(*scalars) -> scalar` over `inputs`."""
-    shape = list(out_shape) if out_shape is not None else broadcast_dims(inputs)
+def _plain_generic(inputs: Sequence[ir.Value], reads: list[list[str]], shape: Sequence[Dim], out_elem: ir.Type, body: Callable[..., ir.Value]) -> ir.Value:
+    """The elementwise generic with affine reads only (`RUNTIME` dims read at the loop index)."""
     r = len(shape)
+    maps = []
+    for v, rd in zip(inputs, reads):
+        off = r - len(rd)
+        maps.append(affine_map(r, ["0" if k == ZERO else j + off for j, k in enumerate(rd)]))
     init = empty(shape, out_elem)
-    maps = [broadcast_map(static_shape(v.type), shape) for v in inputs] + [identity_map(r)]
-    return generic(list(inputs), [init], maps, ["parallel"] * r, lambda args: [body(*args[: len(inputs)])])[0]
+    return generic(list(inputs), [init], maps + [identity_map(r)], ["parallel"] * r, lambda args: [body(*args[: len(inputs)])])[0]
+
+
+def _runtime_generic(inputs: Sequence[ir.Value], reads: list[list[str]], shape: Sequence[Dim], out_elem: ir.Type, body: Callable[..., ir.Value]) -> ir.Value:
+    """The elementwise generic where inputs with `RUNTIME` dims are read by `tensor.extract` at
+    `min(i, size - 1)`: the loop index where the size is the result dim, 0 where it is 1, and never
+    out of bounds where the sizes do not broadcast (those inputs give an unspecified result: the
+    compiled code has no error channel, see issue 11). Other inputs are read through maps."""
+    r = len(shape)
+    direct = [i for i, rd in enumerate(reads) if RUNTIME not in rd]
+    last: dict[tuple[int, int], ir.Value] = {}
+    one = const_index(1)
+    for i, rd in enumerate(reads):
+        for j, k in enumerate(rd):
+            if k == RUNTIME:
+                size = tensor.dim(inputs[i], const_index(j))
+                last[(i, j)] = arith.subi(arith.maxui(size, one), one)
+    maps = []
+    for i in direct:
+        off = r - len(reads[i])
+        maps.append(affine_map(r, ["0" if k == ZERO else j + off for j, k in enumerate(reads[i])]))
+    init = empty(shape, out_elem)
+
+    def region(args: list[ir.Value]) -> list[ir.Value]:
+        scalars: list[ir.Value | None] = [None] * len(inputs)
+        for n, i in enumerate(direct):
+            scalars[i] = args[n]
+        loops = [index_of(k) for k in range(r)]
+        zero = const_index(0)
+        for i, rd in enumerate(reads):
+            if scalars[i] is not None:
+                continue
+            off = r - len(rd)
+            idx = [zero if k == ZERO else loops[j + off] if k == LOOP else arith.minui(loops[j + off], last[(i, j)]) for j, k in enumerate(rd)]
+            scalars[i] = tensor.extract(inputs[i], idx)
+        return [body(*scalars)]
+
+    return generic([inputs[i] for i in direct], [init], maps + [identity_map(r)], ["parallel"] * r, region)[0]
+
+
+def elementwise(inputs: Sequence[ir.Value], out_elem: ir.Type, body: Callable[..., ir.Value], out_shape: Sequence[Dim] | None = None) -> ir.Value:
+    """Numpy-broadcasting elementwise map: `body(*scalars) -> scalar` over `inputs`.
+
+    Where a dynamic dim may or may not be broadcast (see `broadcast_plan`), that input is read at
+    run-time indices (`_runtime_generic`). Versioning the op instead (`scf.if` the sizes are equal,
+    the plain generic, else a copy broadcasting the input) was tried: at run time no faster on
+    dynamic shapes, and the CPU pipeline's `loop-invariant-subset-hoisting` took 100 s on a rank-4
+    Add with every dim dynamic (the extract form: 3 s).
+    """
+    plan = broadcast_plan(inputs, out_shape)
+    if plan.ambiguous:
+        return _runtime_generic(inputs, plan.reads, plan.out, out_elem, body)
+    return _plain_generic(inputs, plan.reads, plan.out, out_elem, body)
 
 
 def broadcast_to(v: ir.Value, shape: Sequence[Dim]) -> ir.Value:
