@@ -553,3 +553,44 @@ def test_model_local_functions_are_inlined_and_partitioned(fake_plugin: Path) ->
     x = np.random.default_rng(5).standard_normal((256, 256)).astype(np.float32)
     got = run_partitioned(model, {"x": x}, found)
     np.testing.assert_allclose(got["z"], ReferenceEvaluator(model).run(None, {"x": x})[0], rtol=RTOL, atol=ATOL)
+
+
+F = TensorProto.FLOAT
+COMPAT_CASES = [
+    single("Add", [("a", F, [3, 5]), ("b", F, [5])], (F, [3, 5])),
+    single("MatMul", [("a", F, [4, 6]), ("b", F, [6, 3])], (F, [4, 3])),
+    single("Softmax", [("a", F, [2, 7])], (F, [2, 7]), axis=-1),
+    single("Transpose", [("a", F, [2, 3, 4])], (F, [4, 2, 3]), perm=[2, 0, 1]),
+    single("ReduceMax", [("a", F, [3, 4])], (F, []), keepdims=0),
+    single("Add", [("a", TensorProto.DOUBLE, [4]), ("b", TensorProto.DOUBLE, [4])], (TensorProto.DOUBLE, [4])),
+]
+
+
+@pytest.mark.parametrize("backend_name", ["cpu", "vulkan"])
+def test_supported_means_it_compiles_and_computes_right(backend_name: str) -> None:
+    """A compatibility answer is a promise: every node a backend calls supported must initialize
+    on it and match onnx.reference; an unsupported one must say why."""
+    found = B.backends(plugins=False)
+    if backend_name not in {b.name for b in found}:
+        pytest.skip(f"no {backend_name} device here")
+    backend = B.get_backend(backend_name, found)
+    rng = np.random.default_rng(6)
+    supported = 0
+    for model in COMPAT_CASES:
+        answer = backend.compatibility(model)
+        if answer.support is not B.Support.SUPPORTED:
+            assert answer.reason, model.graph.node[0].op_type
+            continue
+        supported += 1
+        feeds = {}
+        for v in model.graph.input:
+            shape = [d.dim_value for d in v.type.tensor_type.shape.dim]
+            feeds[v.name] = rng.standard_normal(shape).astype(onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type))
+        graph = backend.init_graph(model)
+        try:
+            graph.set_graph_io(feeds)
+            got = graph.run_graph().result()["y"]
+        finally:
+            graph.release_graph()
+        np.testing.assert_allclose(got, ReferenceEvaluator(model).run(None, feeds)[0], rtol=RTOL, atol=ATOL, err_msg=model.graph.node[0].op_type)
+    assert supported >= 2  # the elementwise Add and the MatMul, at least
