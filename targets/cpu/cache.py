@@ -187,7 +187,7 @@ class ModelCache:
         as ``<key>.so``, linked with the runtime libraries that code calls (MLIR's async runtime
         for threaded code); None when it cannot be stored (no C compiler, a refused link): the
         cache is an optimisation."""
-        from .aot import _METADATA_VERSION, _stub_source, find_cc, load_library
+        from .aot import _METADATA_VERSION, _stub_source, find_cc
         from .jit import runtime_libraries
         from .pipeline import runtime_libraries as threaded_runtime_libraries
 
@@ -221,7 +221,7 @@ class ModelCache:
             if proc.returncode != 0:
                 return None
             try:
-                load_library(lib)  # loads here, so it loads on a hit
+                _check_loads(lib)  # loads here, so it loads on a hit
             except (OSError, CpuTargetError):
                 return None
             Path(lib + ".json").write_text(metadata)
@@ -252,6 +252,19 @@ class ModelCache:
                 p.unlink()
             except OSError:
                 pass
+
+
+def _check_loads(path: str) -> None:
+    """Load the library at ``path`` (raising what ``load_library`` raises) and unload it again:
+    a library left mapped would take SIGBUS if its file were later rewritten in place."""
+    import _ctypes
+
+    from .aot import load_library
+
+    function = load_library(path)
+    handle = function._lib._handle
+    del function
+    _ctypes.dlclose(handle)
 
 
 def model_cache_key(model: Any, proto: Any, options: Any, target: str) -> str:
