@@ -16,8 +16,10 @@ accelerator through a plug-in. What a framework does with one, in the proposal's
    (`onnxGetBackendCompatibility`).
 4. `init_graph(model)` -> `Graph` (`onnxInitGraph`); `Graph.set_graph_io(bindings)` checks names,
    shapes and element types against the model's inputs/outputs (`onnxSetGraphIO`);
-   `Graph.run_graph()` returns a `concurrent.futures.Future` that completes when the outputs are
-   written (`onnxRunGraph` with its output event); `Graph.release_graph()` (`onnxReleaseGraph`).
+   `Graph.run_graph()` returns at once a `concurrent.futures.Future` that completes when the
+   outputs are written (`onnxRunGraph` with its output event; runs go through the backend's own
+   worker thread, one at a time, like commands on a device queue); `Graph.release_graph()`
+   (`onnxReleaseGraph`).
 
 `Backend` is an abstract base class rather than a bare `Protocol` because reference counting,
 lazy initialization and the I/O checks are the same for every backend: a plug-in implements only
@@ -187,29 +189,29 @@ class Graph:
         self._outputs = out
 
     def run_graph(self) -> concurrent.futures.Future[dict[str, np.ndarray]]:
-        """Run with the bound I/O; the future's result is the outputs by name (bound output arrays
-        are written in place as well). Errors of the run are set on the future."""
+        """Start a run with the bound I/O and return at once (`onnxRunGraph`); the future completes
+        when the outputs are ready, with the outputs by name (bound output arrays are written in
+        place as well), or with the run's error. Runs on one backend execute one at a time, in
+        submission order (its queue); the bound arrays must not change until the future is done."""
         self._alive()
         if self._bindings is None:
             raise BackendError("run_graph before set_graph_io: bind the inputs first")
-        fn, bindings, bound = self._function, self._bindings, self._outputs
+        fn, outputs, bound = self._function, self.outputs, self._outputs
         assert fn is not None
-        future: concurrent.futures.Future[dict[str, np.ndarray]] = concurrent.futures.Future()
-        future.set_running_or_notify_cancel()
-        try:
-            results = list(fn(*[bindings[s.name] for s in self.inputs]))
+        arrays = [self._bindings[s.name] for s in self.inputs]
+
+        def work() -> dict[str, np.ndarray]:
             named = {}
-            for spec, value in zip(self.outputs, results):
+            for spec, value in zip(outputs, list(fn(*arrays))):
                 value = np.asarray(value)
                 if spec.name in bound:
                     spec.check(value, "output")
                     bound[spec.name][...] = value
                     value = bound[spec.name]
                 named[spec.name] = value
-            future.set_result(named)
-        except Exception as e:  # noqa: BLE001 - any failure of the backend's code belongs on the future, as onnxRunGraph's event would carry it
-            future.set_exception(e)
-        return future
+            return named
+
+        return self.backend.submit(work)
 
     def release_graph(self) -> None:
         """Free the compiled graph and drop the reference to the backend (idempotent)."""
@@ -232,6 +234,7 @@ class Backend(abc.ABC):
         self._refs = 0
         self._started = False
         self._lock = threading.Lock()
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
 
     @abc.abstractmethod
     def info(self) -> BackendInfo:
@@ -262,6 +265,13 @@ class Backend(abc.ABC):
         """Whether the device library is initialized now."""
         return self._started
 
+    def submit(self, work: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+        """Queue `work` on the backend's one worker thread (created on first use)."""
+        with self._lock:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"onnxc-{self.name}")
+            return self._executor.submit(work)
+
     def init(self) -> Backend:
         """Take a reference, initializing the device library on the first one."""
         with self._lock:
@@ -278,6 +288,9 @@ class Backend(abc.ABC):
                 raise BackendError(f"backend '{self.name}' released more often than initialized")
             self._refs -= 1
             if self._refs == 0 and self._started:
+                if self._executor is not None:  # finish queued runs before the library goes
+                    self._executor.shutdown(wait=True)
+                    self._executor = None
                 self._shutdown()
                 self._started = False
 

@@ -594,3 +594,38 @@ def test_supported_means_it_compiles_and_computes_right(backend_name: str) -> No
             graph.release_graph()
         np.testing.assert_allclose(got, ReferenceEvaluator(model).run(None, feeds)[0], rtol=RTOL, atol=ATOL, err_msg=model.graph.node[0].op_type)
     assert supported >= 2  # the elementwise Add and the MatMul, at least
+
+
+def test_run_graph_returns_before_the_outputs_are_ready() -> None:
+    import threading
+
+    gate = threading.Event()
+
+    class Slow(B.Backend):
+        name = "slow"
+
+        def info(self) -> B.BackendInfo:
+            one = B.Figure(1.0, "declared")
+            return B.BackendInfo("slow", "test", "0", "none", "accelerator", {"f32": one}, one, one, one, 0, ("f32",))
+
+        def compatibility(self, node_or_model: object) -> B.Compatibility:
+            return B.Compatibility(B.Support.SUPPORTED)
+
+        def _compile_graph(self, model: onnx.ModelProto):  # type: ignore[no-untyped-def]
+            def run(a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
+                assert gate.wait(30)
+                return [a + b]
+
+            return run
+
+    model = single("Add", [("a", TensorProto.FLOAT, [2]), ("b", TensorProto.FLOAT, [2])], (TensorProto.FLOAT, [2]))
+    backend = Slow()
+    g = backend.init_graph(model)
+    g.set_graph_io({"a": np.ones(2, np.float32), "b": np.ones(2, np.float32)})
+    first, second = g.run_graph(), g.run_graph()
+    assert not first.done() and not second.done()  # queued, not run inline
+    gate.set()
+    np.testing.assert_array_equal(second.result(timeout=30)["y"], [2, 2])
+    assert first.done()  # one queue per backend: in submission order
+    g.release_graph()
+    assert not backend.started
