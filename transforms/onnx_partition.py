@@ -16,8 +16,9 @@ Input, read from the IR:
 - op attribute `onnxc.accepted_by = ["cpu", "vulkan"]` (optional): the backends whose
   compatibility query said "supported" for this node; without it, a backend accepts a node when
   its `ops` list (if any) names the op type and its `macs` has the node's element type.
-- option `backends` (`onnx-partition{backends=vulkan,cpu}`): the backends to consider (default:
-  every profile); the host profile is always the fallback.
+- options: `backends` (`onnx-partition{backends=vulkan,cpu}`): the backends to consider
+  (default: every profile; the host profile is always the fallback); `force`: a backend that
+  gets every node it accepts; `pin-host`: ONNX node names kept on the host (the user's overrides).
 
 Algorithm, per function (`onnx.constant`/`onnx.none` are not nodes: weights are uploaded once at
 graph initialization, so they count neither as work nor as per-run transfers):
@@ -52,6 +53,7 @@ from collections.abc import Callable, Iterable, Sequence
 from mlir import ir
 
 from onnxc.transforms import onnx_utils as U
+from onnxc.transforms.lowering.common import node_name
 from onnxc.transforms.pass_base import ModulePass, PassFailure
 
 __all__ = ["OnnxPartitionPass", "Profile", "form_subgraphs", "is_acyclic_contraction"]
@@ -287,12 +289,15 @@ class OnnxPartitionPass(ModulePass):
     Options: `backends` (the backend names to consider, default every profile of the module's
     `onnxc.backend_profiles`; the host profile is always the fallback); `force` (a backend that
     gets every node it accepts whatever the roofline says: the user's override, e.g. to test a
-    device or when the figures are known to be wrong).
+    device or when the figures are known to be wrong); `pin_host` (ONNX node names that stay on
+    the host whatever the backends accept: the user's deny list, e.g. a node whose device result
+    is known to be too imprecise).
     """
 
     name = "onnx-partition"
     backends: tuple[str, ...] = ()
     force: str = ""
+    pin_host: tuple[str, ...] = ()
 
     def run(self, module: ir.Operation) -> None:
         module = module.operation
@@ -345,7 +350,9 @@ class OnnxPartitionPass(ModulePass):
             info = U.info_of(op)
             kind = info.op_type if info is not None else op.name
             marked = None
-            if ACCEPTED_ATTR in op.attributes:
+            if self.pin_host and node_name(op) in self.pin_host:
+                marked = set()
+            elif ACCEPTED_ATTR in op.attributes:
                 marked = {ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes[ACCEPTED_ATTR])}
             names = []
             for p in profiles:

@@ -36,6 +36,7 @@ from onnxc.importers import export_model
 from onnxc.targets.backends.base import Backend, BackendError, Graph, Support
 from onnxc.targets.backends.builtin import onnx_module
 from onnxc.transforms import onnx_utils as U
+from onnxc.transforms.lowering.common import node_name
 from onnxc.transforms.onnx_partition import ACCEPTED_ATTR, BACKEND_ATTR, PARTITION_ATTR, PROFILES_ATTR, SUBGRAPH_ATTR
 from onnxc.transforms.pass_base import element_text
 from onnxc.transforms.pipeline import run_pipeline
@@ -75,6 +76,12 @@ def _main(module: ir.Module) -> ir.Operation:
 
 def _nodes(f: ir.Operation) -> list[ir.Operation]:
     return [op for op in U.block_ops(f.regions[0].blocks[0]) if U.is_onnx_op(op) and not U.is_constant_op(op) and op.name != U.NONE_OP]
+
+
+def _label(op: ir.Operation, i: int) -> str:
+    """How a node is named in decisions and warnings: `onnx.mul#3`, with its ONNX name if any."""
+    name = node_name(op)
+    return f"{op.name}#{i}" + (f" ({name})" if name else "")
 
 
 def _uncuttable(f: ir.Operation) -> str | None:
@@ -174,10 +181,13 @@ def _profiles_attr(backends: Sequence[Backend]) -> ir.Attribute:
     return ir.DictAttr.get(out)
 
 
-def partition(model: onnx.ModelProto, backends: Sequence[Backend] | None = None, force: str | None = None) -> Partition:
+def partition(
+    model: onnx.ModelProto, backends: Sequence[Backend] | None = None, force: str | None = None, pin_host: Sequence[str] = ()
+) -> Partition:
     """Import `model`, ask each backend about each node, and run `onnx-partition` (see the module
     doc). `backends` default: every discovered one; the CPU must be among them (the fallback).
-    `force` names a backend that gets every node it accepts, whatever the roofline says."""
+    `force` names a backend that gets every node it accepts, whatever the roofline says;
+    `pin_host` names ONNX nodes that stay on the CPU."""
     from onnxc.targets.backends import backends as discover
 
     chosen = list(backends) if backends is not None else discover()
@@ -202,12 +212,17 @@ def partition(model: onnx.ModelProto, backends: Sequence[Backend] | None = None,
         for op, names in zip(_nodes(f), accepted):
             op.attributes[ACCEPTED_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(n) for n in names])
         module.operation.attributes[PROFILES_ATTR] = _profiles_attr(chosen)
-    run_pipeline(module, element_text("onnx-partition", {"force": force} if force else {}), reraise=True)
+    options: dict[str, object] = {}
+    if force:
+        options["force"] = force
+    if pin_host:
+        options["pin_host"] = tuple(pin_host)
+    run_pipeline(module, element_text("onnx-partition", options), reraise=True)
     with module.context:
         f = _main(module)
         by_id: dict[int, list[str]] = {}
         for i, op in enumerate(_nodes(f)):
-            by_id.setdefault(ir.IntegerAttr(op.attributes[SUBGRAPH_ATTR]).value, []).append(f"{op.name}#{i}")
+            by_id.setdefault(ir.IntegerAttr(op.attributes[SUBGRAPH_ATTR]).value, []).append(_label(op, i))
         decisions = []
         for d in ir.ArrayAttr(f.attributes[PARTITION_ATTR]):
             d = ir.DictAttr(d)
@@ -297,7 +312,7 @@ class PartitionedModel:
                     if not isinstance(r.type, ir.NoneType)
                     and (any(U.id_key(u.owner) not in inside for u in r.uses) or _value_key(r, index) in returned_keys)
                 ]
-                names = [f"{op.name}#{index[U.id_key(op)]}" for op in members]
+                names = [_label(op, index[U.id_key(op)]) for op in members]
                 plans.append((sid, ir.StringAttr(members[0].attributes[BACKEND_ATTR]).value, names, subgraph_model(module, members, index, outs)))
         for sid, backend, names, sub in plans:
             graph, used = _init_with_fallback(by_name[backend], cpu, sub, names)

@@ -1,6 +1,7 @@
 // RUN: onnx-opt %s --split-input-file -p onnx-partition | filecheck %s
 // RUN: onnx-opt %s --split-input-file -p 'onnx-partition{backends=cpu}' | filecheck %s --check-prefix=CPUONLY
 // RUN: onnx-opt %s --split-input-file -p 'onnx-partition{force=acc}' | filecheck %s --check-prefix=FORCE
+// RUN: onnx-opt %s --split-input-file -p 'onnx-partition{pin-host=mm}' | filecheck %s --check-prefix=PIN
 
 // A fast accelerator with a fast link that takes MatMul and Add but not Tanh: the MatMul->Add
 // chain is one subgraph offloaded to it, Tanh stays on the CPU; subgraphs are numbered in the
@@ -15,11 +16,17 @@
 // CPUONLY-LABEL: func.func @chain
 // CPUONLY-SAME: onnxc.partition = [{backend = "cpu", est = {cpu = {{[^}]*}}}, id = 0 : i64, nodes = 3 : i64
 // CPUONLY: "onnx.mat_mul"{{.*}}onnxc.accepted_by = ["cpu"], onnxc.backend = "cpu", onnxc.subgraph = 0
+// pin-host=mm (the user's deny list, by ONNX node name): the MatMul stays on the CPU, the Add
+// alone still pays to offload, so the chain becomes three subgraphs.
+// PIN-LABEL: func.func @chain
+// PIN: "onnx.mat_mul"{{.*}}onnxc.accepted_by = ["cpu"], onnxc.backend = "cpu", onnxc.subgraph = 0
+// PIN: "onnx.add"{{.*}}onnxc.backend = "acc", onnxc.subgraph = 1
+// PIN: "onnx.tanh"{{.*}}onnxc.backend = "cpu", onnxc.subgraph = 2
 module attributes {onnxc.backend_profiles = {
     cpu = {host, macs = {f32 = 1.0e10 : f64}, mem_bw = 1.0e10 : f64},
     acc = {macs = {f32 = 1.0e14 : f64}, mem_bw = 1.0e12 : f64, h2d_bw = 1.0e12 : f64, d2h_bw = 1.0e12 : f64, ops = ["MatMul", "Add"]}}} {
   func.func @chain(%a: tensor<256x256xf32>, %b: tensor<256x256xf32>) -> tensor<256x256xf32> {
-    %m = "onnx.mat_mul"(%a, %b) : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
+    %m = "onnx.mat_mul"(%a, %b) : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32> loc("mm")
     %s = "onnx.add"(%m, %a) : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
     %t = "onnx.tanh"(%s) : (tensor<256x256xf32>) -> tensor<256x256xf32>
     return %t : tensor<256x256xf32>

@@ -629,3 +629,13 @@ def test_run_graph_returns_before_the_outputs_are_ready() -> None:
     assert first.done()  # one queue per backend: in submission order
     g.release_graph()
     assert not backend.started
+
+
+def test_pin_host_keeps_named_nodes_on_the_cpu(fake_plugin: Path) -> None:
+    from onnxc.targets.backends.partition import partition
+
+    found = B.backends()
+    free = {n: d.backend for d in partition(mixed_model(), found).decisions for n in d.nodes}
+    assert free["onnx.add#1 (add0)"] == "fakeaccel", free
+    pinned = {n: d.backend for d in partition(mixed_model(), found, pin_host=["add0"]).decisions for n in d.nodes}
+    assert pinned["onnx.add#1 (add0)"] == "cpu" and pinned["onnx.add#4 (add1)"] == "fakeaccel", pinned
