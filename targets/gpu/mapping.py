@@ -37,7 +37,9 @@ reductions run one thread per output element with the reduction loop sequential 
 (coalesced across threads when the reduced loop is not the innermost, e.g. column sums).
 Contractions (matmul, batch matmul): a `matmul_block_tile` per workgroup and a
 `matmul_thread_tile` register tile per thread; convolutions: the generic scheme over their
-output loops, the window loops sequential per thread. Shared-memory promotion of matmul/conv
+output loops, the window loops sequential per thread. A thread's reduction accumulates in a
+private buffer when its output tile has a static shape (`_private_accumulators`: registers
+instead of a global-memory load/store per reduction step). Shared-memory promotion of matmul/conv
 operand tiles is not done yet. Parallel loops beyond the three mapped ones run sequentially in
 each thread. Pad and Concat (`tensor.insert_slice`) become copy kernels
 (`_insert_slices_to_copies`).
@@ -467,6 +469,36 @@ def _thread_allocs_to_private(module: ir.Module) -> int:
     return len(found)
 
 
+def _private_accumulators(module: ir.Module) -> int:
+    """Accumulate each thread's reduction in private memory: a `linalg.generic` with a
+    reduction loop inside a thread forall whose (statically shaped) output is a view of global
+    memory gets a `memref.alloca` of that shape, copied in before and out after it. Without it
+    every step of the reduction loop (a matmul's or a convolution's K loop) loads and stores its
+    accumulator in global memory; a private buffer with constant indices becomes registers
+    (LLVM's SROA on NVVM, the driver's compiler for SPIR-V Function variables)."""
+    from mlir.dialects import linalg, memref
+
+    def wanted(op: ir.Operation) -> bool:
+        if op.name != "linalg.generic" or _parent_forall_kind(op) != "thread" or "reduction" not in _iterators(op):
+            return False
+        outs = list(op.opview.outputs)
+        return all(isinstance(o.type, ir.MemRefType) and ir.MemRefType(o.type).has_static_shape and ir.MemRefType(o.type).memory_space is None for o in outs)
+
+    found = collect(module.operation, wanted)
+    for op in found:
+        n_in = len(op.opview.inputs)
+        for k, out in enumerate(list(op.opview.outputs)):
+            t = ir.MemRefType(out.type)
+            with ir.InsertionPoint(op), op.location:
+                acc = memref.AllocaOp(ir.MemRefType.get(t.shape, t.element_type), [], []).result
+                linalg.copy(out, outs=[acc])
+            op.operands[n_in + k] = acc
+            after = op.opview.operation
+            with ir.InsertionPoint.after(after), op.location:
+                linalg.copy(acc, outs=[out])
+    return len(found)
+
+
 def workgroup_allocs_to_attributions(module: ir.Module) -> int:
     """Turn `memref.alloc` of workgroup memory inside kernels into workgroup attributions of
     the `gpu.func`, which the NVVM lowering turns into shared memory (it does not lower an alloc
@@ -700,6 +732,7 @@ def map_to_gpu(module: ir.Module, device: GpuDevice) -> ir.Module:
             _partials_to_workgroup_memory(module)
             run_pipeline(module, BUFFERIZE_PIPELINE, "bufferization")
             _thread_allocs_to_private(module)
+            _private_accumulators(module)
             _map_to_launches(module, device)
         finally:
             _strip(module, (_ROOT_TAG, _FILL_TAG, _KERNEL_TAG))

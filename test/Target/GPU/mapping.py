@@ -116,8 +116,29 @@ func.func @rowsum(%a: tensor<6x1000xf32>) -> tensor<6xf32> {
 # CHECK: scf.if
 # CHECK: linalg.reduce ins(%[[PARTIALS]] : memref<1x128xf32, #gpu.address_space<workgroup>>)
 
+MM_EVEN = """
+func.func @mm_even(%a: tensor<32x48xf32>, %b: tensor<48x64xf32>) -> tensor<32x64xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<32x64xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<32x64xf32>) -> tensor<32x64xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<32x48xf32>, tensor<48x64xf32>) outs(%f : tensor<32x64xf32>) -> tensor<32x64xf32>
+  return %r : tensor<32x64xf32>
+}
+"""
+
+# CHECK-LABEL: func.func @mm_even
+# Tiles that divide the shape: each thread's 2x2 accumulator is private (an alloca), copied in
+# after the fill, accumulated over K, copied out once.
+# CHECK: gpu.func @mm_even_kernel
+# CHECK: %[[ACC:.*]] = memref.alloca() : memref<2x2xf32>
+# CHECK: linalg.copy {{.*}}ins(%{{.*}} : memref<2x2xf32, strided<[64, 1], offset: ?>>) outs(%[[ACC]] : memref<2x2xf32>)
+# CHECK: linalg.generic
+# CHECK-SAME: iterator_types = ["parallel", "parallel", "reduction"]
+# CHECK-SAME: outs(%[[ACC]] : memref<2x2xf32>)
+# CHECK: linalg.copy {{.*}}ins(%[[ACC]] : memref<2x2xf32>)
+
 with ir.Context():
-    for src in (ELEMENTWISE, MATMUL, PAD, ROWSUM):
+    for src in (ELEMENTWISE, MATMUL, PAD, ROWSUM, MM_EVEN):
         m = ir.Module.parse(src)
         map_to_gpu(m, device_for("vulkan"))
         print(m)
