@@ -176,6 +176,11 @@ def _memory_size() -> int:
         return 0
 
 
+#: Compatibility answers of device targets for this process: (target, device, node signature) ->
+#: answer (each `backends()` call makes new backend objects; the answers stay true).
+_TARGET_ANSWERS: dict[tuple[str, str, bytes], Compatibility] = {}
+
+
 class TargetBackend(Backend):
     """A device target of `onnxc.targets` (one device: the first the target's runtime finds)."""
 
@@ -187,7 +192,6 @@ class TargetBackend(Backend):
         self._info = info
         self.dtypes = dtypes
         self.options = options
-        self._answers: dict[bytes, Compatibility] = {}
 
     def info(self) -> BackendInfo:
         """The figures given at discovery, or (none given) measured through this backend's own
@@ -206,10 +210,10 @@ class TargetBackend(Backend):
         if isinstance(node_or_model, onnx.NodeProto):
             base = _by_op_type(node_or_model)
             return base if base.support is Support.UNSUPPORTED else Compatibility(Support.PARTIAL, base.reason + f" ({self.name}: decided per typed node)")
-        key = node_signature(node_or_model)
-        if key not in self._answers:
-            self._answers[key] = self._ask_target(node_or_model)
-        return self._answers[key]
+        key = (self.name, self.device, node_signature(node_or_model))
+        if key not in _TARGET_ANSWERS:
+            _TARGET_ANSWERS[key] = self._ask_target(node_or_model)
+        return _TARGET_ANSWERS[key]
 
     def _ask_target(self, model: onnx.ModelProto) -> Compatibility:
         module, reasons = _cpu_reasons(model)

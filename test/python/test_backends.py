@@ -639,3 +639,21 @@ def test_pin_host_keeps_named_nodes_on_the_cpu(fake_plugin: Path) -> None:
     assert free["onnx.add#1 (add0)"] == "fakeaccel", free
     pinned = {n: d.backend for d in partition(mixed_model(), found, pin_host=["add0"]).decisions for n in d.nodes}
     assert pinned["onnx.add#1 (add0)"] == "cpu" and pinned["onnx.add#4 (add1)"] == "fakeaccel", pinned
+
+
+@pytest.mark.skipif(not vulkan_present(), reason="no Vulkan device (run tools/install_system_deps.sh for lavapipe)")
+def test_sample_cnn_on_vulkan_matches_reference() -> None:
+    """The shipped sample CNN (Conv, Relu, MaxPool, Gemm, Softmax...) with Vulkan forced."""
+    from onnxc.targets.backends.partition import run_partitioned
+
+    root = Path(__file__).resolve().parents[2] / "models"
+    model = onnx.load(root / "sample.onnx")
+    x = np.load(root / "sample_input.npy")
+    name = model.graph.input[0].name
+    found = B.backends(plugins=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = run_partitioned(model, {name: x}, found, force="vulkan")
+    want = ReferenceEvaluator(model).run(None, {name: x})
+    for (k, g), w in zip(got.items(), want):
+        np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL, err_msg=k)
