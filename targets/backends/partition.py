@@ -203,10 +203,21 @@ def partition(
         singles = [None if whole else node_model(module, op, index) for op in ops]
     # The compatibility queries run pipelines, which may invalidate every Python op handle of the
     # (shared) context: the ops are looked up again afterwards, by position.
-    accepted = [
-        [b.name for b in chosen if b.info().device_kind == "cpu" or (single is not None and b.compatibility(single).support is Support.SUPPORTED)]
-        for single in singles
-    ]
+    broken: set[str] = set()
+
+    def takes(b: Backend, single: onnx.ModelProto | None) -> bool:
+        if b.info().device_kind == "cpu":
+            return True
+        if single is None or b.name in broken:
+            return False
+        try:
+            return b.compatibility(single).support is Support.SUPPORTED
+        except Exception as e:  # noqa: BLE001 - a (plug-in) backend whose query fails is asked nothing more
+            broken.add(b.name)
+            warnings.warn(f"backend '{b.name}' failed a compatibility query ({type(e).__name__}: {e}); it gets no nodes", stacklevel=3)
+            return False
+
+    accepted = [[b.name for b in chosen if takes(b, single)] for single in singles]
     with module.context:
         f = _main(module)
         for op, names in zip(_nodes(f), accepted):

@@ -85,6 +85,7 @@ FAKE_PLUGIN = """
 
     ACCEPTED = {"Add", "Mul"}
     CLAIMED = set()  # ops it says it supports but refuses at init_graph (a lying or buggy driver)
+    BROKEN = False  # compatibility queries raise
     MACS = 1.0e15
     LINK = 1.0e13
     STARTS = []
@@ -105,6 +106,8 @@ FAKE_PLUGIN = """
             STARTS.append("stop")
 
         def compatibility(self, node_or_model):
+            if BROKEN:
+                raise RuntimeError("driver crashed")
             nodes = [node_or_model] if isinstance(node_or_model, onnx.NodeProto) else list(node_or_model.graph.node)
             bad = [n.op_type for n in nodes if n.op_type not in ACCEPTED | CLAIMED]
             if bad:
@@ -657,3 +660,13 @@ def test_sample_cnn_on_vulkan_matches_reference() -> None:
     want = ReferenceEvaluator(model).run(None, {name: x})
     for (k, g), w in zip(got.items(), want):
         np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL, err_msg=k)
+
+
+def test_a_failing_compatibility_query_costs_the_backend_its_nodes_not_the_run(fake_plugin: Path) -> None:
+    from onnxc.targets.backends.partition import partition
+
+    found = B.backends()
+    sys.modules["fake_accel_plugin"].BROKEN = True
+    with pytest.warns(UserWarning, match="'fakeaccel' failed a compatibility query.*driver crashed"):
+        p = partition(mixed_model(), found)
+    assert {d.backend for d in p.decisions} <= {"cpu", "vulkan"}
