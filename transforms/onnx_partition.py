@@ -323,8 +323,8 @@ class OnnxPartitionPass(ModulePass):
         index = {U.id_key(op): i for i, op in enumerate(ops)}
         n = len(ops)
         edges: list[tuple[int, int]] = []
-        # Per node: bytes of each input value (by producer node or None for args/constants) and
-        # whether each result is used outside the node set or returned.
+        # Per node, per result: the nodes that read it, and whether it escapes (returned, or read
+        # by an op that is not a node), i.e. must leave any subgraph that makes it.
         consumers: list[list[tuple[ir.Value, set[int], bool]]] = []
         for i, op in enumerate(ops):
             for v in op.operands:
