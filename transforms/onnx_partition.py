@@ -18,7 +18,8 @@ Input, read from the IR:
   its `ops` list (if any) names the op type and its `macs` has the node's element type.
 - options: `backends` (`onnx-partition{backends=vulkan,cpu}`): the backends to consider
   (default: every profile; the host profile is always the fallback); `force`: a backend that
-  gets every node it accepts; `pin-host`: ONNX node names kept on the host (the user's overrides).
+  gets every node it accepts; `pin-host`: ONNX node names kept on the host (the user's
+  overrides); `profiles`: a JSON file with the same figures, used instead of the attribute.
 
 Algorithm, per function (`onnx.constant`/`onnx.none` are not nodes: weights are uploaded once at
 graph initialization, so they count neither as work nor as per-run transfers):
@@ -228,6 +229,34 @@ def read_profiles(module: ir.Operation) -> list[Profile]:
     return out
 
 
+def profiles_from_json(path: str, where: ir.Location) -> list[Profile]:
+    """Profiles from a JSON file `{name: {"macs": {"f32": ..}, "mem_bw": .., "h2d_bw": ..,
+    "d2h_bw": .., "host": true, "ops": [..]}}` (what `onnxc.targets.backends.partition.
+    profiles_json` writes from the backends' `info()`); `PassFailure` naming the bad entry."""
+    import json
+
+    def fail(msg: str) -> PassFailure:
+        return PassFailure("onnx-partition", [(where, f"profiles={path}: {msg}")])
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError) as e:
+        raise fail(str(e)) from None
+    if not isinstance(data, dict):
+        raise fail("expected an object mapping backend names to figures")
+    out = []
+    for name, d in data.items():
+        try:
+            macs = {str(k): float(v) for k, v in dict(d.get("macs", {})).items()}
+            ops = frozenset(str(x) for x in d["ops"]) if d.get("ops") is not None else None
+            bw = float(d["mem_bw"])
+            out.append(Profile(str(name), macs, bw, float(d.get("h2d_bw", bw)), float(d.get("d2h_bw", bw)), bool(d.get("host", False)), ops))
+        except (AttributeError, KeyError, TypeError, ValueError) as e:
+            raise fail(f"backend '{name}': bad or missing figure {e}") from None
+    return out
+
+
 def _nbytes(t: ir.Type) -> float:
     if not isinstance(t, ir.ShapedType) or not t.has_rank:
         return 0.0
@@ -291,18 +320,20 @@ class OnnxPartitionPass(ModulePass):
     gets every node it accepts whatever the roofline says: the user's override, e.g. to test a
     device or when the figures are known to be wrong); `pin_host` (ONNX node names that stay on
     the host whatever the backends accept: the user's deny list, e.g. a node whose device result
-    is known to be too imprecise).
+    is known to be too imprecise); `profiles` (a JSON file of the figures, instead of the module's
+    `onnxc.backend_profiles`, for `onnx-opt` on an imported model).
     """
 
     name = "onnx-partition"
     backends: tuple[str, ...] = ()
     force: str = ""
     pin_host: tuple[str, ...] = ()
+    profiles: str = ""
 
     def run(self, module: ir.Operation) -> None:
         module = module.operation
         with module.context, ir.Location.unknown():
-            profiles = read_profiles(module)
+            profiles = profiles_from_json(self.profiles, module.location) if self.profiles else read_profiles(module)
             hosts = [p for p in profiles if p.host]
             if len(hosts) != 1:
                 raise PassFailure(self.name, [(module.location, f"{PROFILES_ATTR} must mark exactly one profile 'host' (the CPU fallback), found {len(hosts)}")])

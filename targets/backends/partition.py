@@ -41,7 +41,7 @@ from onnxc.transforms.onnx_partition import ACCEPTED_ATTR, BACKEND_ATTR, PARTITI
 from onnxc.transforms.pass_base import element_text
 from onnxc.transforms.pipeline import run_pipeline
 
-__all__ = ["Decision", "Partition", "PartitionedModel", "decision_table", "node_model", "partition", "run_partitioned", "subgraph_model"]
+__all__ = ["Decision", "Partition", "PartitionedModel", "profiles_json", "decision_table", "node_model", "partition", "run_partitioned", "subgraph_model"]
 
 _OURS = (ACCEPTED_ATTR, BACKEND_ATTR, SUBGRAPH_ATTR)
 
@@ -179,6 +179,13 @@ def _profiles_attr(backends: Sequence[Backend]) -> ir.Attribute:
             entry["d2h_bw"] = ir.FloatAttr.get_f64(p["d2h_bw"])
         out[b.name] = ir.DictAttr.get(entry)
     return ir.DictAttr.get(out)
+
+
+def profiles_json(backends: Sequence[Backend]) -> str:
+    """The backends' figures as the JSON `onnx-partition{profiles=<file>}` reads."""
+    import json
+
+    return json.dumps({b.name: b.info().profile() for b in backends}, indent=1)
 
 
 def partition(

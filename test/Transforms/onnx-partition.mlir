@@ -87,3 +87,26 @@ module attributes {onnxc.backend_profiles = {
     return %t : tensor<16x16xf32>
   }
 }
+
+// -----
+
+// The figures from a JSON file (profiles=...) instead of a module attribute: what
+// `onnx-opt model.onnx -p 'onnx-partition{profiles=figures.json}'` reads after
+// onnxc.targets.backends.partition.profiles_json wrote it.
+// RUN: echo '{"cpu": {"host": true, "macs": {"f32": 1e10}, "mem_bw": 1e10}, "acc": {"macs": {"f32": 1e14}, "mem_bw": 1e12, "h2d_bw": 1e12, "d2h_bw": 1e12, "ops": ["MatMul"]}}' > %t.json
+// RUN: onnx-opt %s --split-input-file -p 'onnx-partition{profiles=%t.json}' | filecheck %s --check-prefix=JSON
+// JSON-LABEL: func.func @from_json
+// JSON: "onnx.mat_mul"{{.*}}onnxc.accepted_by = ["cpu", "acc"], onnxc.backend = "acc", onnxc.subgraph = 0
+// JSON: "onnx.tanh"{{.*}}onnxc.accepted_by = ["cpu"], onnxc.backend = "cpu", onnxc.subgraph = 1
+// The file wins over the module's attribute (whose device takes Tanh, not MatMul):
+// CHECK-LABEL: func.func @from_json
+// CHECK: "onnx.mat_mul"{{.*}}onnxc.accepted_by = ["cpu"], onnxc.backend = "cpu"
+module attributes {onnxc.backend_profiles = {
+    cpu = {host, macs = {f32 = 1.0e10 : f64}, mem_bw = 1.0e10 : f64},
+    acc = {macs = {f32 = 1.0e14 : f64}, mem_bw = 1.0e12 : f64, ops = ["Tanh"]}}} {
+  func.func @from_json(%a: tensor<256x256xf32>) -> tensor<256x256xf32> {
+    %m = "onnx.mat_mul"(%a, %a) : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
+    %t = "onnx.tanh"(%m) : (tensor<256x256xf32>) -> tensor<256x256xf32>
+    return %t : tensor<256x256xf32>
+  }
+}

@@ -670,3 +670,31 @@ def test_a_failing_compatibility_query_costs_the_backend_its_nodes_not_the_run(f
     with pytest.warns(UserWarning, match="'fakeaccel' failed a compatibility query.*driver crashed"):
         p = partition(mixed_model(), found)
     assert {d.backend for d in p.decisions} <= {"cpu", "vulkan"}
+
+
+def test_profiles_json_feeds_the_pass(fake_plugin: Path, tmp_path: Path) -> None:
+    from mlir import ir
+
+    from onnxc.dialect import onnx_context
+    from onnxc.errors import OnnxcError
+    from onnxc.targets.backends.partition import profiles_json
+    from onnxc.transforms.pipeline import run_pipeline
+
+    found = [b for b in B.backends() if b.name in ("cpu", "fakeaccel")]
+    figures = tmp_path / "figures.json"
+    figures.write_text(profiles_json(found))
+    assert json.loads(figures.read_text())["fakeaccel"]["macs"] == {"f32": 1.0e15}
+    text = """module {
+      func.func @f(%x: tensor<65536xf32>) -> tensor<65536xf32> {
+        %a = "onnx.add"(%x, %x) : (tensor<65536xf32>, tensor<65536xf32>) -> tensor<65536xf32>
+        return %a : tensor<65536xf32>
+      }
+    }"""
+    with onnx_context():
+        module = ir.Module.parse(text)
+        run_pipeline(module, f"onnx-partition{{profiles={figures}}}", reraise=True)
+        add = module.body.operations[0].regions[0].blocks[0].operations[0]
+        assert ir.StringAttr(add.attributes["onnxc.backend"]).value == "fakeaccel"
+        (tmp_path / "bad.json").write_text('{"cpu": {"host": true}}')
+        with pytest.raises(OnnxcError, match=r"bad.json: backend 'cpu': bad or missing figure 'mem_bw'"):
+            run_pipeline(ir.Module.parse(text), f"onnx-partition{{profiles={tmp_path / 'bad.json'}}}", reraise=True)
