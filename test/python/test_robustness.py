@@ -225,3 +225,17 @@ def test_scalar_input_fed_as_one_element_vector_is_refused() -> None:
     c = onnxc.compile(_model([h.make_node("Identity", ["a"], ["y"])], [_f("a", [])], ["y"]))
     with pytest.raises(OnnxcError):
         c(np.zeros((1,), np.float32))
+
+
+def test_operand_of_higher_rank_than_result_is_refused_not_aborted(tmp_path: Path) -> None:
+    """Found by the compile fuzzer: RMSNormalization with a scale of rank 5 on a rank-4 input built an
+    affine map with a loop the nest does not have (AffineMap::get asserts: SIGABRT)."""
+    m = _model(
+        [h.make_node("RMSNormalization", ["x", "w"], ["y"], axis=0, name="rms")],
+        [_f("x", [2, 3, 4, 5]), _f("w", [1, 2, 3, 4, 5])],
+        ["y"],
+        opset=23,
+    )
+    r = _compile_in_child(m, tmp_path)
+    assert r.returncode == 1, (r.returncode, r.stderr[-2000:])
+    assert "cannot broadcast to a result of rank 4" in r.stderr

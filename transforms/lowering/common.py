@@ -474,6 +474,10 @@ def affine_map(n_dims: int, exprs: Sequence[int | str | ir.AffineExpr]) -> ir.Af
         elif isinstance(e, str):
             out.append(ir.AffineConstantExpr.get(int(e)))
         else:
+            if not 0 <= e < n_dims:
+                # AffineMap::get asserts on this (the process aborts); an operand of higher rank than
+                # the loop nest gets here (issue 11: RMSNormalization with a rank-5 scale on rank 4).
+                raise LoweringError(f"an operand is indexed by loop {e} of a {n_dims}-loop nest (is its rank higher than the result's?)")
             out.append(ir.AffineDimExpr.get(e))
     return ir.AffineMap.get(n_dims, 0, out)
 
@@ -571,6 +575,9 @@ def broadcast_plan(values: Sequence[ir.Value], out_shape: Sequence[Dim] | None =
     shapes = [static_shape(v.type) for v in values]
     if ranks is not None:
         shapes = [sh[: max(n, 0)] for sh, n in zip(shapes, ranks)]
+    if out_shape is not None and any(len(sh) > len(out_shape) for sh in shapes):
+        ranks_text = ", ".join(str(len(sh)) for sh in shapes)
+        raise LoweringError(f"operands of ranks {ranks_text} cannot broadcast to a result of rank {len(out_shape)}")
     r = len(out_shape) if out_shape is not None else max((len(sh) for sh in shapes), default=0)
     if out_shape is None:
         res = broadcast_shapes(shapes)

@@ -1,0 +1,58 @@
+"""The compile-level fuzzer (`onnxc.tools.fuzz_compile`) at CI size: mutated node-test models must
+compile and match `onnx.reference`, or be refused with an `OnnxcError`; never an abort, a raw
+exception or a wrong answer (issue 11). `ONNXC_COMPILE_FUZZ_CASES=N` runs N cases instead.
+
+The long run: `nice python -m onnxc.tools.fuzz_compile --cases 100000 --minutes 15 --json out.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from onnxc.tools import fuzz_compile as fz
+
+CASES = int(os.environ.get("ONNXC_COMPILE_FUZZ_CASES", "100"))
+
+
+def test_compile_fuzz_finds_no_bug(tmp_path: Path) -> None:
+    out = tmp_path / "fuzz.json"
+    # --minutes bounds the run on a loaded machine: cases not started by then are not counted.
+    cmd = [sys.executable, "-m", "onnxc.tools.fuzz_compile", "--cases", str(CASES), "--seed", "0", "--minutes", "2.5", "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    report = json.loads(out.read_text())
+    assert report["cases"] >= min(CASES, 40), report  # the run did a useful amount of work
+    assert sum(report["counts"].values()) == report["cases"]
+    bugs = "\n".join(f"case {b['index']} {b['base']} {b['mutation']} ({b['change']}): {b['cls']}: {b['why']}" for b in report["bugs"])
+    assert proc.returncode == 0 and not bugs, bugs or proc.stdout[-2000:]
+
+
+def test_mutations_are_deterministic_and_keep_models_parseable() -> None:
+    bases = fz.base_cases()[:40]
+    a = fz.make_cases(30, 7, bases)
+    b = fz.make_cases(30, 7, bases)
+    assert [(c.base, c.mutation, c.detail, c.model) for c in a] == [(c.base, c.mutation, c.detail, c.model) for c in b]
+    for c in a:
+        onnx.load_from_string(c.model)  # parseable: the mutations push into the compiler, not the parser
+
+
+def test_worker_classifies_outcomes() -> None:
+    """The classification itself: a valid model is `ok`, a bad perm is `refused` (before the fix it
+    aborted the worker: `abort`), and a wrong feed dtype is `refused` at run time."""
+    def case(node: onnx.NodeProto, feeds: dict[str, np.ndarray]) -> fz.Case:
+        g = h.make_graph([node], "g", [h.make_tensor_value_info("x", T.FLOAT, [2, 3])], [h.make_tensor_value_info("y", T.FLOAT, None)])
+        m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+        return fz.Case(0, "t", "attribute", "", m.SerializeToString(), feeds)
+
+    x = np.ones((2, 3), np.float32)
+    assert fz.run_case(case(h.make_node("Transpose", ["x"], ["y"], perm=[1, 0]), {"x": x}))["cls"] == "ok"
+    assert fz.run_case(case(h.make_node("Transpose", ["x"], ["y"], perm=[1, 1]), {"x": x}))["cls"] == "refused"
+    assert fz.run_case(case(h.make_node("Relu", ["x"], ["y"]), {"x": x.astype(np.float64)}))["cls"] == "refused"

@@ -1,0 +1,399 @@
+"""A compile-level fuzzer: mutate ONNX node-test models, compile and run them, classify what happens.
+
+`python -m onnxc.tools.fuzz_compile --cases N --seed S [--workers 2] [--json out.json]`
+
+Why: the importer's fuzzer (test/python/test_import_fuzz.py) mutates bytes and fields, so most of
+its models never reach the compiler. This one starts from the models of onnx's backend node tests
+(built in memory by `onnx.backend.test.case.node.collect_testcases`, with their inputs) and makes
+small, plausible edits that keep the model parseable and push it into the passes and the lowering
+(issue 11):
+
+- `attribute`: an INT/INTS attribute of a node gets another value (out of range, negative, a
+  permuted or shortened list);
+- `elem_type`: a graph input gets another element type (its data is cast);
+- `rank`: a graph input gets one dim more or fewer (its data is reshaped);
+- `symbolic`: every dim of every graph input becomes a `dim_param` (the static result is the
+  reference);
+- `opset`: the model's default-domain opset changes;
+- `initializer`: a graph input becomes an initializer whose data is shorter than its dims;
+- `feed`: the model is unchanged but run with an input of the wrong shape or dtype.
+
+Each case runs in a worker process (a pool of `--workers`, 2 by default), so an abort (an MLIR
+assertion: SIGABRT) kills only the worker: it is counted, and the worker restarted. Outcomes:
+
+- `ok`: compiled, ran, and matches `onnx.reference` (or the reference refuses the model too);
+- `refused`: an `OnnxcError` (a clean diagnostic) at compile or run time;
+- `raw` (bug): any other exception escaping onnxc;
+- `abort` (bug): the worker died;
+- `wrong` (bug): the outputs differ from `onnx.reference`'s on the same model and inputs;
+- `timeout`: the case ran past `--timeout` seconds (the worker is restarted).
+
+The exit status is 1 when any bug class is non-zero. Cases are chosen deterministically from the
+seed, so `--seed S --only K` replays case K.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import pickle
+import queue
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+MUTATIONS = ("attribute", "elem_type", "rank", "symbolic", "opset", "initializer", "feed")
+BUGS = ("raw", "abort", "wrong")
+# Node tests whose outputs are random or depend on state the reference does not share.
+_SKIP = ("random", "bernoulli", "dropout", "multinomial", "training", "_expanded", "test_optional", "sequence", "loop", "scan", "if_")
+_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.INT8, onnx.TensorProto.INT32,
+          onnx.TensorProto.INT64, onnx.TensorProto.UINT8, onnx.TensorProto.BOOL)  # fmt: skip
+
+
+@dataclasses.dataclass
+class Case:
+    """One mutated model and the inputs to run it with."""
+
+    index: int
+    base: str  # the node test it came from
+    mutation: str
+    detail: str
+    model: bytes
+    feeds: dict[str, np.ndarray]
+
+
+# --------------------------------------------------------------------------------------------- cases
+
+
+def base_cases() -> list[tuple[str, onnx.ModelProto, dict[str, np.ndarray]]]:
+    """(name, model, feeds) of every node test with plain tensor inputs, sorted by name."""
+    import warnings
+
+    from onnx.backend.test.case.node import collect_testcases
+
+    out = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = collect_testcases(None)
+    for c in cases:
+        if any(s in c.name for s in _SKIP) or not c.data_sets:
+            continue
+        m = c.model
+        inputs, _ = c.data_sets[0]
+        if len(inputs) != len(m.graph.input) or any(vi.type.WhichOneof("value") != "tensor_type" for vi in m.graph.input):
+            continue
+        if any(vi.type.WhichOneof("value") != "tensor_type" for vi in m.graph.output):
+            continue
+        feeds = {vi.name: np.asarray(a) for vi, a in zip(m.graph.input, inputs)}
+        if any(a.dtype == object for a in feeds.values()):
+            continue
+        out.append((c.name, m, feeds))
+    out.sort(key=lambda t: t[0])
+    return out
+
+
+def _np_type(elem: int) -> np.dtype:
+    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem))
+
+
+def mutate(rng: random.Random, model: onnx.ModelProto, feeds: dict[str, np.ndarray], kind: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray], str] | None:
+    """A mutated copy of (model, feeds) of the given kind, with a description; None if the kind
+    does not apply to this model."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    f = {k: v.copy() for k, v in feeds.items()}
+    g = m.graph
+    if kind in ("elem_type", "rank", "feed") and not len(g.input):
+        return None
+    if kind == "attribute":
+        spots = [(n, a) for n in g.node for a in n.attribute if a.type in (onnx.AttributeProto.INT, onnx.AttributeProto.INTS)]
+        if not spots:
+            return None
+        node, a = rng.choice(spots)
+        if a.type == onnx.AttributeProto.INT:
+            a.i = rng.choice([a.i + 1, a.i - 1, -a.i - 1, a.i + 3, 0, -1, 7])
+            return m, f, f"{node.op_type}.{a.name} = {a.i}"
+        vals = list(a.ints)
+        choice = rng.randrange(4)
+        if choice == 0 and vals:
+            rng.shuffle(vals)
+            vals[rng.randrange(len(vals))] += rng.choice([-4, -1, 1, 4])
+        elif choice == 1:
+            vals = vals[:-1]
+        elif choice == 2:
+            vals = vals + [rng.choice([0, 1, -1, 5])]
+        else:
+            vals = [v if rng.random() < 0.5 else rng.choice([0, -1, 2, 9]) for v in vals]
+        del a.ints[:]
+        a.ints.extend(vals)
+        return m, f, f"{node.op_type}.{a.name} = {vals}"
+    if kind == "elem_type":
+        vi = rng.choice(list(g.input))
+        new = rng.choice([t for t in _TYPES if t != vi.type.tensor_type.elem_type])
+        vi.type.tensor_type.elem_type = new
+        f[vi.name] = f[vi.name].astype(_np_type(new))
+        return m, f, f"input {vi.name} -> {onnx.TensorProto.DataType.Name(new)}"
+    if kind == "rank":
+        vi = rng.choice(list(g.input))
+        a = f[vi.name]
+        if rng.random() < 0.5 or a.ndim == 0:
+            a = a.reshape((1,) + a.shape)
+        elif a.shape[0] == 1 or a.ndim == 1:
+            a = a.reshape(a.shape[1:]) if a.shape[0] == 1 else a.reshape((1,) + a.shape)
+        else:
+            a = a.reshape((a.shape[0] * a.shape[1],) + a.shape[2:])
+        f[vi.name] = a
+        shape = vi.type.tensor_type.shape
+        shape.ClearField("dim")
+        for d in a.shape:
+            shape.dim.add().dim_value = d
+        return m, f, f"input {vi.name} -> shape {list(a.shape)}"
+    if kind == "symbolic":
+        for vi in g.input:
+            for j, d in enumerate(vi.type.tensor_type.shape.dim):
+                d.dim_param = f"{vi.name}_d{j}"
+        for vi in g.output:
+            vi.type.tensor_type.ClearField("shape")
+        del g.value_info[:]
+        return m, f, "every input dim symbolic"
+    if kind == "opset":
+        entry = next((e for e in m.opset_import if e.domain in ("", "ai.onnx")), None)
+        if entry is None:
+            return None
+        entry.version = rng.choice([v for v in (7, 9, 11, 13, 15, 17, 18, 19, 21) if v != entry.version])
+        m.ir_version = max(m.ir_version, 8)
+        return m, f, f"opset -> {entry.version}"
+    if kind == "initializer":
+        cands = [vi for vi in g.input if f[vi.name].size > 1]
+        if not cands:
+            return None
+        vi = rng.choice(cands)
+        a = f.pop(vi.name)
+        t = onnx.numpy_helper.from_array(a.reshape(-1)[:-1].copy(), vi.name)
+        del t.dims[:]
+        t.dims.extend(a.shape)  # the dims ask for one element more than the data holds
+        g.initializer.append(t)
+        keep = [x for x in g.input if x.name != vi.name]
+        del g.input[:]
+        g.input.extend(keep)
+        return m, f, f"initializer {vi.name} one element short"
+    if kind == "feed":
+        name = rng.choice(list(f))
+        a = f[name]
+        if rng.random() < 0.5:
+            f[name] = a.astype(np.float64 if a.dtype != np.float64 else np.float32)
+            return m, f, f"feed {name} as {f[name].dtype}"
+        f[name] = np.concatenate([a.reshape(-1), a.reshape(-1)[:1]]) if a.size else np.zeros(3, a.dtype)
+        return m, f, f"feed {name} with shape {f[name].shape}"
+    raise ValueError(kind)
+
+
+def make_cases(n: int, seed: int, bases: list[tuple[str, onnx.ModelProto, dict[str, np.ndarray]]]) -> list[Case]:
+    """`n` cases, each from a base model and a mutation drawn from `random.Random(seed, index)`."""
+    out = []
+    for i in range(n):
+        rng = random.Random(f"{seed}:{i}")
+        for _ in range(20):
+            name, model, feeds = rng.choice(bases)
+            kind = rng.choice(MUTATIONS)
+            got = mutate(rng, model, feeds, kind)
+            if got is not None:
+                m, f, detail = got
+                out.append(Case(i, name, kind, detail, m.SerializeToString(), f))
+                break
+    return out
+
+
+# --------------------------------------------------------------------------------------------- worker
+
+
+def _same(got: np.ndarray, want: np.ndarray) -> bool:
+    want = np.asarray(want)
+    got = np.asarray(got)
+    if got.shape != want.shape:
+        return False
+    if want.dtype.kind in "fc" or got.dtype.kind in "fc":
+        return bool(np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-3, atol=1e-5, equal_nan=True))
+    if want.dtype == object:
+        return bool(np.array_equal(got, want))
+    return bool(np.array_equal(got.astype(np.int64), want.astype(np.int64)))
+
+
+def run_case(case: Case) -> dict[str, str]:
+    """Compile and run one case in this process: {'cls': outcome, 'detail': why}."""
+    import warnings
+
+    import onnxc
+    from onnxc.errors import OnnxcError
+
+    warnings.simplefilter("ignore")
+    model = onnx.load_from_string(case.model)
+    try:
+        compiled = onnxc.compile(model)
+        got = compiled.run(case.feeds)
+    except OnnxcError as exc:
+        return {"cls": "refused", "detail": str(exc).splitlines()[0][:300]}
+    except Exception as exc:  # noqa: BLE001 - any other exception escaping onnxc is the bug class counted
+        return {"cls": "raw", "detail": f"{type(exc).__name__}: {str(exc)[:500]}"}
+    try:
+        from onnx.reference import ReferenceEvaluator
+
+        want = ReferenceEvaluator(model).run(None, case.feeds)
+    except Exception as exc:  # noqa: BLE001 - the reference refuses the model too: nothing to compare
+        return {"cls": "ok", "detail": f"reference refused: {type(exc).__name__}"}
+    for vi, w in zip(model.graph.output, want):
+        g = got.get(vi.name)
+        if g is None or not _same(g, w):
+            shape = None if g is None else np.asarray(g).shape
+            return {"cls": "wrong", "detail": f"output '{vi.name}': got shape {shape}, reference {np.asarray(w).shape}"}
+    return {"cls": "ok", "detail": ""}
+
+
+def worker_main() -> None:
+    """Read case file paths from stdin, one per line; write one JSON result line per case."""
+    for line in sys.stdin:
+        path = line.strip()
+        if not path:
+            continue
+        with open(path, "rb") as fh:
+            case = pickle.load(fh)
+        result = run_case(case)
+        sys.stdout.write(json.dumps(result) + "\n")
+        sys.stdout.flush()
+
+
+class Worker:
+    """A worker process; restarted when it dies (an abort) or a case times out."""
+
+    def __init__(self, limit_bytes: int) -> None:
+        self.limit_bytes = limit_bytes
+        self.proc: subprocess.Popen[str] | None = None
+
+    def _start(self) -> subprocess.Popen[str]:
+        def limits() -> None:
+            import resource
+
+            os.nice(10)
+            # The data segment, not the address space: LLVM's JIT reserves far more address space
+            # than it uses, and an RLIMIT_AS of 6 GB made it abort on healthy models.
+            resource.setrlimit(resource.RLIMIT_DATA, (self.limit_bytes, self.limit_bytes))
+
+        env = dict(os.environ, PYTHONWARNINGS="ignore")
+        return subprocess.Popen(
+            [sys.executable, "-m", "onnxc.tools.fuzz_compile", "--worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, preexec_fn=limits, env=env,
+        )  # fmt: skip
+
+    def run(self, path: str, timeout: float) -> dict[str, str]:
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = self._start()
+        proc = self.proc
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(path + "\n")
+        proc.stdin.flush()
+        box: list[str] = []
+        reader = threading.Thread(target=lambda: box.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+        reader.start()
+        reader.join(timeout)
+        if reader.is_alive():
+            self.stop()
+            return {"cls": "timeout", "detail": f"over {timeout:.0f} s"}
+        if not box or not box[0]:
+            code = proc.wait()
+            self.proc = None
+            return {"cls": "abort", "detail": f"worker exit status {code}"}
+        return json.loads(box[0])
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+
+def fuzz(n: int, seed: int, workers: int = 2, timeout: float = 120.0, only: int | None = None,
+         deadline: float | None = None, limit_bytes: int = 6 << 30, log: Any = None) -> dict[str, Any]:  # fmt: skip
+    """Run `n` cases (or just case `only`) on `workers` workers; stop starting cases after
+    `deadline` (time.time()). Returns counts and the bug cases."""
+    bases = base_cases()
+    cases = make_cases(n, seed, bases)
+    if only is not None:
+        cases = [c for c in cases if c.index == only]
+    tmp = Path(tempfile.mkdtemp(prefix="onnxc_fuzz_"))
+    todo: queue.Queue[Case] = queue.Queue()
+    for c in cases:
+        todo.put(c)
+    results: list[tuple[Case, dict[str, str]]] = []
+    lock = threading.Lock()
+
+    def drive() -> None:
+        w = Worker(limit_bytes)
+        try:
+            while deadline is None or time.time() < deadline:
+                try:
+                    c = todo.get_nowait()
+                except queue.Empty:
+                    return
+                path = tmp / f"case{c.index}.pkl"
+                path.write_bytes(pickle.dumps(c))
+                r = w.run(str(path), timeout)
+                path.unlink()
+                with lock:
+                    results.append((c, r))
+                    if log is not None:
+                        print(f"[{len(results)}] case {c.index} {c.base} {c.mutation} ({c.detail}): {r['cls']} {r['detail'][:160]}", file=log, flush=True)
+        finally:
+            w.stop()
+
+    threads = [threading.Thread(target=drive) for _ in range(max(1, workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    counts = Counter(r["cls"] for _, r in results)
+    bugs = [{"index": c.index, "base": c.base, "mutation": c.mutation, "change": c.detail, "cls": r["cls"], "why": r["detail"]}
+            for c, r in results if r["cls"] in BUGS]  # fmt: skip
+    by_mutation = Counter(f"{c.mutation}:{r['cls']}" for c, r in results)
+    return {"seed": seed, "cases": len(results), "counts": dict(counts), "by_mutation": dict(sorted(by_mutation.items())),
+            "bugs": sorted(bugs, key=lambda b: b["index"])}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m onnxc.tools.fuzz_compile", description=__doc__.splitlines()[0])
+    p.add_argument("--cases", type=int, default=200)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per case")
+    p.add_argument("--minutes", type=float, default=None, help="stop starting cases after this many minutes")
+    p.add_argument("--only", type=int, default=None, help="replay one case index")
+    p.add_argument("--json", type=Path, default=None, help="write the counts and bug cases here")
+    p.add_argument("--verbose", action="store_true", help="print every case's outcome")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        worker_main()
+        return 0
+    deadline = None if args.minutes is None else time.time() + 60 * args.minutes
+    report = fuzz(args.cases, args.seed, args.workers, args.timeout, args.only, deadline, log=sys.stderr if args.verbose else None)
+    text = json.dumps(report, indent=1)
+    if args.json is not None:
+        args.json.write_text(text)
+    print(json.dumps({k: report[k] for k in ("seed", "cases", "counts")}))
+    for b in report["bugs"]:
+        print(f"BUG {b['cls']}: case {b['index']} ({b['base']}, {b['mutation']}: {b['change']}): {b['why']}")
+    return 1 if any(report["counts"].get(k, 0) for k in BUGS) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
