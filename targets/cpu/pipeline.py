@@ -738,6 +738,11 @@ def lower_to_vector(module: ir.Module, options: CpuPipelineOptions | None = None
     if opts.data_tiling:
         pack_contractions(module, opts.cpu, opts.max_sequential_reduction, opts.max_partial_elements)
     tile_and_vectorize(module, opts)
+    # Masked tail reductions lower with a wrong neutral value for max in LLVM 22.1.8 (ReduceMax
+    # of an all-negative row of 17 gave -1.4e-45): select the identity, reduce unmasked.
+    from onnxc.targets.cpu.masked_reductions import unmask_reductions
+
+    unmask_reductions(module)
     _run(module, VECTOR_POST_PIPELINE, "vector-post")
     return module
 

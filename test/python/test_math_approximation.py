@@ -305,15 +305,10 @@ def test_normalizations(op: str) -> None:
     np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="CPU pipeline bug (not this pass): MLIR 22's VectorToLLVM lowers a masked "
-    "vector.reduction <maximumf> with -1.4e-45 (negative smallest denormal) as the neutral value, so "
-    "the max of an all-negative row whose length is not a multiple of the vector width is -1.4e-45; "
-    "Softmax then computes exp(-1000 - (-0)) = 0 and 0/0",
-)
 def test_softmax_all_negative_row() -> None:
-    """Softmax of a row of equal, very negative logits is uniform."""
+    """Softmax of a row of equal, very negative logits is uniform (the row max is a masked-tail
+    reduction: LLVM 22's masked maximumf neutral value made it -1.4e-45 and the result NaN until
+    targets/cpu/masked_reductions.py)."""
     x = np.full((2, 100), -1000.0, np.float32)
     got = _run(_reduction_model("Softmax", [2, 100], axis=-1), x)
     np.testing.assert_allclose(got, np.full_like(x, 0.01), rtol=1e-6)
