@@ -37,9 +37,10 @@ from onnxc.transforms.pass_base import ModulePass
 
 __all__ = ["LayoutPropagationPass", "propagate_layouts"]
 
-#: Upper bound on rewrite rounds (each round handles every transpose once); a CNN needs about
-#: one round per layer at worst, and the pass stops as soon as a round changes nothing.
-MAX_ROUNDS: int = 10_000
+#: Rewrite rounds allowed per structured op of the input (each round handles every transpose
+#: once; a transpose moves at least one op down per round, so a chain of n ops needs at most n).
+#: The pass stops as soon as a round changes nothing; the bound only guarantees termination.
+ROUNDS_PER_OP: int = 2
 
 
 def _perm(op: ir.Operation) -> list[int]:
@@ -174,7 +175,11 @@ def _inverse(perm: list[int]) -> list[int]:
 
 def _existing_transpose(v: ir.Value, perm: list[int], user: ir.Operation) -> ir.Value | None:
     """A transpose of `v` by `perm` already computed before `user` in its block (the NHWC copy
-    of a model input that a convolution made), so `user` reads it instead of `v` strided."""
+    of a model input that a convolution made), so `user` reads it instead of `v` strided. Only for
+    function arguments: reusing the layout copy of a computed value would let two transposes push
+    the same op back and forth."""
+    if not isinstance(v, ir.BlockArgument):
+        return None
     for use in v.uses:
         op = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
         if op.name == "linalg.transpose" and use.operand_number == 0 and _perm(op) == perm:
@@ -187,6 +192,10 @@ def _push_through(t: ir.Operation, user: ir.Operation) -> bool:
     """Rewrite elementwise `user` of transpose `t` to run in t's source layout (see 1. above)."""
     perm = _perm(t)
     res = t.results[0]
+    if isinstance(t.operands[0], ir.BlockArgument):
+        # The boundary transpose of a model input into the network's layout: pushing it down
+        # would only move the work, and undo the rewrite that reused it for a residual read.
+        return False
     n_in = _num_inputs(user)
     maps = _maps(user)
     if maps[0].n_dims != len(perm):
@@ -390,7 +399,15 @@ def _erase_dead(root: ir.Operation) -> None:
 def propagate_layouts(root: ir.Operation) -> int:
     """Run the rewrites on every function under `root` to a fixpoint; returns how many applied."""
     applied = 0
-    for _ in range(MAX_ROUNDS):
+    n_ops = 0
+
+    def count(op: ir.Operation) -> ir.WalkResult:
+        nonlocal n_ops
+        n_ops += op.name.startswith("linalg.")
+        return ir.WalkResult.ADVANCE
+
+    root.walk(count)
+    for _ in range(ROUNDS_PER_OP * n_ops + 8):
         changed = False
         for t in _transposes(root):
             if _fold_pair(t):

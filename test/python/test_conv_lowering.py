@@ -199,6 +199,9 @@ def test_dynamic_batch() -> None:
     g, out = _basic_block(4)
     out = g.conv(out, 4, 4, 3, group=4, pads=[1, 1, 1, 1])
     model = g.model(["N", 4, 7, 7], out)
+    # The residual Add reads the input's NHWC copy: one transpose in, one out (the pass must also
+    # terminate here: two transposes of one Add once pushed it back and forth).
+    assert _ir(model, "linalg").count("linalg.transpose") == 2
     compiled = onnxc.compile(model)
     for n in (1, 3):
         x = _r(n, 4, 7, 7)
