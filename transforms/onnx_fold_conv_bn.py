@@ -121,6 +121,8 @@ def _fold_bn(bn: ir.Operation) -> bool:
     if found is None:
         return False
     conv, w, b = found
+    if U.refine_type(conv.results[0].type, bn.results[0].type) is None:
+        return False
     params = [_constant(bn.operands[i]) for i in range(1, 5)]
     if any(p is None or p.shape != (w.shape[0],) for p in params):
         return False
@@ -143,6 +145,8 @@ def _fold_binary(op: ir.Operation, kind: str) -> bool:
     if found is None:
         return False
     conv, w, b = found
+    if U.refine_type(conv.results[0].type, op.results[0].type) is None:
+        return False
     c = _constant(c_val)
     if c is None or c.dtype != w.dtype:
         return False
@@ -169,7 +173,11 @@ def _fold_binary(op: ir.Operation, kind: str) -> bool:
 
 
 def _replace(old: ir.Operation, conv: ir.Operation) -> bool:
-    """`old`'s first result becomes the Conv's result; `old` is erased."""
+    """`old`'s first result becomes the Conv's result (typed as the more precise of the two: a
+    function result must not lose the static shape shape inference gave `old`); `old` is erased."""
+    merged = U.refine_type(conv.results[0].type, old.results[0].type)
+    if merged is not None and merged != conv.results[0].type:
+        conv.results[0].set_type(merged)
     if not U.replace_value(old.results[0], conv.results[0]):
         return False
     if not U.has_uses(old):

@@ -64,3 +64,19 @@ func.func @not_folded(%x: tensor<1x1x4x4xf32>) -> (tensor<1x1x4x4xf32>, tensor<1
   %a = "onnx.add"(%c3, %p) : (tensor<1x1x4x4xf32>, tensor<1xf32>) -> tensor<1x1x4x4xf32>
   return %y, %m, %a, %c3 : tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>
 }
+
+// -----
+
+// The folded op's result type is kept where it is the more precise one (a function result must
+// not lose the static shape shape inference gave it).
+// CHECK-LABEL: func.func @refined
+// CHECK: %[[C:.*]] = "onnx.conv"({{.*}}) -> tensor<1x1x4x4xf32>
+// CHECK-NEXT: return %[[C]] : tensor<1x1x4x4xf32>
+func.func @refined(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x4x4xf32> {
+  %w = "onnx.constant"() {value = dense<1.0> : tensor<1x1x1x1xf32>} : () -> tensor<1x1x1x1xf32>
+  %k = "onnx.constant"() {value = dense<2.0> : tensor<1xf32>} : () -> tensor<1xf32>
+  %none = "onnx.none"() : () -> none
+  %c = "onnx.conv"(%x, %w, %none) : (tensor<1x1x4x4xf32>, tensor<1x1x1x1xf32>, none) -> tensor<?x?x?x?xf32>
+  %y = "onnx.add"(%c, %k) : (tensor<?x?x?x?xf32>, tensor<1xf32>) -> tensor<1x1x4x4xf32>
+  return %y : tensor<1x1x4x4xf32>
+}
