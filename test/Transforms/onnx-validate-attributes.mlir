@@ -56,3 +56,15 @@ module attributes {onnx.opset_import = [["", 18]]} {
     return %1 : tensor<*xf32>
   }
 }
+
+// -----
+
+// Flags (0 or 1 in the spec) with another value are refused: onnxc and onnx.reference read them
+// differently.
+// CHECK: Node 'mod' (Mod, domain ai.onnx, opset 18): attribute 'fmod' = -1 must be one of [0, 1].
+module attributes {onnx.opset_import = [["", 18]]} {
+  func.func @flags(%a: tensor<3xf32>, %b: tensor<3xf32>) -> tensor<*xf32> {
+    %0 = "onnx.mod"(%a, %b) {fmod = -1 : i64} : (tensor<3xf32>, tensor<3xf32>) -> tensor<*xf32> loc("mod"("Mod"))
+    return %0 : tensor<*xf32>
+  }
+}
