@@ -551,6 +551,26 @@ OVERRIDES: dict[tuple[str, str], RuleFn | None] = {
 INDEX_INPUTS = ("axes", "axis", "split", "pads", "starts", "steps", "repeats", "shape", "perm")
 
 
+#: Inputs of a fixed rank (the spec's shapes), checked before the lowering indexes their dims (the
+#: fuzzer found RNN with a rank-2 W aborting in ShapedType::isDynamicDim).
+RANKS: dict[str, dict[str, int]] = {
+    **{op: {"X": 3, "W": 3, "R": 3, "B": 2, "sequence_lens": 1, "initial_h": 3, "initial_c": 3, "P": 2} for op in ("RNN", "GRU", "LSTM")},
+    "Gemm": {"A": 2, "B": 2},
+    "BatchNormalization": {"scale": 1, "B": 1, "input_mean": 1, "input_var": 1},
+    "InstanceNormalization": {"scale": 1, "B": 1},
+}
+
+
+def _rank_problems(v: OpView) -> list[Problem]:
+    out = []
+    for name, want in RANKS.get(v.info.op_type, {}).items():
+        i = v.input_index(name)
+        r = None if i is None else v.rank(i)
+        if r is not None and r != want:
+            out.append(f"input '{name}' has rank {r}; {v.info.op_type} needs rank {want}")
+    return out
+
+
 def _rule(op_type: str, name: str) -> RuleFn | None:
     key = (op_type, name)
     if key in OVERRIDES:
@@ -603,7 +623,7 @@ def check_op(op: ir.Operation) -> list[str]:
     if info is None:
         return []
     v = OpView(op, info)
-    problems: list[str] = []
+    problems: list[str] = _rank_problems(v)
     names = [a.name for a in info.attributes]
     names += [p.onnx_name for p in info.inputs if p.onnx_name in INDEX_INPUTS and p.onnx_name not in names]
     for name in names:

@@ -239,3 +239,16 @@ def test_operand_of_higher_rank_than_result_is_refused_not_aborted(tmp_path: Pat
     r = _compile_in_child(m, tmp_path)
     assert r.returncode == 1, (r.returncode, r.stderr[-2000:])
     assert "cannot broadcast to a result of rank 4" in r.stderr
+
+
+def test_rnn_weight_of_wrong_rank_is_refused_not_aborted(tmp_path: Path) -> None:
+    """Found by the compile fuzzer: RNN with a rank-2 W aborted in ShapedType::isDynamicDim."""
+    m = _model(
+        [h.make_node("RNN", ["x", "w", "r"], ["y"], hidden_size=4, name="rnn")],
+        [_f("x", [2, 3, 2]), _f("w", [4, 2]), _f("r", [1, 4, 4])],
+        ["y"],
+    )
+    r = _compile_in_child(m, tmp_path)
+    assert r.returncode == 1, (r.returncode, r.stderr[-2000:])
+    # The opset named is the module's after onnx-upgrade-ops (RNN-22), not the model's 18.
+    assert "Node 'rnn' (RNN, domain ai.onnx, opset " in r.stderr and "input 'W' has rank 2; RNN needs rank 3" in r.stderr
