@@ -450,7 +450,27 @@ def plan_tiles(op: ir.Operation, options: CpuPipelineOptions | None = None) -> T
     inner = n - 1
     tiles[inner] = clamp(lanes, inner)
     del static  # the plan does not depend on it for now
-    return TilePlan(tuple(tiles), tuple(tiles))
+    return TilePlan(tuple(tiles), tuple(tiles), forall_threads=_forall_for_large(ranges, iters, opts.threads))
+
+
+#: Elements an elementwise/reduction op must have before its outer loop is split over threads:
+#: below this, waking a worker costs more than the loop (async task dispatch is microseconds).
+MIN_THREADED_ELEMENTS: int = 1 << 16
+
+
+def _forall_for_large(ranges: list[int | None], iters: list[str], threads: int) -> tuple[int, ...] | None:
+    """Thread counts for a large op's outermost loop when it is parallel and static with at
+    least ``threads`` iterations (each thread then takes whole rows; results stay identical)."""
+    if threads <= 1 or len(ranges) < 2 or iters[0] != "parallel" or ranges[0] is None or ranges[0] < threads:
+        return None
+    total = 1
+    for r in ranges:
+        if r is None:
+            return None
+        total *= r
+    if total < MIN_THREADED_ELEMENTS:
+        return None
+    return (threads,) + (0,) * (len(ranges) - 1)
 
 
 _TAG = "onnxc.vector_id"

@@ -255,3 +255,46 @@ def test_threaded_aot_library_runs(tmp_path) -> None:
     a = RNG.standard_normal((32, k)).astype(np.float32)
     (y,) = load_library(lib)(a)
     np.testing.assert_allclose(y, a @ w, rtol=1e-4, atol=1e-4)
+
+
+ROWS_SOFTMAX_PARTS = """
+func.func @f(%x: tensor<256x512xf32>) -> (tensor<256x512xf32>, tensor<256xf32>) {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<256x512xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<256x512xf32>) outs(%e : tensor<256x512xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.maximumf %a, %z : f32
+    linalg.yield %m : f32
+  } -> tensor<256x512xf32>
+  %e1 = tensor.empty() : tensor<256xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e1 : tensor<256xf32>) -> tensor<256xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                       iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<256x512xf32>) outs(%f : tensor<256xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %t = arith.addf %o, %a : f32
+    linalg.yield %t : f32
+  } -> tensor<256xf32>
+  return %y, %s : tensor<256x512xf32>, tensor<256xf32>
+}
+"""
+
+
+def test_large_elementwise_and_row_reduction_are_threaded() -> None:
+    """Large ops split their outer parallel loop over the threads; results equal one thread."""
+    from onnxc.targets.cpu import compile_module
+    from onnxc.targets.cpu.pipeline import lower_to_vector
+
+    with ir.Context():
+        module = ir.Module.parse(ROWS_SOFTMAX_PARTS)
+        lower_to_vector(module, CpuPipelineOptions(threads=2))
+        assert sum(o.name == "scf.forall" for o in _ops(module)) >= 2
+        x = RNG.standard_normal((256, 512)).astype(np.float32)
+        one = compile_module(ir.Module.parse(ROWS_SOFTMAX_PARTS), options=CpuPipelineOptions(threads=1))(x)
+        two = compile_module(ir.Module.parse(ROWS_SOFTMAX_PARTS), options=CpuPipelineOptions(threads=2))(x)
+    for a, b in zip(one, two):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(two[0], np.maximum(x, 0))
+    np.testing.assert_allclose(two[1], x.sum(axis=1), rtol=1e-4, atol=1e-4)
