@@ -142,7 +142,8 @@ def mutate(rng: random.Random, model: onnx.ModelProto, feeds: dict[str, np.ndarr
         vi = rng.choice(list(g.input))
         new = rng.choice([t for t in _TYPES if t != vi.type.tensor_type.elem_type])
         vi.type.tensor_type.elem_type = new
-        f[vi.name] = f[vi.name].astype(_np_type(new))
+        with np.errstate(all="ignore"):  # NaN/inf cast to an integer type: any value will do
+            f[vi.name] = f[vi.name].astype(_np_type(new))
         return m, f, f"input {vi.name} -> {onnx.TensorProto.DataType.Name(new)}"
     if kind == "rank":
         vi = rng.choice(list(g.input))
