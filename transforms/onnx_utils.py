@@ -490,11 +490,40 @@ def replace_value(old: ir.Value, new: ir.Value) -> bool:
             # contradicts the signature, and the pass manager verifies the IR after every pass.
             user.operands[use.operand_number] = new
             returns.append(user)
+        elif user.name == "func.return" and _refinable_in_place(new, refine_type(old.type, new.type), old):
+            # `new` stands for `old`, whose type is the more precise one (an If with a known
+            # condition whose branch yields `?` dims that inference had already resolved for the
+            # If's result): `new` takes that type, as shape inference would give it, and the
+            # return keeps the signature's type. Refusing instead kept the If, and lowering then
+            # met its dead branch.
+            new.set_type(old.type)
+            user.operands[use.operand_number] = new
+            returns.append(user)
         else:
             all_done = False
     for ret in returns:
         sync_function_type(ret.parent)
     return all_done
+
+
+def _refinable_in_place(value: ir.Value, refined: ir.Type | None, replaced: ir.Value) -> bool:
+    """Whether `value` may take the type `refined` in place: a refinement of its type, produced
+    by an ONNX op (its result types are `irdl.any`), used only by ONNX ops, `func.return`s and the
+    terminator of the op whose result it replaces (an If being inlined, erased next); any other
+    `gpu.yield` or non-ONNX user would see its operand type change under it."""
+    replaced_owner = replaced.owner.operation if isinstance(replaced, ir.OpResult) else None
+    if refined is None or refined == value.type or not isinstance(value, ir.OpResult):
+        return False
+    if not is_onnx_op(value.owner.operation if isinstance(value.owner, ir.OpView) else value.owner):
+        return False
+    for use in value.uses:
+        user = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
+        if is_onnx_op(user) or user.name == "func.return":
+            continue
+        if replaced_owner is not None and user.parent is not None and user.parent.operation == replaced_owner:
+            continue
+        return False
+    return True
 
 
 def sync_function_type(fn: ir.Operation | None) -> None:

@@ -970,7 +970,17 @@ def _mixed(vals: Sequence[Dim]) -> tuple[list[ir.Value], list[int]]:
 
 
 def extract_slice(src: ir.Value, offsets: Sequence[Dim], sizes: Sequence[Dim], strides: Sequence[Dim] | None = None) -> ir.Value:
-    """`tensor.extract_slice` with mixed static/dynamic offsets, sizes and strides."""
+    """`tensor.extract_slice` with mixed static/dynamic offsets, sizes and strides.
+
+    A slice with no elements (a static size of 0, or a source dim that is statically 0) is a
+    `tensor.empty` instead: the verifier rejects an offset equal to the dim size even for an empty
+    slice (a zero-size Split output at the end, a slice of an empty tensor), and it reads nothing.
+    """
+    src_shape = ir.RankedTensorType(src.type).shape if isinstance(src.type, ir.RankedTensorType) else None
+    if src_shape is not None:
+        sizes = [0 if src_shape[i] == 0 else s for i, s in enumerate(sizes)]
+    if any(isinstance(s, int) and s == 0 for s in sizes):
+        return empty(list(sizes), elem_of(src.type))
     strides = list(strides) if strides is not None else [1] * len(sizes)
     do, so = _mixed(offsets)
     dsz, ssz = _mixed(sizes)
@@ -980,8 +990,11 @@ def extract_slice(src: ir.Value, offsets: Sequence[Dim], sizes: Sequence[Dim], s
 
 
 def insert_slice(src: ir.Value, dest: ir.Value, offsets: Sequence[Dim], strides: Sequence[Dim] | None = None) -> ir.Value:
-    """`tensor.insert_slice` of all of `src` into `dest` at `offsets`."""
+    """`tensor.insert_slice` of all of `src` into `dest` at `offsets`; `dest` itself when `src`
+    statically has no elements (the verifier rejects the offset of an empty slice at the end)."""
     sizes = shape_of(src)
+    if any(isinstance(s, int) and s == 0 for s in sizes):
+        return dest
     strides = list(strides) if strides is not None else [1] * len(sizes)
     do, so = _mixed(offsets)
     dsz, ssz = _mixed(sizes)
