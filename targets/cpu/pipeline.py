@@ -1000,11 +1000,14 @@ def _has_op(module: ir.Module, name: str) -> bool:
 
 #: `scf.forall` (threaded outer tiles) -> MLIR's async runtime: each forall becomes a parallel
 #: loop split into tasks (one per iteration here: the forall already has one per thread; the
-#: worker count only caps the split) run by the runtime's thread pool; `async-dispatch=false`
-#: launches them from the caller in a loop. Runs before the to-LLVM passes (GUIDE: threads).
+#: worker count only caps the split, and `min-task-size=1` because its default of 1000
+#: iterations kept a 2-iteration forall in one task) run by the runtime's thread pool;
+#: `async-dispatch=false` launches them from the caller in a loop. Runs before the to-LLVM
+#: passes (GUIDE: threads). Open: on the shared 2-core machine a 2-thread 1024^3 GEMM used the
+#: CPU time of one thread (tasks appear to run one after the other); not yet understood.
 ASYNC_PIPELINE: str = (
     "builtin.module(scf-forall-to-parallel,"
-    "async-parallel-for{async-dispatch=false num-workers=256},"
+    "async-parallel-for{async-dispatch=false num-workers=256 min-task-size=1},"
     "async-to-async-runtime,async-runtime-ref-counting,async-runtime-ref-counting-opt,"
     "convert-async-to-llvm)"
 )
