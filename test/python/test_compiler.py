@@ -266,3 +266,33 @@ def test_backend_passes_compile_options_on_and_names_the_known_ones() -> None:
     np.testing.assert_array_equal(rep.run([x])[0], np.maximum(x, 0))
     with pytest.raises(onnxc.errors.OnnxcError, match="unknown option\\(s\\) threadz \\(known: cache_dir, cpu_options, keep_ir, options"):
         onnxc.backend.OnnxcBackend.prepare(m, threadz=2)
+
+
+def test_compile_threads_and_target_cpu_keywords() -> None:
+    """`threads`/`target_cpu` override the target's options; bad values and options a target
+    lacks are OnnxcErrors naming them."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    import onnxc
+    from onnxc.errors import OnnxcError
+
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((64, 48)).astype(np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 64])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["n", 48])],
+        [w],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    x = rng.standard_normal((37, 64)).astype(np.float32)
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    for kwargs in ({"threads": 1}, {"threads": 2}, {"target_cpu": "znver3"}, {"target_cpu": "x86-64-v4", "threads": 2}):
+        (got,) = onnxc.compile(model, **kwargs)(x)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=str(kwargs))
+    for kwargs, message in (({"threads": 0}, "threads"), ({"target_cpu": "nope"}, "nope")):
+        with pytest.raises(OnnxcError, match=message):
+            onnxc.compile(model, **kwargs)

@@ -325,3 +325,19 @@ def test_emit_choices_come_from_the_target(work: Path) -> None:
     path = _relu_file(work)
     r = onnxc("compile", path, "--emit", "spirv")
     assert r.returncode == 1 and "--emit spirv: target 'cpu' emits onnx, linalg, vector, bufferize, llvm, obj, lib" in r.stderr
+
+
+def test_threads_and_target_cpu_flags(work: Path) -> None:
+    # --threads and --target-cpu reach the CPU options for the JIT path and for libraries; the
+    # values are checked before any work, each with a one-line error.
+    r = onnxc("run", work / "mlp.onnx", "--input", f"x={work / 'x.npy'}", "--threads", "2", "--target-cpu", "x86-64-v3", "--check")
+    assert r.returncode == 0, r.stdout + r.stderr
+    lib = work / "mlp_v3.so"
+    r = onnxc("compile", work / "mlp.onnx", "--emit", "lib", "-o", lib, "--target-cpu", "x86-64-v3", "--threads", "1")
+    assert r.returncode == 0, r.stderr
+    r = onnxc("run", lib, "--input", f"x={work / 'x.npy'}", "--output-dir", work / "v3_out")
+    assert r.returncode == 0, r.stdout + r.stderr
+    np.testing.assert_allclose(np.load(work / "v3_out" / "y.npy"), np.load(work / "want_y.npy"), rtol=1e-5, atol=1e-6)
+    for flags, message in ((["--threads", "0"], "threads must be an integer >= 1"), (["--target-cpu", "pentium-pro"], "unknown target CPU 'pentium-pro'")):
+        r = onnxc("run", work / "mlp.onnx", *flags)
+        assert r.returncode == 1 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
