@@ -154,6 +154,13 @@ def cmd_compile(args: argparse.Namespace) -> int:
     stem = str(Path(args.model).with_suffix(""))
     if args.emit in ir_emits:
         module = _lower(args.model, args.emit, args)
+        if target.name == "cuda" and args.emit == "ptx":
+            # The PTX itself (what ptxas and the CUDA driver take), one section per kernel
+            # module, rather than the MLIR module that carries it as gpu.binary objects.
+            from onnxc.targets.cuda.lowering import ptx_of
+
+            _write_text("".join(f"// onnxc kernel module: {name}\n{text}\n" for name, text in ptx_of(module).items()), args.output)
+            return 0
         _write_text(str(module), args.output)
         return 0
     if args.emit == "obj":

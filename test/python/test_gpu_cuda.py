@@ -109,3 +109,26 @@ def test_onnx_opt_pipelines_are_registered() -> None:
     assert "gpu.launch_func" in str(module)
     run_pipeline(module, "gpu-to-nvvm", reraise=True)
     assert ".target sm_80" in str(module)
+
+
+def test_driver_emit_ptx_writes_ptx(tmp_path, ptxas: str) -> None:
+    """`onnxc compile --target cuda --emit ptx` writes the PTX text (one section per kernel
+    module), each section of which ptxas assembles."""
+    import subprocess
+    import sys
+
+    import onnx
+
+    from onnxc.targets.cuda import assemble
+
+    model = tmp_path / "softmax.onnx"
+    onnx.save(MODELS["softmax"](), model)
+    out = tmp_path / "softmax.ptx"
+    r = subprocess.run([sys.executable, "-m", "onnxc.tools.driver", "compile", str(model), "--target", "cuda", "--emit", "ptx", "-o", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    sections = out.read_text().split("// onnxc kernel module: ")[1:]
+    assert sections
+    for section in sections:
+        name, _, ptx = section.partition("\n")
+        assert ".entry" in ptx and ".target sm_80" in ptx, name
+        assert assemble(ptx, "sm_80", ptxas).kernels, name
