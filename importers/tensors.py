@@ -393,7 +393,11 @@ def array_to_attribute(
         body = _nested(flat, array.shape) if array.size else ""
         return ir.Attribute.parse(f"dense<{body}> : {_shaped_type(onnx_dtype, array.shape)}")
     array = _coerce(array, onnx_dtype, label)
-    if array.size and array.nbytes > resource_threshold:
+    # Complex tensors are always blobs: the LLVM 22 bindings cannot downcast a DenseElementsAttr
+    # of complex<f32|f64>, and touching one through `op.attributes` raises TypeError or, while
+    # iterating an op's attributes, aborts the process (the import fuzzer found a complex64
+    # initializer doing that in the verifier). `dense_resource` is never downcast that way.
+    if array.size and (array.nbytes > resource_threshold or onnx_dtype in (_DT.COMPLEX64, _DT.COMPLEX128)):
         return _resource_attr(array, onnx_dtype, name or "tensor")
     shaped = _shaped_type(onnx_dtype, array.shape)
     if onnx_dtype == _DT.BOOL:
