@@ -169,17 +169,19 @@ def test_attention_with_symbolic_dims_matches_static_and_reference() -> None:
     np.testing.assert_allclose(symbolic, static, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="matmul.py (not H7's) broadcasts dynamic batch dims as if not 1: the issue's (2,1,4,8) "
-    "instead of (2,3,4,8); fix: plan the batch dims with common.broadcast_plan(ranks=...) and read "
-    "ambiguous ones at run-time indices (or copy the operand broadcast first)",
-)
 def test_matmul_dynamic_batch_broadcast_matches_reference() -> None:
     m = _model([h.make_node("MatMul", ["a", "b"], ["y"])], [_f("a", ["p", "q", 4, 5]), _f("b", ["r", "s", 5, 8])], ["y"])
     rng = np.random.default_rng(3)
     feeds = {"a": rng.standard_normal((2, 1, 4, 5)).astype(np.float32), "b": rng.standard_normal((1, 3, 5, 8)).astype(np.float32)}
     _check_against_reference(m, feeds)
+    # One compiled model at other sizes: no broadcast, either side broadcast, both sides.
+    compiled = onnxc.compile(m)
+    for sa, sb in (((2, 3, 4, 5), (2, 3, 5, 8)), ((1, 3, 4, 5), (2, 1, 5, 8)), ((1, 1, 4, 5), (2, 3, 5, 8)), ((2, 3, 4, 5), (1, 1, 5, 8))):
+        feeds = {"a": rng.standard_normal(sa).astype(np.float32), "b": rng.standard_normal(sb).astype(np.float32)}
+        (want,) = ReferenceEvaluator(m).run(None, feeds)
+        (got,) = compiled(**feeds)
+        assert got.shape == want.shape, (sa, sb, got.shape)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 def _op_names(module: object) -> list[str]:

@@ -16,7 +16,9 @@ from onnxc.transforms.lowering.common import (
     Node,
     affine_map,
     bitwidth,
+    broadcast_plan,
     broadcast_shapes,
+    broadcast_to,
     convert_element,
     convert_tensor,
     dim,
@@ -46,12 +48,37 @@ def _mul_add(a: ir.Value, b: ir.Value, acc: ir.Value, onnx_elem: ir.Type, acc_el
     return arith.addi(acc, arith.muli(a, b))
 
 
-def matmul_values(a: ir.Value, b: ir.Value, onnx_elem: ir.Type) -> ir.Value:
+def _broadcast_batch(a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.Value] | None:
+    """Both operands broadcast to their common batch shape when a dynamic batch dim may or may
+    not be 1 at run time (e.g. `p` against `r`: (2, 1) x (1, 3) must give (2, 3)); None when
+    the affine reads of `matmul_values` are right as they are.
+
+    Why copies: the contraction's indexing maps read a batch dim either at the loop index or at
+    0, fixed at compile time; reading a dynamic dim at the loop index assumed it was not 1 and
+    broadcast the wrong operand (the issue's (2,1,4,8) instead of (2,3,4,8)). The copies are
+    `broadcast_plan`'s run-time reads, made once per operand, and only for this ambiguous case.
+    """
+    ra, rb = rank_of(a), rank_of(b)
+    na, nb_ = max(ra - 2, 0), max(rb - 2, 0)
+    plan = broadcast_plan([a, b], ranks=[na, nb_])
+    if not plan.ambiguous:
+        return None
+    batch = list(plan.out)
+    a = broadcast_to(a, batch + [dim(a, ra - 2), dim(a, ra - 1)]) if ra >= 2 else a
+    b = broadcast_to(b, batch + [dim(b, rb - 2), dim(b, rb - 1)]) if rb >= 2 else b
+    return a, b
+
+
+def matmul_values(a: ir.Value, b: ir.Value, onnx_elem: ir.Type, _batch_planned: bool = False) -> ir.Value:
     """numpy.matmul of two lowered tensors (any ranks >= 1, broadcast batch dims)."""
     elem = convert_element(onnx_elem)
     acc = _acc_type(elem)
     ra, rb = rank_of(a), rank_of(b)
     sa, sb = static_shape(a.type), static_shape(b.type)
+    if not _batch_planned and (None in sa[:-2] or None in sb[:-2]):
+        copies = _broadcast_batch(a, b)
+        if copies is not None:
+            return matmul_values(copies[0], copies[1], onnx_elem, _batch_planned=True)
     if ra == 2 and rb == 2 or (ra == 3 and rb == 3 and sa[0] == sb[0] and sa[0] is not None):
         # Named ops for the plain cases.
         m, n = dim(a, ra - 2), dim(b, rb - 1)
