@@ -298,3 +298,56 @@ def test_large_elementwise_and_row_reduction_are_threaded() -> None:
         np.testing.assert_array_equal(a, b)
     np.testing.assert_allclose(two[0], np.maximum(x, 0))
     np.testing.assert_allclose(two[1], x.sum(axis=1), rtol=1e-4, atol=1e-4)
+
+
+def test_batched_activation_times_weight_is_one_named_matmul() -> None:
+    """(batch..., m, k) x (k, n): the batch dims fold into M (one linalg.matmul, so the packed
+    path takes it), with static, one and two symbolic dims; numerics against onnx.reference."""
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    import onnxc
+    from onnxc.compiler import lower
+
+    rng = np.random.default_rng(7)
+    w = numpy_helper.from_array(rng.standard_normal((16, 24)).astype(np.float32), "w")
+    for declared, runs in (([2, 3, 16], [(2, 3, 16)]), (["b", 5, 16], [(4, 5, 16), (1, 5, 16)]), (["b", "s", 16], [(2, 3, 16), (1, 7, 16)])):
+        graph = helper.make_graph(
+            [helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, declared)],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w],
+        )  # fmt: skip
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+        text = str(lower(model, "linalg"))
+        assert text.count("linalg.matmul") == 1 and "linalg.generic" not in text, declared
+        compiled = onnxc.compile(model)
+        for shape in runs:
+            x = rng.standard_normal(shape).astype(np.float32)
+            (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+            (got,) = compiled(x)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_elementwise_producer_is_not_fused_into_a_packed_contraction() -> None:
+    """A Gelu between two MatMuls (a transformer FFN) stays its own kernel: both contractions
+    are packed (two vector.contract at the vector stage), erf is computed once per element."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from onnxc.compiler import lower
+
+    rng = np.random.default_rng(8)
+    w1 = numpy_helper.from_array(rng.standard_normal((32, 64)).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array(rng.standard_normal((64, 32)).astype(np.float32), "w2")
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"]),
+        helper.make_node("Erf", ["h"], ["e"]),
+        helper.make_node("Mul", ["h", "e"], ["g"]),
+        helper.make_node("MatMul", ["g", "w2"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "ffn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w1, w2],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    text = str(lower(model, "vector", options=CpuPipelineOptions(threads=1, target_cpu="x86-64-v4")))
+    assert text.count("vector.contract") == 2, text
