@@ -336,6 +336,33 @@ def _arith(fop: Callable, iop: Callable, uop: Callable | None = None) -> Callabl
     return build
 
 
+def _safe_divisor(a: ir.Value, b: ir.Value, s: Scalar) -> tuple[ir.Value, ir.Value, ir.Value | None]:
+    """(divisor that cannot trap, "b == 0" flag, "b == -1" flag for signed types).
+
+    Why: x86 integer division traps (SIGFPE kills the process) on a zero divisor and on
+    INT_MIN / -1, and vectorized code divides every lane, masked tail lanes included, whose
+    divisor is the transfer's padding 0 (Mod on uint32 with dynamic dims died so). The divisor of
+    such lanes becomes 1 and the result is selected afterwards: 0 where `b == 0`, as numpy (and
+    onnx.reference) give for integer division and remainder by zero."""
+    zero, one = s.c(0), s.c(1)
+    is_zero = arith.cmpi(I.eq, b, zero)
+    safe = arith.select(is_zero, one, b)
+    if s.unsigned:
+        return safe, is_zero, None
+    is_neg_one = arith.cmpi(I.eq, b, s.c(-1))
+    return arith.select(is_neg_one, one, safe), is_zero, is_neg_one
+
+
+def _int_div(a: ir.Value, b: ir.Value, s: Scalar) -> ir.Value:
+    """Integer Div without traps (see `_safe_divisor`); x / -1 is -x (wrapping, as in C)."""
+    safe, is_zero, is_neg_one = _safe_divisor(a, b, s)
+    if is_neg_one is None:
+        q = arith.divui(a, safe)
+    else:
+        q = arith.select(is_neg_one, arith.subi(s.c(0), a), arith.divsi(a, safe))
+    return arith.select(is_zero, s.c(0), q)
+
+
 def _mod(a: ir.Value, b: ir.Value, s: Scalar) -> ir.Value:
     fmod = int(s.attr("fmod", 0))
     if s.is_float:
@@ -347,14 +374,15 @@ def _mod(a: ir.Value, b: ir.Value, s: Scalar) -> ir.Value:
         # numpy mod: the result takes the divisor's sign.
         fix = arith.andi(arith.cmpf(F.ONE, r, c(0.0)), arith.xori(arith.cmpf(F.OLT, r, c(0.0)), arith.cmpf(F.OLT, wb, c(0.0))))
         return back(arith.select(fix, arith.addf(r, wb), r))
-    if s.unsigned:
-        return arith.remui(a, b)
-    r = arith.remsi(a, b)
-    if fmod:
-        return r
+    safe, is_zero, _ = _safe_divisor(a, b, s)  # x % -1 is 0 = x % 1: no select needed for it
     zero = s.c(0)
-    fix = arith.andi(arith.cmpi(I.ne, r, zero), arith.xori(arith.cmpi(I.slt, r, zero), arith.cmpi(I.slt, b, zero)))
-    return arith.select(fix, arith.addi(r, b), r)
+    if s.unsigned:
+        return arith.select(is_zero, zero, arith.remui(a, safe))
+    r = arith.remsi(a, safe)
+    if not fmod:
+        fix = arith.andi(arith.cmpi(I.ne, r, zero), arith.xori(arith.cmpi(I.slt, r, zero), arith.cmpi(I.slt, b, zero)))
+        r = arith.select(fix, arith.addi(r, b), r)
+    return arith.select(is_zero, zero, r)
 
 
 def _cmp(fp: arith.CmpFPredicate, sp: arith.CmpIPredicate, up: arith.CmpIPredicate) -> Callable[[ir.Value, ir.Value, Scalar], ir.Value]:
@@ -407,7 +435,7 @@ BINARY: dict[str, Callable[[ir.Value, ir.Value, Scalar], ir.Value]] = {
     "Add": _arith(arith.addf, arith.addi),
     "Sub": _arith(arith.subf, arith.subi),
     "Mul": _arith(arith.mulf, arith.muli),
-    "Div": _arith(arith.divf, arith.divsi, arith.divui),
+    "Div": lambda a, b, s: arith.divf(a, b) if s.is_float else _int_div(a, b, s),
     "Mod": _mod,
     "And": lambda a, b, s: arith.andi(a, b),
     "Or": lambda a, b, s: arith.ori(a, b),
