@@ -27,6 +27,7 @@ from typing import Any, Callable
 import numpy as np
 from mlir import ir
 
+from onnxc.importers.proto import location_label
 from onnxc.dialect.attributes import from_mlir, onnx_attributes
 from onnxc.dialect.opinfo import VARIADIC, OpInfo
 from onnxc.transforms.onnx_utils import collect_ops, constant_value, info_of, shape_of
@@ -578,16 +579,6 @@ def _rule(op_type: str, name: str) -> RuleFn | None:
     return BY_NAME.get(name)
 
 
-def _location_name(op: ir.Operation) -> str:
-    loc = op.location
-    try:
-        if loc.is_a_name():
-            return loc.name_str
-    except Exception:  # noqa: BLE001 - location kinds without these accessors
-        pass
-    return ""
-
-
 def _opsets(op: ir.Operation) -> dict[str, int]:
     """domain -> version of the nearest enclosing function's (else the module's) opset_import."""
     cur: Any = op
@@ -611,7 +602,7 @@ def _opsets(op: ir.Operation) -> dict[str, int]:
 def describe(op: ir.Operation, info: OpInfo) -> str:
     """`Node 'cat' (Concat, domain ai.onnx, opset 18)`."""
     opset = _opsets(op).get(info.domain)
-    name = _location_name(op)
+    name = location_label(op.location)[0]
     who = f"Node '{name}'" if name else "A node"
     at = f", opset {opset}" if opset is not None else f", version {info.since_version}"
     return f"{who} ({info.op_type}, domain {info.domain or 'ai.onnx'}{at})"

@@ -156,7 +156,7 @@ def conv_values(node: Node, x: ir.Value, w: ir.Value, bias: ir.Value | None, onn
     k = r - 2
     kernel, strides, dil, lo, hi = _conv_attrs(node, k, xi, wi)  # type: ignore[misc]
     g = int(node.attr("group", 1))
-    if k == 2 and is_float(elem) and str(acc) == str(elem):
+    if k == 2 and is_float(elem) and acc == elem:
         nhwc = _conv_2d_nhwc(x, w, bias, elem, kernel, strides, dil, lo, hi, g)
         if nhwc is not None:
             return nhwc
@@ -204,7 +204,7 @@ def conv_values(node: Node, x: ir.Value, w: ir.Value, bias: ir.Value | None, onn
 
     res = generic([xg, wg], [og], [affine_map(L, x_exprs), affine_map(L, w_exprs), affine_map(L, o_exprs)], iters, body)[0]
     res = _merge_dims(res, 1)
-    return res if str(acc) == str(elem) else convert_tensor(res, acc, elem)
+    return res if acc == elem else convert_tensor(res, acc, elem)
 
 
 def _split_dim(v: ir.Value, axis: int, a: Dim, b: Dim) -> ir.Value:
@@ -529,7 +529,7 @@ def lower_conv_transpose(node: Node) -> list[ir.Value]:
 
     res = generic([shape_op], [init], [red_map, out_map], iters, body)[0]
     res = _merge_dims(res, 1)
-    return [res if str(acc) == str(elem) else convert_tensor(res, acc, elem)]
+    return [res if acc == elem else convert_tensor(res, acc, elem)]
 
 
 def _check_col2im(node: Node) -> str | None:

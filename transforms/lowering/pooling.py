@@ -229,7 +229,7 @@ def lower_avg_pool(node: Node) -> list[ir.Value]:
         return v
 
     xw = elementwise([x], acc, pre) if (lp or str(acc) != str(elem)) else x
-    if len(kernel) == 2 and not lp and str(acc) == str(elem):
+    if len(kernel) == 2 and not lp and acc == elem:
         s = _pool_nhwc(xw, kernel, strides, dil, lo, hi2, outs, 0.0, acc, max_pool=False)
     else:
         xp = pad_spatial(xw, lo, hi2, 0.0)

@@ -209,7 +209,7 @@ def standard_normal(words: Sequence[ir.Value], ctype: ir.Type) -> ir.Value:
 
 
 def _to_elem(x: ir.Value, elem: ir.Type) -> ir.Value:
-    return x if str(x.type) == str(elem) else arith.truncf(elem, x)
+    return x if x.type == elem else arith.truncf(elem, x)
 
 
 # --- RandomUniform / RandomNormal (and Like) ---------------------------------------------------
