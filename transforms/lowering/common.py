@@ -30,6 +30,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
+from onnxc.importers.proto import location_label
 from onnxc.dialect.opinfo import OpInfo
 from onnxc.errors import OnnxcError
 
@@ -235,17 +236,7 @@ def attr_to_python(attr: ir.Attribute) -> Any:
 
 def node_name(op: ir.Operation) -> str:
     """The ONNX node name carried by an op's location (`loc("name"(...))`), or ""."""
-    loc = op.location
-    try:
-        if loc.is_a_name():
-            return loc.name_str
-        if loc.is_a_fused():
-            for sub in loc.locations:
-                if sub.is_a_name():
-                    return sub.name_str
-    except Exception:  # noqa: BLE001 - location kinds without these accessors
-        pass
-    return ""
+    return location_label(op.location)[0]
 
 
 class Node:
