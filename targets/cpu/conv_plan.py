@@ -124,7 +124,34 @@ def plan_conv(op: ir.Operation, options: Any = None) -> "TilePlan | None":
         # spill). Measured on AVX-512 (best of 25): 3x3 64->64 @56 83 -> 105 GFLOP/s going from
         # 32 channels per step to 1; 1x1 256->64 @56 97 -> 107; the 7x7/2 stem 87 -> 92.
         tiles[red_loop] = 1
-    return TilePlan(tuple(tiles), (), decompose=True)
+    macs = out.get_dim_size(0) * out.get_dim_size(1) * ow * channels if out.has_static_shape else 0
+    # Window dims: (kh, kw) always, and the input channels c of a conv's (kh, kw, c, f) filter.
+    for d in range(3 if red_loop is not None else 2):
+        macs *= window.get_dim_size(d)
+    return TilePlan(tuple(tiles), (), decompose=True, forall_threads=_forall_rows(out, tiles, ch_loop, macs, options))
+
+
+#: Multiply-adds (or window elements) a convolution/pooling must have before its output rows are
+#: split over threads: below this a task's wake-up (microseconds) costs more than it saves.
+MIN_THREADED_MACS: int = 1 << 17
+
+
+def _forall_rows(
+    out: ir.RankedTensorType, tiles: list[int], ch_loop: int, macs: int, options: Any
+) -> tuple[int, ...] | None:
+    """Thread counts of the outer ``scf.forall``: the batch, the output rows or the output
+    channels (in whole channel tiles), the first that splits evenly over the threads
+    (`pipeline.forall_split`: 7 output rows over 2 threads would leave one idle an eighth of the
+    time, 512 channels do not). None for one thread, dynamic shapes or too little work."""
+    from onnxc.targets.cpu.pipeline import forall_split
+
+    threads = int(getattr(options, "threads", 1) or 1)
+    if threads <= 1 or not out.has_static_shape or macs < MIN_THREADED_MACS:
+        return None
+    ranges: list[int | None] = [None] * len(tiles)
+    for loop in (0, 1, 2, ch_loop):  # output dims n, oh, ow, channels are loops 0-3
+        ranges[loop] = out.get_dim_size(loop)
+    return forall_split(ranges, (0, 1, ch_loop), threads, tiles)
 
 
 def _plan_transpose(op: ir.Operation, options: Any) -> "TilePlan | None":

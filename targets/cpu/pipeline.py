@@ -459,18 +459,54 @@ MIN_THREADED_ELEMENTS: int = 1 << 16
 
 
 def _forall_for_large(ranges: list[int | None], iters: list[str], threads: int) -> tuple[int, ...] | None:
-    """Thread counts for a large op's outermost loop when it is parallel and static with at
-    least ``threads`` iterations (each thread then takes whole rows; results stay identical)."""
-    if threads <= 1 or len(ranges) < 2 or iters[0] != "parallel" or ranges[0] is None or ranges[0] < threads:
+    """Thread counts for a large elementwise/reduction op (static shape, at least
+    ``MIN_THREADED_ELEMENTS`` iterations): one of its outer parallel loops split over the threads
+    (see `forall_split`; the innermost loop holds the vector and stays whole)."""
+    if threads <= 1 or len(ranges) < 2 or any(r is None for r in ranges):
         return None
     total = 1
     for r in ranges:
-        if r is None:
-            return None
-        total *= r
+        total *= int(r)  # type: ignore[arg-type]
     if total < MIN_THREADED_ELEMENTS:
         return None
-    return (threads,) + (0,) * (len(ranges) - 1)
+    candidates = [d for d in range(len(ranges) - 1) if iters[d] == "parallel"]
+    return forall_split(ranges, candidates, threads)
+
+
+def forall_split(
+    ranges: Sequence[int | None], candidates: Sequence[int], threads: int, tiles: Sequence[int] | None = None
+) -> tuple[int, ...] | None:
+    """The ``num_threads`` list of an outer ``scf.forall`` that splits one loop of ``candidates``
+    (outermost first) over ``threads``, or None when no loop splits well.
+
+    A loop qualifies when it is static, has at least ``threads`` tiles (its extent over its tile
+    size in ``tiles``, 1 when absent), and each thread's share stays a whole number of tiles (a
+    partial register tile would make the tile dynamic, and the vectorizer leaves such a tile
+    scalar). Among those the best balanced wins, the outermost on a tie (7 output rows
+    over 2 threads leave one thread idle an eighth of the time: 512 channels split evenly). Each thread takes whole tiles, so the results equal the one-thread results.
+    """
+    if threads <= 1:
+        return None
+    best: tuple[float, int] | None = None
+    for d in candidates:
+        extent = ranges[d]
+        tile = max(1, int(tiles[d])) if tiles is not None and tiles[d] else 1
+        if extent is None or extent % tile:
+            continue
+        units = extent // tile
+        # `num_threads` gives each thread ceil(extent / threads) iterations: whole tiles only
+        # when the threads divide the tile count (any split is whole for a tile of 1).
+        if units < threads or (tile > 1 and units % threads):
+            continue
+        share = -(-units // threads)  # tiles per thread (the last thread may take fewer)
+        balance = units / (share * threads)
+        if best is None or balance > best[0]:
+            best = (balance, d)
+    if best is None:
+        return None
+    counts = [0] * len(ranges)
+    counts[best[1]] = threads
+    return tuple(counts)
 
 
 _TAG = "onnxc.vector_id"
@@ -1009,8 +1045,9 @@ def _has_op(module: ir.Module, name: str) -> bool:
 #: worker count only caps the split, and `min-task-size=1` because its default of 1000
 #: iterations kept a 2-iteration forall in one task) run by the runtime's thread pool;
 #: `async-dispatch=false` launches them from the caller in a loop. Runs before the to-LLVM
-#: passes (GUIDE: threads). Open: on the shared 2-core machine a 2-thread 1024^3 GEMM used the
-#: CPU time of one thread (tasks appear to run one after the other); not yet understood.
+#: passes (GUIDE: threads). Measuring threads on a shared machine needs it quiet (or the benchmark
+#: at a real-time priority, `chrt -f`): with other work on the second core, a 2-thread run's tasks
+#: run one after the other and look like no speedup at all.
 ASYNC_PIPELINE: str = (
     "builtin.module(scf-forall-to-parallel,"
     "async-parallel-for{async-dispatch=false num-workers=256 min-task-size=1},"

@@ -332,3 +332,61 @@ def test_plan_layout_transpose(cpu: str, tiles: tuple[int, ...]) -> None:
     plan = plan_conv(ops[0], options)
     assert plan is not None and plan.tile_sizes == tiles and plan.vector_sizes == tiles and not plan.decompose
     assert plan_conv(ops[1], options) is None
+
+
+# --- threads ----------------------------------------------------------------------------------
+
+
+def _forall_loops(model: onnx.ModelProto, threads: int) -> list[list[int]]:
+    """The `num_threads` lists of the `scf.forall` loops the CPU plan puts around the model's
+    convolutions/poolings (one list per forall, one count per loop of the op)."""
+    from onnxc.targets.cpu import CpuPipelineOptions
+    from onnxc.targets.cpu.pipeline import plan_tiles
+
+    module = lower(model, "linalg")
+    found: list[list[int]] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        plan = plan_conv(op, CpuPipelineOptions(threads=threads))
+        if plan is not None and plan.decompose:
+            assert plan == plan_tiles(op, CpuPipelineOptions(threads=threads))
+            found.append(list(plan.forall_threads or ()))
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("c", "hw", "split_loop"),
+    [
+        (32, 32, 1),  # 32 output rows: split by rows
+        (512, 7, 3),  # 7 rows split 4/3, 512 channels split evenly: split by channels
+    ],
+)
+def test_two_threads_split_convolutions_and_pools(c: int, hw: int, split_loop: int) -> None:
+    """Convolutions, depthwise convolutions and max pools of a batch of 1 are split over the
+    threads by output rows or channels (whole register tiles per thread, so the results are
+    bit-identical to one thread's) and match onnx.reference."""
+    from onnxc.targets.cpu import CpuPipelineOptions
+
+    g = Graph()
+    y = g.op("Relu", [g.conv("x", c, c, 3, pads=[1, 1, 1, 1])])
+    y = g.conv(y, c, c, 3, group=c, pads=[1, 1, 1, 1])  # depthwise
+    y = g.op("MaxPool", [y], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    model = g.model([1, c, hw, hw], y)
+    loops = _forall_loops(model, threads=2)
+    assert len(loops) == 3 and all(f and f[split_loop] == 2 and sum(f) == 2 for f in loops), loops
+    assert _forall_loops(model, threads=1) == [[], [], []]
+    x = _r(1, c, hw, hw)
+    (one,) = onnxc.compile(model, cpu_options=CpuPipelineOptions(threads=1))(x)
+    (two,) = onnxc.compile(model, cpu_options=CpuPipelineOptions(threads=2))(x)
+    np.testing.assert_array_equal(one, two)
+    np.testing.assert_allclose(two, ReferenceEvaluator(model).run(None, {"x": x})[0], rtol=RTOL, atol=ATOL)
+
+
+def test_small_convolution_stays_on_one_thread() -> None:
+    """Below MIN_THREADED_MACS a task's wake-up costs more than it saves: no forall."""
+    g = Graph()
+    model = g.model([1, 4, 6, 6], g.conv("x", 4, 4, 3, pads=[1, 1, 1, 1]))
+    assert _forall_loops(model, threads=2) == [[]]

@@ -351,3 +351,46 @@ def test_elementwise_producer_is_not_fused_into_a_packed_contraction() -> None:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     text = str(lower(model, "vector", options=CpuPipelineOptions(threads=1, target_cpu="x86-64-v4")))
     assert text.count("vector.contract") == 2, text
+
+
+@pytest.mark.parametrize(
+    ("ranges", "candidates", "tiles", "want"),
+    [
+        ([1, 56, 56, 64], [0, 1, 2], None, (0, 2, 0, 0)),  # batch of 1: the rows, not the batch
+        ([4, 56, 56, 64], [0, 1, 2], None, (2, 0, 0, 0)),  # outermost on a tie
+        ([1, 7, 7, 512], [0, 1, 3], [1, 1, 7, 32], (0, 0, 0, 2)),  # 7 rows 4/3: channels even
+        ([1, 7, 7, 48], [0, 1, 3], [1, 1, 7, 16], (0, 2, 0, 0)),  # 3 channel tiles: no whole split
+        ([1, 1, 1, 64], [0, 1, 2], None, None),  # nothing with a tile per thread
+        ([1, None, 8, 64], [0, 1, 2], None, (0, 0, 2, 0)),  # dynamic loops are not split
+    ],
+)
+def test_forall_split_picks_the_best_balanced_loop(ranges, candidates, tiles, want) -> None:
+    from onnxc.targets.cpu.pipeline import forall_split
+
+    assert forall_split(ranges, candidates, 2, tiles) == want
+    assert forall_split(ranges, candidates, 1, tiles) is None
+
+
+def test_batch_of_one_elementwise_op_is_threaded() -> None:
+    """A large elementwise op of a batch of 1 (NHWC activations) splits a non-batch loop."""
+    from onnxc.targets.cpu.pipeline import plan_tiles
+
+    text = """
+    func.func @f(%x: tensor<1x56x56x64xf32>) -> tensor<1x56x56x64xf32> {
+      %z = arith.constant 0.0 : f32
+      %e = tensor.empty() : tensor<1x56x56x64xf32>
+      %y = linalg.generic {indexing_maps = [affine_map<(n, h, w, c) -> (n, h, w, c)>, affine_map<(n, h, w, c) -> (n, h, w, c)>],
+                           iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+          ins(%x : tensor<1x56x56x64xf32>) outs(%e : tensor<1x56x56x64xf32>) {
+      ^bb0(%a: f32, %o: f32):
+        %m = arith.maximumf %a, %z : f32
+        linalg.yield %m : f32
+      } -> tensor<1x56x56x64xf32>
+      return %y : tensor<1x56x56x64xf32>
+    }
+    """
+    with ir.Context():
+        module = ir.Module.parse(text)
+        (op,) = [o for o in _ops(module) if o.name == "linalg.generic"]
+        assert plan_tiles(op, CpuPipelineOptions(threads=2)).forall_threads == (0, 2, 0, 0)
+        assert plan_tiles(op, CpuPipelineOptions(threads=1)).forall_threads is None
