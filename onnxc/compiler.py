@@ -119,8 +119,9 @@ class CompiledModel:
             a = np.asarray(bound[spec.name])
             if a.dtype != spec.dtype:
                 raise InputError(f"input '{spec.name}' must have dtype {spec.dtype}, got {a.dtype}")
-            if spec.dims == () and a.ndim > 0 and a.size == 1:
-                a = a.reshape(())  # a one-element array for a scalar, as onnxruntime accepts
+            # A one-element array for a declared scalar is refused by the rank check below, not
+            # reshaped: the rank is part of the input's type, and onnxruntime, which accepts it,
+            # then computes with the fed rank (Identity returns (1,)), so no answer is right for both.
             if spec.dims is not None:
                 if a.ndim != len(spec.dims):
                     raise InputError(f"input '{spec.name}' must have rank {len(spec.dims)} ({spec.describe()}), got shape {a.shape}")

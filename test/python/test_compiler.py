@@ -73,7 +73,7 @@ def test_inputs_with_initializer_defaults_and_unsigned_and_scalars() -> None:
     (z,) = cm(x=x, k=k)  # bias omitted: its initializer is used
     assert z.dtype == np.uint8
     np.testing.assert_array_equal(z, ReferenceEvaluator(m).run(None, {"x": x, "bias": bias_array(bias), "k": k})[0])
-    (z2,) = cm(x=x, bias=np.zeros(3, np.uint8), k=k.reshape(1))  # overridden default; [1] for a scalar
+    (z2,) = cm(x=x, bias=np.zeros(3, np.uint8), k=k)  # overridden default ([1] for the scalar k is refused: test_robustness)
     np.testing.assert_array_equal(z2, (x * 3).astype(np.uint8))
 
 

@@ -217,16 +217,16 @@ def test_input_of_wrong_rank_is_refused() -> None:
         c(np.zeros((1, 3), np.float32))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="compiler.py (not H7's) reshapes a one-element array fed for a rank-0 input to a scalar; "
-    "ONNX makes the rank part of the input's type, and onnxruntime, which accepts it, then computes "
-    "with the fed rank (Identity returns (1,)): onnxc answers () instead. Refuse it (InputError).",
-)
 def test_scalar_input_fed_as_one_element_vector_is_refused() -> None:
+    """Issue 11: a one-element array fed for a rank-0 input was reshaped to a scalar. ONNX makes the
+    rank part of the input's type, and onnxruntime, which accepts it, then computes with the fed
+    rank (Identity returns (1,)): no answer is right for both, so it is an error naming the input,
+    its declared shape and the fed shape."""
     c = onnxc.compile(_model([h.make_node("Identity", ["a"], ["y"])], [_f("a", [])], ["y"]))
-    with pytest.raises(OnnxcError):
+    with pytest.raises(OnnxcError, match=r"input 'a' must have rank 0 \(a: float32 \[\]\), got shape \(1,\)"):
         c(np.zeros((1,), np.float32))
+    (y,) = c(np.float32(2.5))  # the declared spelling still runs
+    assert y.shape == () and y == 2.5
 
 
 def test_operand_of_higher_rank_than_result_is_refused_not_aborted(tmp_path: Path) -> None:
