@@ -15,6 +15,18 @@ def compile(model, target: str = "cpu", **kwargs):  # noqa: A001 - the design's 
     return _compile(model, target, **kwargs)
 
 
+#: Names served by `onnxc.session` (onnxruntime's API over onnxc's backends), imported on first use.
+_SESSION_NAMES = ("InferenceSession", "SessionOptions", "NodeArg", "get_available_providers")
+
+
+def __getattr__(name):
+    if name in _SESSION_NAMES:
+        from onnxc import session
+
+        return getattr(session, name)
+    raise AttributeError(f"module 'onnxc' has no attribute '{name}'")
+
+
 def import_model(model, config=None, **kwargs):
     """Import an ONNX model into an MLIR module of the ONNX dialect; see `onnxc.importers`."""
     from onnxc.importers import import_model as _import_model

@@ -428,7 +428,7 @@ def lower(
 
 def compile(  # noqa: A001 - the public name the design asks for
     model: onnx.ModelProto | str | os.PathLike[str] | bytes,
-    target: str = "cpu",
+    target: str | Sequence[str] = "cpu",
     *,
     options: Any = None,
     cpu_options: Any = None,
@@ -441,6 +441,9 @@ def compile(  # noqa: A001 - the public name the design asks for
     cache_dir: str | os.PathLike[str] | bool | None = None,
 ) -> CompiledModel:
     """Compile an ONNX model for `target` and return a callable `CompiledModel`.
+
+    `target="auto"` or a list of targets in preference order splits the model over backends
+    (`onnxc.session.compile_heterogeneous`); a single name compiles it whole for that target.
 
     `options` are the target's options (`onnxc.targets.get_target(target).options_type`, e.g.
     `CpuPipelineOptions`); `cpu_options` is the older name of the same argument. `threads` (worker
@@ -455,6 +458,13 @@ def compile(  # noqa: A001 - the public name the design asks for
     is the on-disk cache of compiled models (`onnxc.targets.cpu.cache`; None: $ONNXC_CACHE_DIR,
     False: off); it is not used with `keep_ir`, IR printing or timing.
     """
+    if not isinstance(target, str) or target == "auto":  # over several backends: onnxc.session
+        from onnxc.session import compile_heterogeneous
+
+        return compile_heterogeneous(
+            model, target, options=options, cpu_options=cpu_options, threads=threads, target_cpu=target_cpu, keep_ir=keep_ir,
+            print_ir_after_all=print_ir_after_all, print_ir_after=print_ir_after, timing=timing, cache_dir=cache_dir,
+        )
     if options is not None and cpu_options is not None:
         raise OnnxcError("give the target's options once: options= or cpu_options=, not both")
     settings = _settings(

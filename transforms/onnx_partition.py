@@ -18,7 +18,9 @@ Input, read from the IR:
   its `ops` list (if any) names the op type and its `macs` has the node's element type.
 - options: `backends` (`onnx-partition{backends=vulkan,cpu}`): the backends to consider
   (default: every profile; the host profile is always the fallback); `force`: a backend that
-  gets every node it accepts; `pin-host`: ONNX node names kept on the host (the user's
+  gets every node it accepts (several, comma-separated, when each node's marks name at most
+  one of them: `onnxc.compile(target=[...])`'s preference order, resolved per node by the
+  caller); `pin-host`: ONNX node names kept on the host (the user's
   overrides); `profiles`: a JSON file with the same figures, used instead of the attribute.
 
 Algorithm, per function (`onnx.constant`/`onnx.none` are not nodes: weights are uploaded once at
@@ -318,7 +320,8 @@ class OnnxPartitionPass(ModulePass):
     Options: `backends` (the backend names to consider, default every profile of the module's
     `onnxc.backend_profiles`; the host profile is always the fallback); `force` (a backend that
     gets every node it accepts whatever the roofline says: the user's override, e.g. to test a
-    device or when the figures are known to be wrong); `pin_host` (ONNX node names that stay on
+    device or when the figures are known to be wrong; several when each node's marks name at
+    most one of them); `pin_host` (ONNX node names that stay on
     the host whatever the backends accept: the user's deny list, e.g. a node whose device result
     is known to be too imprecise); `profiles` (a JSON file of the figures, instead of the module's
     `onnxc.backend_profiles`, for `onnx-opt` on an imported model).
@@ -326,7 +329,7 @@ class OnnxPartitionPass(ModulePass):
 
     name = "onnx-partition"
     backends: tuple[str, ...] = ()
-    force: str = ""
+    force: tuple[str, ...] = ()
     pin_host: tuple[str, ...] = ()
     profiles: str = ""
 
@@ -343,8 +346,9 @@ class OnnxPartitionPass(ModulePass):
                 if unknown:
                     raise PassFailure(self.name, [(module.location, f"unknown backend(s) {', '.join(unknown)} (profiles: {', '.join(p.name for p in profiles)})")])
                 profiles = [p for p in profiles if p.name in self.backends or p.host]
-            if self.force and self.force not in {p.name for p in profiles}:
-                raise PassFailure(self.name, [(module.location, f"force={self.force}: no such backend among {', '.join(p.name for p in profiles)}")])
+            missing = [b for b in self.force if b not in {p.name for p in profiles}]
+            if missing:
+                raise PassFailure(self.name, [(module.location, f"force={','.join(missing)}: no such backend among {', '.join(p.name for p in profiles)}")])
             for f in U.functions(module):
                 if len(f.regions[0].blocks):
                     self._partition(f, profiles, host)
@@ -430,12 +434,12 @@ class OnnxPartitionPass(ModulePass):
         while True:
             best: tuple[float, set[int], str] | None = None
             for p in profiles:
-                if p.host and p.name != self.force:
+                if p.host and p.name not in self.force:
                     continue
                 units, unit_edges, eligible_units, unit_nodes = _contract(n, edges, assigned, owner_of, lambda i: p.name in accepted[i])
                 for group in form_subgraphs(units, unit_edges, eligible_units):
                     nodes = set().union(*(unit_nodes[u] for u in group))
-                    gain = math.inf if p.name == self.force else cost(host, nodes)[0] - cost(p, nodes)[0]
+                    gain = math.inf if p.name in self.force else cost(host, nodes)[0] - cost(p, nodes)[0]
                     if gain > 0 and (best is None or gain > best[0]):
                         best = (gain, nodes, p.name)
             if best is None:

@@ -13,8 +13,10 @@
 `PartitionedModel(model, backends)` cuts each subgraph out as its own ONNX model
 (`subgraph_model`) and initializes it on its backend (`init_graph`) once; `run(feeds)` runs the
 subgraphs in the pass's order, moving each value from the subgraph that makes it to those that
-read it. A backend that refuses a subgraph at `init_graph` (compile time) is replaced by the CPU
-for that subgraph with a warning naming its nodes: a refusal never fails the compile.
+read it. A backend that refuses a subgraph at `init_graph` (compile time, or its library's
+lazy initialization) is replaced for that subgraph by the next choice (`Decision.fallbacks`: the
+other backends that support all of its nodes, by estimate or in the user's preference order, the
+CPU last), with a warning naming its nodes: a refusal never fails the compile.
 `run_partitioned(model, feeds, backends)` compiles, runs once and releases.
 
 Why subgraphs travel as ONNX models: that is the proposal's contract (`onnxInitGraph` takes a
@@ -56,6 +58,10 @@ class Decision:
     nodes: tuple[str, ...]
     estimates: dict[str, float]
     transfer: float
+    #: The backends to try next, in order, if `backend` refuses the subgraph at init or compile
+    #: time: every other backend that said it supports all of its nodes (by estimate, or in the
+    #: user's preference order), the CPU last.
+    fallbacks: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass
@@ -188,13 +194,28 @@ def profiles_json(backends: Sequence[Backend]) -> str:
     return json.dumps({b.name: b.info().profile() for b in backends}, indent=1)
 
 
+def _matches(op: ir.Operation, entries: Sequence[str]) -> bool:
+    """Whether an allow/deny entry names `op`: its ONNX node name or its ONNX op type (`Conv`)."""
+    info = U.info_of(op)
+    return node_name(op) in entries or (info is not None and info.op_type in entries)
+
+
 def partition(
-    model: onnx.ModelProto, backends: Sequence[Backend] | None = None, force: str | None = None, pin_host: Sequence[str] = ()
+    model: onnx.ModelProto,
+    backends: Sequence[Backend] | None = None,
+    force: str | Sequence[str] | None = None,
+    pin_host: Sequence[str] = (),
+    prefer: Sequence[str] | None = None,
+    allow: Sequence[str] | None = None,
 ) -> Partition:
     """Import `model`, ask each backend about each node, and run `onnx-partition` (see the module
     doc). `backends` default: every discovered one; the CPU must be among them (the fallback).
-    `force` names a backend that gets every node it accepts, whatever the roofline says;
-    `pin_host` names ONNX nodes that stay on the CPU."""
+    `force` names backends that get every node they accept, whatever the roofline says;
+    `pin_host` (the deny list) names ONNX nodes (by node name or op type) that stay on the CPU;
+    `allow`, when given, is the only nodes (names or op types) that may leave the CPU.
+    `prefer` (backend names, most preferred first: onnxruntime's provider order) replaces the
+    roofline: each node goes to the first of them that supports it, connected runs of such nodes
+    form the subgraphs, and a refused subgraph falls back along the same order."""
     from onnxc.targets.backends import backends as discover
 
     chosen = list(backends) if backends is not None else discover()
@@ -225,28 +246,52 @@ def partition(
             return False
 
     accepted = [[b.name for b in chosen if takes(b, single)] for single in singles]
+    host = next(b.name for b in chosen if b.info().device_kind == "cpu")
+    rank = {name: i for i, name in enumerate(prefer or ())}
+    denied: list[bool] = []
     with module.context:
         f = _main(module)
         for op, names in zip(_nodes(f), accepted):
-            op.attributes[ACCEPTED_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(n) for n in names])
+            kept = list(names)
+            denied.append(_matches(op, pin_host) or (allow is not None and not _matches(op, allow)))
+            if denied[-1]:
+                kept = [host]
+            elif prefer is not None:
+                # The first preferred backend that supports the node is its only device choice;
+                # a preferred CPU keeps it (onnxruntime's provider order).
+                ranked = sorted((n for n in kept if n in rank), key=rank.__getitem__)
+                kept = [host] + ([ranked[0]] if ranked and ranked[0] != host else [])
+            op.attributes[ACCEPTED_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(n) for n in kept])
         module.operation.attributes[PROFILES_ATTR] = _profiles_attr(chosen)
     options: dict[str, object] = {}
-    if force:
-        options["force"] = force
-    if pin_host:
-        options["pin_host"] = tuple(pin_host)
+    forced = [force] if isinstance(force, str) else list(force or ())
+    if prefer is not None:
+        forced += [n for n in prefer if n != host and n not in forced]
+    if forced:
+        options["force"] = tuple(forced)
     run_pipeline(module, element_text("onnx-partition", options), reraise=True)
     with module.context:
         f = _main(module)
         by_id: dict[int, list[str]] = {}
+        able: dict[int, set[str]] = {}  # backends that support every node of the subgraph
         for i, op in enumerate(_nodes(f)):
-            by_id.setdefault(ir.IntegerAttr(op.attributes[SUBGRAPH_ATTR]).value, []).append(_label(op, i))
+            sid = ir.IntegerAttr(op.attributes[SUBGRAPH_ATTR]).value
+            by_id.setdefault(sid, []).append(_label(op, i))
+            ok = {host} if denied[i] else set(accepted[i])
+            able[sid] = able[sid] & ok if sid in able else ok
         decisions = []
         for d in ir.ArrayAttr(f.attributes[PARTITION_ATTR]):
             d = ir.DictAttr(d)
             sid = ir.IntegerAttr(d["id"]).value
             est = {n.name: ir.FloatAttr(n.attr).value for n in ir.DictAttr(d["est"])}
-            decisions.append(Decision(sid, ir.StringAttr(d["backend"]).value, tuple(by_id.get(sid, [])), est, ir.FloatAttr(d["transfer"]).value))
+            backend = ir.StringAttr(d["backend"]).value
+            others = [n for n in able.get(sid, {host}) if n not in (backend, host)]
+            if prefer is not None:
+                others.sort(key=lambda n: (rank.get(n, len(rank)), n))
+            else:  # by the roofline: only backends estimated faster than the CPU are worth a try
+                others = sorted((n for n in others if est.get(n, float("inf")) < est.get(host, float("inf"))), key=lambda n: (est[n], n))
+            fallbacks = tuple(others + ([host] if backend != host else []))
+            decisions.append(Decision(sid, backend, tuple(by_id.get(sid, [])), est, ir.FloatAttr(d["transfer"]).value, fallbacks))
     return Partition(module, sorted(decisions, key=lambda x: x.id))
 
 
@@ -284,11 +329,21 @@ class PartitionedModel:
     that cutting would lose.
     """
 
-    def __init__(self, model: onnx.ModelProto, backends: Sequence[Backend] | None = None, force: str | None = None) -> None:
+    def __init__(
+        self,
+        model: onnx.ModelProto,
+        backends: Sequence[Backend] | None = None,
+        force: str | Sequence[str] | None = None,
+        *,
+        prefer: Sequence[str] | None = None,
+        pin_host: Sequence[str] = (),
+        allow: Sequence[str] | None = None,
+    ) -> None:
         from onnxc.targets.backends import backends as discover
 
         present = list(backends) if backends is not None else discover()
-        self.partition = partition(model, present, force)
+        self.partition = partition(model, present, force, pin_host=pin_host, prefer=prefer, allow=allow)
+        fallbacks = {d.id: d.fallbacks for d in self.partition.decisions}
         by_name = {b.name: b for b in present}
         cpu = next(b for b in present if b.info().device_kind == "cpu")
         module = self.partition.module
@@ -333,7 +388,8 @@ class PartitionedModel:
                 names = [_label(op, index[U.id_key(op)]) for op in members]
                 plans.append((sid, ir.StringAttr(members[0].attributes[BACKEND_ATTR]).value, names, subgraph_model(module, members, index, outs)))
         for sid, backend, names, sub in plans:
-            graph, used = _init_with_fallback(by_name[backend], cpu, sub, names)
+            chain = [by_name[backend]] + [by_name[n] for n in fallbacks.get(sid, ()) if n != backend]
+            graph, used = _init_with_fallback(chain, cpu, sub, names)
             self.steps.append(_Step(sid, used.name, names, sub, graph))
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -356,18 +412,25 @@ class PartitionedModel:
             step.graph.release_graph()
 
 
-def _init_with_fallback(backend: Backend, cpu: Backend, sub: onnx.ModelProto, names: list[str]) -> tuple[Graph, Backend]:
-    """`backend.init_graph(sub)`, or the CPU's with a warning naming the nodes when it refuses."""
-    if backend is not cpu:
+def _init_with_fallback(chain: Sequence[Backend], cpu: Backend, sub: onnx.ModelProto, names: list[str]) -> tuple[Graph, Backend]:
+    """`init_graph(sub)` on the first backend of `chain` that takes it (the CPU last, whatever
+    `chain` holds), with a warning naming the nodes and the next choice for each refusal."""
+    order = [b for b in chain if b is not cpu] + [cpu]
+    for i, backend in enumerate(order[:-1]):
         try:
             return backend.init_graph(sub), backend
-        except Exception as e:  # noqa: BLE001 - any refusal or failure of a (plug-in) backend falls back to the CPU
-            warnings.warn(f"backend '{backend.name}' failed on nodes {', '.join(names)} ({type(e).__name__}: {e}); running them on the CPU", stacklevel=3)
+        except Exception as e:  # noqa: BLE001 - any refusal or failure of a (plug-in) backend falls back to the next choice
+            nxt = order[i + 1].name
+            warnings.warn(
+                f"backend '{backend.name}' failed on nodes {', '.join(names)} ({type(e).__name__}: {e}); "
+                + ("running them on the CPU" if order[i + 1] is cpu else f"trying backend '{nxt}' next"),
+                stacklevel=3,
+            )
     return cpu.init_graph(sub), cpu
 
 
 def run_partitioned(
-    model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], backends: Sequence[Backend] | None = None, force: str | None = None
+    model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], backends: Sequence[Backend] | None = None, force: str | Sequence[str] | None = None
 ) -> dict[str, np.ndarray]:
     """Compile `model` over the backends (`PartitionedModel`), run it once on `feeds`, release it."""
     compiled = PartitionedModel(model, backends, force)
