@@ -480,6 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
     from onnxc.tools.bench import add_subparser as add_bench  # `onnxc bench` lives in tools/bench.py
 
     add_bench(sub)
+    __import__("onnxc.tools.partition", fromlist=["add_subparser"]).add_subparser(sub)  # `onnxc partition`: tools/partition.py
     return ap
 
 

@@ -43,7 +43,7 @@ from onnxc.transforms.onnx_partition import ACCEPTED_ATTR, BACKEND_ATTR, PARTITI
 from onnxc.transforms.pass_base import element_text
 from onnxc.transforms.pipeline import run_pipeline
 
-__all__ = ["Decision", "Partition", "PartitionedModel", "profiles_json", "decision_table", "node_model", "partition", "run_partitioned", "subgraph_model"]
+__all__ = ["BACKEND_KEY", "FUNCTION_DOMAIN", "Decision", "Partition", "PartitionedModel", "Plan", "Subgraph", "partitioned_onnx", "plan_subgraphs", "profiles_json", "decision_table", "node_model", "partition", "run_partitioned", "subgraph_model"]
 
 _OURS = (ACCEPTED_ATTR, BACKEND_ATTR, SUBGRAPH_ATTR)
 
@@ -319,6 +319,138 @@ class _Step:
     graph: Graph
 
 
+@dataclasses.dataclass
+class Subgraph:
+    """One subgraph cut out as an ONNX model: its id (run order), backend, node labels, and the
+    model (inputs and outputs named by `_value_key`: `arg<i>` for graph inputs, `n<k>_<r>` for
+    result r of node k)."""
+
+    id: int
+    backend: str
+    nodes: list[str]
+    model: onnx.ModelProto
+
+
+@dataclasses.dataclass
+class Plan:
+    """A partition cut into runnable pieces. `input_keys`: graph input name -> value key;
+    `result_keys`: the value key of each graph output, in order. `whole`: why the model cannot
+    be cut (then `subgraphs` is empty and it runs whole on the CPU; `whole_nodes` names its ops)."""
+
+    input_names: list[str]
+    output_names: list[str]
+    input_keys: dict[str, str]
+    result_keys: list[str]
+    subgraphs: list[Subgraph]
+    whole: str | None = None
+    whole_nodes: list[str] = dataclasses.field(default_factory=list)
+
+
+def plan_subgraphs(p: Partition) -> Plan:
+    """Cut each subgraph of `p` out as its own ONNX model (`subgraph_model`): its outputs are
+    the values read by other subgraphs or returned."""
+    module = p.module
+    with module.context:
+        f = _main(module)
+        ops = _nodes(f)
+        ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
+        input_names = _signature_names(f, "arg_attrs", len(ftype.inputs), "input")
+        output_names = _signature_names(f, "res_attrs", len(ftype.results), "output")
+        why = _uncuttable(f)
+        if why is not None:
+            return Plan(input_names, output_names, {n: n for n in input_names}, list(output_names), [], why, [op.name for op in ops])
+        index = {U.id_key(op): i for i, op in enumerate(ops)}
+        groups: dict[int, list[ir.Operation]] = {}
+        for op in ops:
+            groups.setdefault(ir.IntegerAttr(op.attributes[SUBGRAPH_ATTR]).value, []).append(op)
+        results: list[str] = []
+        for v in U.terminator(f.regions[0].blocks[0]).operands:
+            if isinstance(v, ir.BlockArgument):
+                results.append(f"arg{v.arg_number}")
+            elif U.id_key(v.owner) in index:
+                results.append(_value_key(v, index))
+            else:
+                raise BackendError(f"graph output '{output_names[len(results)]}' is a constant; such models are not partitioned yet")
+        returned_keys = set(results)
+        subgraphs = []
+        for sid in sorted(groups):
+            members = groups[sid]
+            inside = {U.id_key(op) for op in members}
+            outs = [
+                r for op in members for r in op.results
+                if not isinstance(r.type, ir.NoneType)
+                and (any(U.id_key(u.owner) not in inside for u in r.uses) or _value_key(r, index) in returned_keys)
+            ]
+            names = [_label(op, index[U.id_key(op)]) for op in members]
+            backend = ir.StringAttr(members[0].attributes[BACKEND_ATTR]).value
+            subgraphs.append(Subgraph(sid, backend, names, subgraph_model(module, members, index, outs)))
+    return Plan(input_names, output_names, {name: f"arg{i}" for i, name in enumerate(input_names)}, results, subgraphs)
+
+
+#: The domain of the model-local functions `partitioned_onnx` writes, one per subgraph.
+FUNCTION_DOMAIN = "onnxc.partition"
+#: The metadata key (on each function and on the node calling it) naming the subgraph's backend.
+BACKEND_KEY = "onnxc.backend"
+
+
+def partitioned_onnx(model: onnx.ModelProto, p: Partition) -> onnx.ModelProto:
+    """`model` rewritten as `p` cut it: each subgraph a model-local function
+    (`onnxc.partition.subgraph_<id>`, its weights as Constant nodes) carrying its backend in
+    `metadata_props[onnxc.backend]`, the node that calls it too, the main graph calling them in
+    run order. The result is a valid ONNX model computing what `model` computes (onnx.reference
+    runs it), so the partition can be inspected, versioned and handed to another tool."""
+    from onnx import helper
+
+    plan = plan_subgraphs(p)
+    if plan.whole is not None:
+        raise BackendError(f"{plan.whole}: the model is not cut into subgraphs (it runs whole on the CPU)")
+    main_name = {key: name for name, key in plan.input_keys.items()}
+    tail: list[onnx.NodeProto] = []
+    for name, key in zip(plan.output_names, plan.result_keys):
+        if key in main_name:  # a graph input returned as is, or a value returned twice
+            tail.append(helper.make_node("Identity", [main_name[key]], [name]))
+        else:
+            main_name[key] = name
+
+    def outer(key: str) -> str:
+        return main_name.get(key, key)
+
+    functions, calls = [], []
+    opsets: dict[str, int] = {}
+    for sg in plan.subgraphs:
+        g = sg.model.graph
+        weights = {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
+        body = [helper.make_node("Constant", [], [t.name], value=t) for t in g.initializer]
+        body += [helper.make_node("Constant", [], [t.values.name], sparse_value=t) for t in g.sparse_initializer]
+        body += list(g.node)
+        inputs = [v.name for v in g.input if v.name not in weights]
+        outputs = [v.name for v in g.output]
+        fname = f"subgraph_{sg.id}"
+        fn = helper.make_function(
+            FUNCTION_DOMAIN, fname, inputs, outputs, body, list(sg.model.opset_import),
+            doc_string=f"subgraph {sg.id} on backend '{sg.backend}': {', '.join(sg.nodes)}",
+        )
+        helper.set_metadata_props(fn, {BACKEND_KEY: sg.backend})
+        functions.append(fn)
+        call = helper.make_node(fname, [outer(i) for i in inputs], [outer(o) for o in outputs], name=f"{fname}_{sg.backend}", domain=FUNCTION_DOMAIN)
+        helper.set_metadata_props(call, {BACKEND_KEY: sg.backend})
+        calls.append(call)
+        for o in sg.model.opset_import:
+            opsets[o.domain] = max(opsets.get(o.domain, 0), o.version)
+    for o in model.opset_import:
+        opsets.setdefault(o.domain, o.version)
+    opsets[FUNCTION_DOMAIN] = 1
+    kept = {v.name for v in model.graph.input}  # initializers that are inputs stay overridable inputs
+    graph = helper.make_graph(
+        calls + tail, model.graph.name, list(model.graph.input), list(model.graph.output),
+        [t for t in model.graph.initializer if t.name in kept],
+    )
+    out = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in sorted(opsets.items())], functions=functions)
+    out.ir_version = max(model.ir_version, out.ir_version)
+    out.producer_name = "onnxc partition"
+    return out
+
+
 class PartitionedModel:
     """A model compiled over several backends: each subgraph initialized on its backend once
     (`init_graph`), the CPU taking any subgraph its backend refuses (with a warning naming the
@@ -346,51 +478,18 @@ class PartitionedModel:
         fallbacks = {d.id: d.fallbacks for d in self.partition.decisions}
         by_name = {b.name: b for b in present}
         cpu = next(b for b in present if b.info().device_kind == "cpu")
-        module = self.partition.module
+        plan = plan_subgraphs(self.partition)
+        self.input_names, self.output_names = plan.input_names, plan.output_names
+        self._keys, self._results = plan.input_keys, plan.result_keys
         self.steps: list[_Step] = []
-        with module.context:
-            f = _main(module)
-            ops = _nodes(f)
-            ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
-            self.input_names = _signature_names(f, "arg_attrs", len(ftype.inputs), "input")
-            self.output_names = _signature_names(f, "res_attrs", len(ftype.results), "output")
-            why = _uncuttable(f)
-            if why is not None:
-                warnings.warn(f"{why}: the whole model runs on the CPU", stacklevel=2)
-                self.steps.append(_Step(0, cpu.name, [op.name for op in ops], model, cpu.init_graph(model)))
-                self._keys = {n: n for n in self.input_names}
-                self._results = list(self.output_names)
-                return
-            index = {U.id_key(op): i for i, op in enumerate(ops)}
-            groups: dict[int, list[ir.Operation]] = {}
-            for op in ops:
-                groups.setdefault(ir.IntegerAttr(op.attributes[SUBGRAPH_ATTR]).value, []).append(op)
-            returned = list(U.terminator(f.regions[0].blocks[0]).operands)
-            self._results = []
-            for v in returned:
-                if isinstance(v, ir.BlockArgument):
-                    self._results.append(f"arg{v.arg_number}")
-                elif U.id_key(v.owner) in index:
-                    self._results.append(_value_key(v, index))
-                else:
-                    raise BackendError(f"graph output '{self.output_names[len(self._results)]}' is a constant; such models are not partitioned yet")
-            self._keys = {name: f"arg{i}" for i, name in enumerate(self.input_names)}
-            returned_keys = set(self._results)
-            plans = []
-            for sid in sorted(groups):
-                members = groups[sid]
-                inside = {U.id_key(op) for op in members}
-                outs = [
-                    r for op in members for r in op.results
-                    if not isinstance(r.type, ir.NoneType)
-                    and (any(U.id_key(u.owner) not in inside for u in r.uses) or _value_key(r, index) in returned_keys)
-                ]
-                names = [_label(op, index[U.id_key(op)]) for op in members]
-                plans.append((sid, ir.StringAttr(members[0].attributes[BACKEND_ATTR]).value, names, subgraph_model(module, members, index, outs)))
-        for sid, backend, names, sub in plans:
-            chain = [by_name[backend]] + [by_name[n] for n in fallbacks.get(sid, ()) if n != backend]
-            graph, used = _init_with_fallback(chain, cpu, sub, names)
-            self.steps.append(_Step(sid, used.name, names, sub, graph))
+        if plan.whole is not None:
+            warnings.warn(f"{plan.whole}: the whole model runs on the CPU", stacklevel=2)
+            self.steps.append(_Step(0, cpu.name, plan.whole_nodes, model, cpu.init_graph(model)))
+            return
+        for sg in plan.subgraphs:
+            chain = [by_name[sg.backend]] + [by_name[n] for n in fallbacks.get(sg.id, ()) if n != sg.backend]
+            graph, used = _init_with_fallback(chain, cpu, sg.model, sg.nodes)
+            self.steps.append(_Step(sg.id, used.name, sg.nodes, sg.model, graph))
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The graph outputs by name for `feeds` (every graph input, by name)."""
