@@ -408,6 +408,10 @@ class ModelImporter:
         try:
             if model.ByteSize() > self.config.shape_inference_size_limit:
                 return model
+            # Declared static dims that follow a dynamic input dim give way to it (issue 11).
+            from onnxc.importers.validate import loosen_declared_dims
+
+            model = loosen_declared_dims(model)
             return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
         except Exception:  # noqa: BLE001 - onnx's shape inference raises InferenceError, ValidationError,
             # RuntimeError...: inference is a help, never a requirement

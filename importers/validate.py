@@ -701,3 +701,84 @@ def _find_cycle(stuck: set[int], deps: list[set[int]]) -> list[int]:
         path.append(i)
         i = min(d for d in deps[i] if d in stuck)
     return path[pos[i] :] + [i]
+
+
+def _has_dynamic_input(graph: onnx.GraphProto) -> bool:
+    inits = {t.name for t in graph.initializer}
+    for vi in graph.input:
+        if vi.name in inits or not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
+            continue
+        if any(not d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim):
+            return True
+    return False
+
+
+def loosen_declared_dims(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` with every declared static dim that follows a dynamic input dim made symbolic again.
+
+    Why (issue 11): the importer merges the types declared in `value_info` and the graph outputs
+    with onnx's inference, and a declared static dim wins over an inferred symbolic one. A model
+    whose input is `[n, 3]` and whose output (or an intermediate value) is declared `[5, 3]` was
+    compiled for 5 rows and returned a (5, 3) result for any n: a silent wrong answer. Here onnx's
+    inference runs on a copy without the declared intermediate and output types; where it proves a
+    declared static dim equal to a symbolic dim of the graph's inputs, that dim cannot be known
+    when compiling, so the inferred (symbolic) dim replaces the declared one: the code is compiled
+    for any n and returns what the ops compute (as `onnx.reference` and onnxruntime do).
+
+    Only models with a dynamic input dim are looked at (with static inputs every dim onnx can
+    infer is static, and a static contradiction is refused by the lowering). A declared static
+    dim that depends on run-time *data* (a Reshape target fed as an input) is still trusted: the
+    CPU code has no channel yet to report a run-time size that contradicts it (documented in
+    docs/robustness.md). Returns `model` itself when nothing changes.
+    """
+    g = model.graph
+    if not _has_dynamic_input(g):
+        return model
+    input_syms = {
+        d.dim_param
+        for vi in g.input
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape")
+        for d in vi.type.tensor_type.shape.dim
+        if d.HasField("dim_param")
+    }
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    for i, vi in enumerate(probe.graph.input):  # unnamed dynamic dims get a name to be traced by
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+            for j, d in enumerate(vi.type.tensor_type.shape.dim):
+                if not d.HasField("dim_value") and not d.HasField("dim_param"):
+                    d.dim_param = f"onnxc_input{i}_dim{j}"
+                    input_syms.add(d.dim_param)
+    del probe.graph.value_info[:]
+    for vi in probe.graph.output:
+        if vi.type.HasField("tensor_type"):
+            vi.type.tensor_type.ClearField("shape")
+    try:
+        inferred = onnx.shape_inference.infer_shapes(probe, check_type=False, strict_mode=False, data_prop=True)
+    except Exception:  # noqa: BLE001 - onnx's inference raises InferenceError, ValidationError, RuntimeError...:
+        # without it nothing can be proven, and the importer's own inference reports what is wrong
+        return model
+    found = {vi.name: vi for vi in list(inferred.graph.value_info) + list(inferred.graph.output)}
+    out: onnx.ModelProto | None = None
+    for field_name in ("value_info", "output"):
+        for k, vi in enumerate(getattr(g, field_name)):
+            inf = found.get(vi.name)
+            if inf is None or not vi.type.HasField("tensor_type") or not inf.type.HasField("tensor_type"):
+                continue
+            dt, it = vi.type.tensor_type, inf.type.tensor_type
+            if not dt.HasField("shape") or not it.HasField("shape") or len(dt.shape.dim) != len(it.shape.dim):
+                continue
+            loose = [
+                j
+                for j, (d, i) in enumerate(zip(dt.shape.dim, it.shape.dim))
+                if d.HasField("dim_value") and i.HasField("dim_param") and i.dim_param in input_syms
+            ]
+            if not loose:
+                continue
+            if out is None:
+                out = onnx.ModelProto()
+                out.CopyFrom(model)
+            dims = getattr(out.graph, field_name)[k].type.tensor_type.shape.dim
+            for j in loose:
+                dims[j].dim_param = it.shape.dim[j].dim_param  # clears dim_value (a oneof)
+    return model if out is None else out

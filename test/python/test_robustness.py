@@ -254,3 +254,51 @@ def test_rnn_weight_of_wrong_rank_is_refused_not_aborted(tmp_path: Path) -> None
     assert r.returncode == 1, (r.returncode, r.stderr[-2000:])
     # The opset named is the module's after onnx-upgrade-ops (RNN-22), not the model's 18.
     assert "Node 'rnn' (RNN, domain ai.onnx, opset " in r.stderr and "input 'W' has rank 2; RNN needs rank 3" in r.stderr
+
+
+# --- declared shapes that contradict what the ops compute ---------------------------------------------
+
+
+def test_declared_static_dims_of_a_dynamic_model_give_way_to_inferred_ones() -> None:
+    """Issue 11: with an input `[n, 3]`, an output declared `[5, 3]` (and an intermediate declared
+    `[5, 3]` in value_info) was trusted: the code was compiled for 5 rows and returned (5, 3) for
+    any n. The inferred dim (n) wins: the result has the computed shape, as onnx.reference's."""
+    nodes = [h.make_node("Add", ["a", "b"], ["t"]), h.make_node("Relu", ["t"], ["u"]), h.make_node("MatMul", ["u", "w"], ["y"])]
+    g = h.make_graph(
+        nodes, "g", [_f("a", ["n", 3]), _f("b", ["n", 3]), _f("w", [3, None])], [_f("y", [5, 4])],
+        value_info=[_f("t", [5, 3]), _f("u", [5, 3])],
+    )  # fmt: skip
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    compiled = onnxc.compile(m)
+    rng = np.random.default_rng(5)
+    for n, k in ((2, 4), (5, 4), (7, 2)):
+        feeds = {"a": rng.standard_normal((n, 3)).astype(np.float32), "b": rng.standard_normal((n, 3)).astype(np.float32),
+                 "w": rng.standard_normal((3, k)).astype(np.float32)}  # fmt: skip
+        (want,) = ReferenceEvaluator(m).run(None, feeds)
+        (got,) = compiled(**feeds)
+        assert got.shape == want.shape == (n, k)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_declared_static_dims_of_a_static_model_that_contradict_the_op_are_refused() -> None:
+    g = h.make_graph([h.make_node("Add", ["a", "b"], ["y"], name="add")], "g", [_f("a", [2, 3]), _f("b", [1, 3])], [_f("y", [3, 2])])
+    with pytest.raises(OnnxcError, match=r"node 'add': lowering produced tensor<2x3xf32> for result 0 declared tensor<3x2xf32>"):
+        onnxc.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a declared static dim that depends on run-time data (a Reshape target fed as an input) is "
+    "trusted: the CPU code has no channel to report a run-time size that contradicts it (docs/robustness.md)",
+)
+def test_declared_shape_contradicting_run_time_data_is_not_trusted() -> None:
+    g = h.make_graph(
+        [h.make_node("Reshape", ["a", "s"], ["y"])], "g",
+        [_f("a", [2, 3]), h.make_tensor_value_info("s", T.INT64, [2])], [_f("y", [2, 3])],
+    )  # fmt: skip
+    compiled = onnxc.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]))
+    try:
+        (got,) = compiled(np.arange(6, dtype=np.float32).reshape(2, 3), np.array([3, 2]))
+    except OnnxcError:
+        return  # a clear run-time error is a right answer too
+    assert got.shape == (3, 2)
