@@ -70,6 +70,7 @@ PASSES: dict[str, str] = {
     "onnx-partition": "onnxc.transforms.onnx_partition:OnnxPartitionPass",
     "layout-propagation": "onnxc.transforms.layout_propagation:LayoutPropagationPass",
     "onnxc-approximate-math": "onnxc.transforms.math_approximation:ApproximateMathPass",
+    "onnx-to-shard": "onnxc.transforms.onnx_to_shard:OnnxToShardPass",
 }
 
 PIPELINES: dict[str, NamedPipeline] = {

@@ -1,0 +1,308 @@
+"""Partition an annotated linalg module for one rank of an MPI run (issue 13).
+
+What, in order (`partition_for_rank`):
+
+1. `hoist_constants`: every non-splat tensor `arith.constant` of a function becomes a new argument
+   of that function. Why: upstream `shard-partition` partitions `arith.constant` only when it is a
+   splat (it fails, without a diagnostic, on a real weight matrix); an argument partitions to its
+   local shard like any other value.
+2. `sharding-propagation` and `shard-partition` (upstream, per function): the `shard` annotations
+   of `onnx-to-shard` spread to every linalg op, then each op is rewritten on local shards with
+   the collectives (`shard.all_reduce` for a contraction split on its reduction, ...) in place.
+3. `rematerialize_constants`: each hoisted argument becomes a constant again, holding this rank's
+   shard of the weight (computed with numpy from the argument's local type and the grid), and the
+   argument is removed. Why per rank: each process keeps only its slice of the weights (the
+   memory a tensor-parallel run saves) and the CPU pipeline still sees compile-time constants
+   (packed once at compile time by data tiling).
+4. `all_gather_to_all_reduce`: `shard.all_gather` does not legalize in 22.1.8's
+   `convert-shard-to-mpi`, so each becomes the sum (an all-reduce) of zero tensors of the gathered
+   shape into which every rank inserted its shard at its own offset: the same values, one
+   collective that lowers.
+
+The collectives become MPI in `lower_collectives` (`convert-shard-to-mpi` after vectorization,
+see `pipeline.py`). Everything here is upstream MLIR; the module attribute `mpi.dlti` picks the
+MPI ABI (MPICH by default).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import arith, shard, tensor
+
+from onnxc.errors import OnnxcError
+from onnxc.transforms.onnx_utils import collect_ops, elements_attr, elements_to_numpy, numpy_dtype_of
+
+__all__ = [
+    "HoistedConstant",
+    "PartitionError",
+    "all_gather_to_all_reduce",
+    "grid_shapes",
+    "hoist_constants",
+    "partition_for_rank",
+    "pin_boundary",
+    "process_index",
+    "rematerialize_constants",
+    "set_mpi_abi",
+]
+
+
+class PartitionError(OnnxcError):
+    """The annotated module cannot be partitioned (an op upstream cannot partition, ...)."""
+
+
+@dataclasses.dataclass
+class HoistedConstant:
+    """A weight turned into argument `index` of function `function` (by symbol); `value` is the
+    whole (unpartitioned) array."""
+
+    function: str
+    index: int
+    value: np.ndarray
+
+
+def _functions(module: ir.Module) -> list[ir.Operation]:
+    return [op.operation for op in module.body.operations if op.operation.name == "func.func" and len(op.operation.regions[0].blocks)]
+
+
+def _symbol(fn: ir.Operation) -> str:
+    return ir.StringAttr(fn.attributes["sym_name"]).value
+
+
+def grid_shapes(module: ir.Module) -> dict[str, tuple[int, ...]]:
+    """Grid symbol -> shape of every `shard.grid` of the module."""
+    out: dict[str, tuple[int, ...]] = {}
+    for op in module.body.operations:
+        if op.operation.name == "shard.grid":
+            attrs = op.operation.attributes
+            out[ir.StringAttr(attrs["sym_name"]).value] = tuple(int(d) for d in ir.DenseI64ArrayAttr(attrs["shape"]))
+    return out
+
+
+def process_index(rank: int, shape: Sequence[int]) -> tuple[int, ...]:
+    """The multi-index of `rank` in a grid of `shape` (row-major, as `shard` numbers processes)."""
+    index = []
+    for size in reversed(shape):
+        index.append(rank % size)
+        rank //= size
+    return tuple(reversed(index))
+
+
+def _set_function_inputs(fn: ir.Operation, inputs: list[ir.Type]) -> None:
+    ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+    fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, list(ftype.results)))
+
+
+def _arg_attrs(fn: ir.Operation, count: int) -> list[ir.Attribute]:
+    empty = ir.DictAttr.get({}, context=fn.context)
+    attrs = list(ir.ArrayAttr(fn.attributes["arg_attrs"])) if "arg_attrs" in fn.attributes else []
+    return attrs + [empty] * (count - len(attrs))
+
+
+def hoist_constants(module: ir.Module) -> list[HoistedConstant]:
+    """Turn the non-splat tensor constants of every function into trailing arguments (step 1)."""
+    hoisted: list[HoistedConstant] = []
+    for fn in _functions(module):
+        block = fn.regions[0].blocks[0]
+        for op in collect_ops(fn, lambda o: o.name == "arith.constant"):
+            value = op.attributes["value"]
+            if not isinstance(op.results[0].type, ir.RankedTensorType):
+                continue
+            if isinstance(value, ir.DenseElementsAttr) and ir.DenseElementsAttr(value).is_splat:
+                continue
+            array = elements_to_numpy(value)
+            if array is None:
+                continue  # unreadable (f8...): left as a constant; partition refuses it if sharded
+            arg = block.add_argument(op.results[0].type, op.location)
+            op.results[0].replace_all_uses_with(arg)
+            op.erase()
+            hoisted.append(HoistedConstant(_symbol(fn), arg.arg_number, array))
+        count = len(block.arguments)
+        fn.attributes["arg_attrs"] = ir.ArrayAttr.get(_arg_attrs(fn, count))
+        _set_function_inputs(fn, [a.type for a in block.arguments])
+    return hoisted
+
+
+def _split_of(value: ir.Value) -> list[list[int]] | None:
+    """The grid axes per tensor axis of the sharding `value` was given (by `shard.shard` users)."""
+    for use in value.uses:
+        user = use.owner
+        if user.name == "shard.shard" and "annotate_for_users" not in user.attributes:
+            sharding = user.operands[1].owner
+            text = str(sharding.attributes["split_axes"])  # no accessor in the bindings
+            inner = text[len("#shard<axisarray") : -1]
+            return [list(map(int, filter(None, part.replace("[", "").split(",")))) for part in _split_groups(inner)]
+    return None
+
+
+def _split_groups(text: str) -> list[str]:
+    """'[[], [0, 1]]' -> ['[]', '[0, 1]']: the per-axis groups of an axis-array's syntax."""
+    body = text.strip()[1:-1]
+    groups, depth, current = [], 0, ""
+    for ch in body:
+        if ch == "[":
+            depth += 1
+        if depth:
+            current += ch
+        if ch == "]":
+            depth -= 1
+            if depth == 0:
+                groups.append(current)
+                current = ""
+    return groups
+
+
+def rematerialize_constants(
+    module: ir.Module, hoisted: Sequence[HoistedConstant], rank: int, shape: Sequence[int]
+) -> None:
+    """Step 3: each hoisted argument becomes a constant holding this rank's shard; the argument
+    is removed. The shard of each axis is read off the argument's local type (the partitioned
+    size) and the grid axes it was split over (its sharding; for one split axis of a 1-D grid
+    both say the same)."""
+    index = process_index(rank, shape)
+    by_fn: dict[str, list[HoistedConstant]] = {}
+    for h in hoisted:
+        by_fn.setdefault(h.function, []).append(h)
+    for fn in _functions(module):
+        entries = sorted(by_fn.get(_symbol(fn), []), key=lambda h: h.index, reverse=True)
+        if not entries:
+            continue
+        block = fn.regions[0].blocks[0]
+        first = block.operations[0]
+        for h in entries:
+            arg = block.arguments[h.index]
+            local = ir.RankedTensorType(arg.type)
+            split = _split_of(arg) or []
+            slices = []
+            for axis, (full, part) in enumerate(zip(h.value.shape, local.shape)):
+                if full == part:
+                    slices.append(slice(None))
+                    continue
+                axes = split[axis] if axis < len(split) and split[axis] else list(range(len(shape)))
+                shard_index = 0
+                for a in axes:  # the linear index over the grid axes this tensor axis is split on
+                    shard_index = shard_index * shape[a] + index[a]
+                if full % part or full // part != int(np.prod([shape[a] for a in axes])):
+                    raise PartitionError(f"weight of shape {h.value.shape} was partitioned to {local.shape}, not an even split over the grid")
+                slices.append(slice(shard_index * part, (shard_index + 1) * part))
+            piece = np.ascontiguousarray(h.value[tuple(slices)])
+            attr = elements_attr(piece, local.element_type, name=f"shard{rank}_{h.index}")
+            if attr is None:
+                raise PartitionError(f"cannot hold a weight shard of element type {local.element_type}")
+            with ir.InsertionPoint(first), arg.location:
+                const = arith.ConstantOp(local, attr).result
+            arg.replace_all_uses_with(const)
+            block.erase_argument(h.index)
+            attrs = _arg_attrs(fn, len(block.arguments) + 1)
+            del attrs[h.index]
+            fn.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
+            _set_function_inputs(fn, [a.type for a in block.arguments])
+
+
+def all_gather_to_all_reduce(module: ir.Module) -> int:
+    """Step 4: `shard.all_gather` -> zero-padded `shard.all_reduce` (sum); returns the count.
+    Only static shapes and one gathered axis over one grid axis are rewritten; anything else
+    stays and `convert-shard-to-mpi` reports it."""
+    count = 0
+    for op in collect_ops(module.operation, lambda o: o.name == "shard.all_gather"):
+        src, result = op.operands[0], op.results[0]
+        st, rt = ir.RankedTensorType(src.type), ir.RankedTensorType(result.type)
+        grid = op.attributes["grid"]
+        grid_axes = list(ir.DenseI16ArrayAttr(op.attributes["grid_axes"])) if "grid_axes" in op.attributes else []
+        axis = ir.IntegerAttr(op.attributes["gather_axis"]).value
+        if not (st.has_static_shape and rt.has_static_shape and len(grid_axes) == 1):
+            continue
+        elem = rt.element_type
+        dtype = numpy_dtype_of(elem)
+        if dtype is None:
+            continue
+        with ir.InsertionPoint(op), op.location:
+            zero = arith.ConstantOp(elem, 0.0 if dtype.kind == "f" else 0).result
+            empty = tensor.EmptyOp(list(rt.shape), elem).result
+            from mlir.dialects import linalg
+
+            zeros = linalg.fill(zero, outs=[empty])
+            index = shard.ProcessMultiIndexOp([ir.IndexType.get()], ir.FlatSymbolRefAttr(grid).value, axes=grid_axes).results[0]
+            size = arith.ConstantOp(ir.IndexType.get(), st.shape[axis]).result
+            offset = arith.MulIOp(index, size).result
+            dynamic_offsets = [offset]
+            static_offsets = [ir.ShapedType.get_dynamic_size() if d == axis else 0 for d in range(st.rank)]
+            placed = tensor.InsertSliceOp(
+                src, zeros, dynamic_offsets, [], [], static_offsets, list(st.shape), [1] * st.rank
+            ).result
+            summed = shard.AllReduceOp(rt, placed, ir.FlatSymbolRefAttr(grid).value, grid_axes=grid_axes).result
+        result.replace_all_uses_with(summed)
+        op.erase()
+        count += 1
+    return count
+
+
+def pin_boundary(module: ir.Module, grid: str) -> None:
+    """Every function's tensor arguments and results replicated: each process is called with the
+    whole inputs and returns the whole outputs, so the compiled function keeps the model's
+    signature (propagation could otherwise make an argument a local shard). A split input becomes
+    a local slice (no communication); a split output is gathered."""
+    ref = ir.FlatSymbolRefAttr.get(grid, module.context)
+    for fn in _functions(module):
+        block = fn.regions[0].blocks[0]
+        ret = block.operations[len(block.operations) - 1]
+        first = block.operations[0]
+        for arg in block.arguments:
+            if not isinstance(arg.type, ir.RankedTensorType):
+                continue
+            with ir.InsertionPoint(first), arg.location:
+                sharding = shard.ShardingOp(ref, _replicated(), [], []).result
+                pinned = shard.ShardOp(arg, sharding)
+            arg.replace_all_uses_except(pinned.result, pinned.operation)
+        for i, v in enumerate(list(ret.operands)):
+            if not isinstance(v.type, ir.RankedTensorType):
+                continue
+            with ir.InsertionPoint(ret), ret.location:
+                sharding = shard.ShardingOp(ref, _replicated(), [], []).result
+                ret.operands[i] = shard.ShardOp(v, sharding, annotate_for_users=True).result
+
+
+def _replicated() -> ir.Attribute:
+    # No builder for the axis-array attribute in the bindings: parsed from its syntax.
+    return ir.Attribute.parse("#shard<axisarray[[]]>")
+
+
+def set_mpi_abi(module: ir.Module, implementation: str = "MPICH") -> None:
+    """The module attribute `mpi.dlti` that picks the MPI ABI of `convert-shard-to-mpi`."""
+    module.operation.attributes["mpi.dlti"] = ir.Attribute.parse(f'#dlti.map<"MPI:Implementation" = "{implementation}">', context=module.context)
+
+
+def _run(module: ir.Module, text: str, what: str) -> None:
+    from onnxc.transforms.pipeline import PipelineFailure, run_pipeline
+
+    try:
+        run_pipeline(module, text, reraise=True)
+    except PipelineFailure as e:
+        raise PartitionError(f"{what}: {e}") from None
+
+
+def partition_for_rank(module: ir.Module, rank: int) -> dict[str, tuple[int, ...]]:
+    """Steps 1-4 on a linalg module carrying `shard` annotations, for process `rank`; returns the
+    grids. A module without a grid is left unchanged."""
+    grids = grid_shapes(module)
+    if not grids:
+        return grids
+    with module.context, ir.Location.unknown():
+        return _partition(module, rank, grids)
+
+
+def _partition(module: ir.Module, rank: int, grids: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    if len(grids) != 1:
+        raise PartitionError(f"one device grid per model is supported, found {len(grids)}")
+    (shape,) = grids.values()
+    pin_boundary(module, next(iter(grids)))
+    hoisted = hoist_constants(module)
+    _run(module, "func.func(sharding-propagation),func.func(shard-partition),canonicalize,cse", "shard-partition")
+    rematerialize_constants(module, hoisted, rank, shape)
+    all_gather_to_all_reduce(module)
+    _run(module, "canonicalize,cse", "cleanup after partition")
+    return grids
+

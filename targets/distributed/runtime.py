@@ -1,0 +1,213 @@
+"""Compile and run an annotated ONNX model on one rank of an MPI job (issue 13).
+
+What: `compile_distributed(model)` is what `onnxc.compile` does for a model that carries an IR 11
+device configuration when the process was started by `mpirun` (`mpi_world()` reads the launcher's
+environment): MPI is initialized through mpi4py, the rank count is checked against the
+configuration's `num_devices`, and this rank's code is built:
+
+    import -> onnx-passes -> onnx-to-shard -> ONNX to linalg            (same as one device)
+    -> partition for this rank (`partition.py`: propagation, shard-partition, weight shards)
+    -> cpu-to-vector -> collectives outlined and lowered to MPI -> cpu-bufferize -> cpu-to-llvm
+    -> JIT (the MPI library loaded into the process)                    (`lowering.py`)
+
+Every rank is called with the whole inputs and returns the whole outputs (the function's
+arguments and results are pinned replicated), so the result is a plain `CompiledModel`: callers,
+`onnxc run` and scripts treat it as any other. The compiled code calls MPI collectives, so every
+rank must call it the same number of times (as with any MPI program).
+
+Why MPICH by default: 22.1.8's OpenMPI lowering names `ompi_mpi_sum` (libmpi exports
+`ompi_mpi_op_sum`) and truncates the split communicator to i32; MPICH works as generated.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import onnx
+from mlir import ir
+
+from onnxc.errors import OnnxcError
+
+__all__ = [
+    "DistributedError",
+    "compile_distributed",
+    "configuration_of",
+    "cpu_stages",
+    "is_annotated",
+    "lower_distributed",
+    "mpi_world",
+]
+
+
+class DistributedError(OnnxcError):
+    """A multi-device run cannot start (rank count, MPI missing, a model onnxc cannot split)."""
+
+
+#: (rank, size) environment variables of the MPI launchers: MPICH's hydra (PMI), Open MPI, PMIx.
+_LAUNCHER_ENV: tuple[tuple[str, str], ...] = (
+    ("PMI_RANK", "PMI_SIZE"),
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+    ("PMIX_RANK", "PMIX_SIZE"),
+)
+
+
+def mpi_world(environ: Mapping[str, str] | None = None) -> tuple[int, int] | None:
+    """(rank, size) when this process was started by an MPI launcher, else None (read from the
+    environment, so nothing is initialized just to ask)."""
+    env = os.environ if environ is None else environ
+    for rank_var, size_var in _LAUNCHER_ENV:
+        if rank_var in env and size_var in env:
+            try:
+                return int(env[rank_var]), int(env[size_var])
+            except ValueError:
+                continue
+    return None
+
+
+def configuration_of(model: onnx.ModelProto, name: str = "") -> onnx.DeviceConfigurationProto | None:
+    """The device configuration `name` (default: the first) of `model`, or None."""
+    for c in model.configuration:
+        if not name or c.name == name:
+            return c
+    return None
+
+
+def is_annotated(model: onnx.ModelProto) -> bool:
+    """Whether `model` carries a device configuration that some main-graph node refers to."""
+    names = {c.name for c in model.configuration}
+    return bool(names) and any(dc.configuration_id in names for n in model.graph.node for dc in n.device_configurations)
+
+
+def _mpi_library() -> None:
+    """Initialize MPI (mpi4py does it on import) and make the MPI library's symbols global, so the
+    JIT resolves the compiled code's MPI calls (an extension module's libraries stay local)."""
+    try:
+        from mpi4py import MPI  # noqa: F401 - importing initializes MPI
+    except ImportError as e:
+        raise DistributedError(
+            f"running a multi-device model under MPI needs mpi4py (pip install 'onnxc[mpi]') and an MPI library: {e}"
+        ) from None
+    from onnxc.targets.cpu.jit import _load_global
+
+    errors = []
+    for name in ("libmpi.so.12", "libmpich.so.12", "libmpi.so.40", "libmpi.so"):
+        try:
+            _load_global(name)
+            return
+        except OSError as e:
+            errors.append(str(e))
+    raise DistributedError("cannot load the MPI library for the compiled code: " + "; ".join(errors))
+
+
+def _check_ranks(config: onnx.DeviceConfigurationProto, size: int) -> None:
+    if config.num_devices != size:
+        raise DistributedError(
+            f"the model's device configuration '{config.name}' asks for {config.num_devices} devices, "
+            f"but the MPI job has {size} ranks: start it with `mpirun -n {config.num_devices}`"
+        )
+
+
+def lower_distributed(
+    model: onnx.ModelProto, rank: int, size: int, options: Any = None, *, stage: str = "llvm", configuration: str = ""
+) -> ir.Module:
+    """This rank's module at `stage`: 'linalg' (annotated, before partition), 'partition' (local
+    shards and `shard` collectives), 'vector', 'bufferize' or 'llvm' (MPI calls)."""
+    from onnxc.importers import import_model
+    from onnxc.targets.cpu.pipeline import CpuPipelineOptions
+    from onnxc.transforms.onnx_to_shard import annotate_io_names
+    from onnxc.transforms.pipeline import run_pipeline
+
+    from .lowering import specialize_process_index
+    from .partition import partition_for_rank, set_mpi_abi
+
+    stages = ("linalg", "partition", "vector", "bufferize", "llvm")
+    if stage not in stages:
+        raise DistributedError(f"unknown stage {stage!r}; expected one of {', '.join(stages)}")
+    config = configuration_of(model, configuration)
+    if config is None:
+        raise DistributedError(f"the model has no device configuration{' ' + repr(configuration) if configuration else ''}")
+    _check_ranks(config, size)
+    opts = options if options is not None else CpuPipelineOptions()
+    module = import_model(annotate_io_names(model))
+    shard_pass = f"onnx-to-shard{{configuration={config.name}}}" if configuration else "onnx-to-shard"
+    run_pipeline(
+        module,
+        f"onnx-passes,{shard_pass},onnx-validate-attributes,convert-onnx-to-linalg,layout-propagation,canonicalize,cse",
+        reraise=True,
+    )
+    if stage == "linalg":
+        return module
+    partition_for_rank(module, rank)
+    set_mpi_abi(module)
+    specialize_process_index(module, rank)
+    run_pipeline(module, "canonicalize,cse", reraise=True)
+    if stage == "partition":
+        return module
+    return cpu_stages(module, size, opts, stage)
+
+
+def compile_distributed(
+    model: onnx.ModelProto,
+    options: Any = None,
+    *,
+    world: tuple[int, int] | None = None,
+    configuration: str = "",
+) -> Any:
+    """This rank's `CompiledModel` for an annotated `model` (see the module docstring). `world`
+    is (rank, size); by default the MPI launcher's."""
+    from mlir.execution_engine import ExecutionEngine
+
+    from onnxc.compiler import CompiledModel, io_specs
+    from onnxc.targets.cpu.jit import CompiledFunction, copy_module, runtime_libraries, select_entry
+    from onnxc.targets.cpu.pipeline import CpuPipelineOptions
+
+    world = world or mpi_world()
+    if world is None:
+        raise DistributedError("not started by an MPI launcher (mpirun): no rank to compile for")
+    rank, size = world
+    config = configuration_of(model, configuration)
+    if config is None:
+        raise DistributedError("the model has no device configuration")
+    _check_ranks(config, size)  # before MPI starts: a wrong count fails at once on every rank
+    _mpi_library()
+    opts = options if options is not None else CpuPipelineOptions()
+    linalg_module = lower_distributed(model, rank, size, opts, stage="partition", configuration=configuration)
+    signature = select_entry(linalg_module, None)
+    lowered = cpu_stages(copy_module(linalg_module), size, opts)
+    with lowered.context:
+        try:
+            engine = ExecutionEngine(lowered, opt_level=opts.jit_opt_level, shared_libs=runtime_libraries())
+        except RuntimeError as e:
+            raise DistributedError(f"JIT: cannot create the execution engine for rank {rank}: {e}") from None
+    function = CompiledFunction(signature, engine, lowered)
+    inputs = io_specs(list(model.graph.input), {t.name: t for t in model.graph.initializer})
+    outputs = io_specs(list(model.graph.output))
+    return CompiledModel(inputs, outputs, function, "cpu")
+
+
+def cpu_stages(module: ir.Module, size: int, options: Any, stop: str = "llvm") -> ir.Module:
+    """A partitioned module (stage 'partition') through the CPU stages up to `stop` ('vector',
+    'bufferize', 'llvm'), the collectives outlined before bufferization and merged back after
+    (`lowering.py`), in place."""
+    from onnxc.targets.cpu.passes import STAGE_PASSES
+    from onnxc.transforms.pipeline import run_pipeline
+
+    from .lowering import lower_collectives_module, merge_collectives, outline_collectives
+
+    run_pipeline(module, STAGE_PASSES["vector"].element(options), reraise=True)
+    side = outline_collectives(module)
+    if side is not None:
+        lower_collectives_module(side, size)
+    if stop != "vector":
+        run_pipeline(module, STAGE_PASSES["bufferize"].element(options), reraise=True)
+    merge_collectives(module, side)
+    if stop == "llvm":
+        run_pipeline(module, STAGE_PASSES["llvm"].element(options), reraise=True)
+        if side is not None:
+            # The CPU pipeline's conversions have no patterns for `mpi` ops; `convert-to-llvm`
+            # gathers every dialect's LLVM conversion interface, the MPI dialect's included.
+            run_pipeline(module, "convert-to-llvm,reconcile-unrealized-casts", reraise=True)
+    return module
