@@ -56,3 +56,25 @@ def test_worker_classifies_outcomes() -> None:
     assert fz.run_case(case(h.make_node("Transpose", ["x"], ["y"], perm=[1, 0]), {"x": x}))["cls"] == "ok"
     assert fz.run_case(case(h.make_node("Transpose", ["x"], ["y"], perm=[1, 1]), {"x": x}))["cls"] == "refused"
     assert fz.run_case(case(h.make_node("Relu", ["x"], ["y"]), {"x": x.astype(np.float64)}))["cls"] == "refused"
+
+
+def test_second_opinion_where_the_reference_is_wrong() -> None:
+    """BatchNormalization-9 with one output: onnx.reference applies the momentum default to batch
+    statistics; onnxc (inference) agrees with onnxruntime, so the case is `ok`, not `wrong`. A
+    model onnxc computes right is never reclassified: the comparison is still made."""
+    import pytest
+
+    pytest.importorskip("onnxruntime")
+    g = h.make_graph(
+        [h.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])], "g",
+        [h.make_tensor_value_info("x", T.FLOAT, [2, 3, 4])] + [h.make_tensor_value_info(n, T.FLOAT, [3]) for n in "sbmv"],
+        [h.make_tensor_value_info("y", T.FLOAT, None)],
+    )  # fmt: skip
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 9)])
+    m.ir_version = 8
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((2, 3, 4)).astype(np.float32), **{n: rng.uniform(0.5, 1.5, 3).astype(np.float32) for n in "sbmv"}}
+    r = fz.run_case(fz.Case(0, "t", "opset", "", m.SerializeToString(), feeds))
+    assert r == {"cls": "ok", "detail": "onnx.reference differs, onnxruntime agrees"}, r
+    who, outs = fz.second_opinion(m, feeds)
+    assert who == "onnxruntime" and outs[0].shape == (2, 3, 4)

@@ -302,3 +302,78 @@ def test_declared_shape_contradicting_run_time_data_is_not_trusted() -> None:
     except OnnxcError:
         return  # a clear run-time error is a right answer too
     assert got.shape == (3, 2)
+
+
+# --- where onnx.reference itself is wrong (the compile fuzzer's second opinion) ------------------------
+
+
+def _ort(m: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    ort = pytest.importorskip("onnxruntime")
+    m2 = onnx.ModelProto()
+    m2.CopyFrom(m)
+    m2.ir_version = min(m2.ir_version, 10)
+    return ort.InferenceSession(m2.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+@pytest.mark.parametrize("opset", [9, 13, 15])
+def test_batch_normalization_old_opsets_is_inference(opset: int) -> None:
+    """BatchNormalization-9..13 with one output is inference: (x - mean) / sqrt(var + eps) * s + b.
+    onnx.reference applies the momentum default to batch statistics there (a reference bug the
+    fuzzer reported as onnxc's); onnxc matches the formula and onnxruntime at every opset."""
+    m = _model([h.make_node("BatchNormalization", ["x", "s", "b", "mean", "var"], ["y"], epsilon=1e-2)],
+               [_f("x", [2, 3, 4, 5])] + [_f(n, [3]) for n in ("s", "b", "mean", "var")], ["y"], opset=opset)  # fmt: skip
+    rng = np.random.default_rng(6)
+    feeds = {"x": rng.standard_normal((2, 3, 4, 5)).astype(np.float32), "s": rng.standard_normal(3).astype(np.float32),
+             "b": rng.standard_normal(3).astype(np.float32), "mean": rng.standard_normal(3).astype(np.float32),
+             "var": rng.uniform(0.5, 2, 3).astype(np.float32)}  # fmt: skip
+    c = (1, 3, 1, 1)
+    want = (feeds["x"] - feeds["mean"].reshape(c)) / np.sqrt(feeds["var"].reshape(c) + 1e-2) * feeds["s"].reshape(c) + feeds["b"].reshape(c)
+    (got,) = onnxc.compile(m)(**feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got, _ort(m, feeds)[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"])
+@pytest.mark.parametrize("ignore_index", [0, 1, -1])
+def test_loss_ignore_index_matches_onnxruntime(op: str, ignore_index: int) -> None:
+    """The fuzzer's ignore_index=0 'wrong answers': the target holds -1, out of range once
+    ignore_index is not -1 (undefined by the spec); onnx.reference then indexes class -1 (the last),
+    onnxruntime and onnxc do not. In-range targets match onnx.reference; all match onnxruntime."""
+    m = _model([h.make_node(op, ["x", "t", "w"], ["loss"], ignore_index=ignore_index, reduction="mean")],
+               [_f("x", [3, 5, 6]), h.make_tensor_value_info("t", T.INT64, [3, 6]), _f("w", [5])], ["loss"], opset=18)  # fmt: skip
+    rng = np.random.default_rng(7)
+    t = rng.integers(0, 5, (3, 6)).astype(np.int64)
+    t[0, 0] = ignore_index
+    feeds = {"x": rng.standard_normal((3, 5, 6)).astype(np.float32), "t": t, "w": rng.uniform(0.2, 1, 5).astype(np.float32)}
+    (got,) = onnxc.compile(m)(**feeds)
+    np.testing.assert_allclose(got, ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(got, _ort(m, feeds)[0], rtol=1e-4, atol=1e-6)
+    t2 = t.copy()
+    t2[1, 1] = -1 if ignore_index != -1 else 4  # out of range (or the ignored class itself)
+    feeds["t"] = t2
+    (got,) = onnxc.compile(m)(**feeds)
+    np.testing.assert_allclose(got, _ort(m, feeds)[0], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("zero_point", [np.int16(256), np.uint16(32767), np.int8(3), np.uint8(128)])
+def test_quantize_linear_float16_saturates_infinities(zero_point: np.generic) -> None:
+    """QuantizeLinear of a float16 x with +-inf: the spec saturates to the type's range. onnx.reference
+    casts inf to int32 (undefined in numpy: -32768 for +inf), which the fuzzer reported as onnxc's
+    wrong answer; finite values match onnx.reference."""
+    elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(type(zero_point)))
+    m = h.make_model(
+        h.make_graph(
+            [h.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])], "g",
+            [h.make_tensor_value_info("x", T.FLOAT16, [8]), h.make_tensor_value_info("s", T.FLOAT16, []), h.make_tensor_value_info("z", elem, [])],
+            [h.make_tensor_value_info("y", elem, [8])],
+        ),
+        opset_imports=[h.make_opsetid("", 21)],
+    )  # fmt: skip
+    x = np.array([0, -514, 3, -2.9, 3.1, 65504, np.inf, -np.inf], np.float16)
+    feeds = {"x": x, "s": np.array(2.0, np.float16), "z": np.asarray(zero_point)}
+    (got,) = onnxc.compile(m)(**feeds)
+    info = np.iinfo(np.dtype(type(zero_point)))
+    want = np.clip(np.rint(x.astype(np.float64) / 2.0) + int(zero_point), info.min, info.max).astype(info.dtype)
+    np.testing.assert_array_equal(got, want)
+    finite = ReferenceEvaluator(m).run(None, feeds)[0][:6]
+    np.testing.assert_array_equal(got[:6], finite)
