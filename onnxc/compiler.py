@@ -479,6 +479,12 @@ def compile(  # noqa: A001 - the public name the design asks for
     from onnxc.importers import import_model
 
     proto = _load(model)
+    if settings.target.name == "cpu":  # an IR 11 multi-device model started by mpirun: one rank here
+        from onnxc.targets.distributed.runtime import compile_if_distributed
+
+        distributed = compile_if_distributed(proto, settings.options)
+        if distributed is not None:
+            return distributed
     # Inputs with an initializer stay arguments (the importer keeps them so callers may
     # override them); the initializer is the value used when the caller gives none.
     inputs = io_specs(list(proto.graph.input), {t.name: t for t in proto.graph.initializer})

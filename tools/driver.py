@@ -422,6 +422,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         model_path = path
     feeds = _bind_inputs(cm, args.input or [], args.seed)
     outputs = cm(**feeds)
+    if getattr(cm, "rank", 0):  # a multi-device run under mpirun (onnxc.targets.distributed): rank 0 reports
+        return 0
     if args.output_dir:
         os.makedirs(args.output_dir, exist_ok=True)
     for name, out in zip(cm.output_names, outputs):
@@ -481,6 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_bench(sub)
     __import__("onnxc.tools.partition", fromlist=["add_subparser"]).add_subparser(sub)  # `onnxc partition`: tools/partition.py
+    __import__("onnxc.tools.shard", fromlist=["add_subparser"]).add_subparser(sub)  # `onnxc shard`: tools/shard.py
     return ap
 
 

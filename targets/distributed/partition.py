@@ -202,38 +202,35 @@ def rematerialize_constants(
             _set_function_inputs(fn, [a.type for a in block.arguments])
 
 
-def all_gather_to_all_reduce(module: ir.Module) -> int:
+def all_gather_to_all_reduce(module: ir.Module, rank: int) -> int:
     """Step 4: `shard.all_gather` -> zero-padded `shard.all_reduce` (sum); returns the count.
-    Only static shapes and one gathered axis over one grid axis are rewritten; anything else
-    stays and `convert-shard-to-mpi` reports it."""
+    The shard's offset is static: this rank's coordinate on the gathered grid axis. Only static
+    shapes and one grid axis are rewritten; anything else stays and `convert-shard-to-mpi`
+    reports it."""
+    from mlir.dialects import linalg
+
+    grids = grid_shapes(module)
     count = 0
     for op in collect_ops(module.operation, lambda o: o.name == "shard.all_gather"):
         src, result = op.operands[0], op.results[0]
         st, rt = ir.RankedTensorType(src.type), ir.RankedTensorType(result.type)
-        grid = op.attributes["grid"]
+        grid = ir.FlatSymbolRefAttr(op.attributes["grid"]).value
         grid_axes = list(ir.DenseI16ArrayAttr(op.attributes["grid_axes"])) if "grid_axes" in op.attributes else []
         axis = ir.IntegerAttr(op.attributes["gather_axis"]).value
-        if not (st.has_static_shape and rt.has_static_shape and len(grid_axes) == 1):
+        if not (st.has_static_shape and rt.has_static_shape and len(grid_axes) == 1 and grid in grids):
             continue
         elem = rt.element_type
         dtype = numpy_dtype_of(elem)
         if dtype is None:
             continue
+        coordinate = process_index(rank, grids[grid])[grid_axes[0]]
+        offsets = [coordinate * st.shape[axis] if d == axis else 0 for d in range(st.rank)]
         with ir.InsertionPoint(op), op.location:
             zero = arith.ConstantOp(elem, 0.0 if dtype.kind == "f" else 0).result
             empty = tensor.EmptyOp(list(rt.shape), elem).result
-            from mlir.dialects import linalg
-
             zeros = linalg.fill(zero, outs=[empty])
-            index = shard.ProcessMultiIndexOp([ir.IndexType.get()], ir.FlatSymbolRefAttr(grid).value, axes=grid_axes).results[0]
-            size = arith.ConstantOp(ir.IndexType.get(), st.shape[axis]).result
-            offset = arith.MulIOp(index, size).result
-            dynamic_offsets = [offset]
-            static_offsets = [ir.ShapedType.get_dynamic_size() if d == axis else 0 for d in range(st.rank)]
-            placed = tensor.InsertSliceOp(
-                src, zeros, dynamic_offsets, [], [], static_offsets, list(st.shape), [1] * st.rank
-            ).result
-            summed = shard.AllReduceOp(rt, placed, ir.FlatSymbolRefAttr(grid).value, grid_axes=grid_axes).result
+            placed = tensor.InsertSliceOp(src, zeros, [], [], [], offsets, list(st.shape), [1] * st.rank).result
+            summed = shard.AllReduceOp(rt, grid, placed, grid_axes=ir.DenseI16ArrayAttr.get(grid_axes)).result
         result.replace_all_uses_with(summed)
         op.erase()
         count += 1
@@ -300,9 +297,13 @@ def _partition(module: ir.Module, rank: int, grids: dict[str, tuple[int, ...]]) 
     (shape,) = grids.values()
     pin_boundary(module, next(iter(grids)))
     hoisted = hoist_constants(module)
+    # Keep-dims reductions (Softmax, normalizations) lower to a reduction, a `tensor.expand_shape`
+    # adding a unit dim, and a generic reading it through a constant-0 index map; neither the
+    # reshape nor such a map has a sharding model upstream. Folding unit dims removes both.
+    _run(module, "linalg-fold-unit-extent-dims,canonicalize,cse", "unit-dim folding")
     _run(module, "func.func(sharding-propagation),func.func(shard-partition),canonicalize,cse", "shard-partition")
     rematerialize_constants(module, hoisted, rank, shape)
-    all_gather_to_all_reduce(module)
+    all_gather_to_all_reduce(module, rank)
     _run(module, "canonicalize,cse", "cleanup after partition")
     return grids
 

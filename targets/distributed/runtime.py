@@ -21,7 +21,7 @@ Why MPICH by default: 22.1.8's OpenMPI lowering names `ompi_mpi_sum` (libmpi exp
 
 from __future__ import annotations
 
-import ctypes
+import dataclasses
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -29,11 +29,14 @@ from typing import Any
 import onnx
 from mlir import ir
 
+from onnxc.compiler import CompiledModel
 from onnxc.errors import OnnxcError
 
 __all__ = [
     "DistributedError",
+    "DistributedModel",
     "compile_distributed",
+    "compile_if_distributed",
     "configuration_of",
     "cpu_stages",
     "is_annotated",
@@ -79,6 +82,15 @@ def is_annotated(model: onnx.ModelProto) -> bool:
     """Whether `model` carries a device configuration that some main-graph node refers to."""
     names = {c.name for c in model.configuration}
     return bool(names) and any(dc.configuration_id in names for n in model.graph.node for dc in n.device_configurations)
+
+
+@dataclasses.dataclass
+class DistributedModel(CompiledModel):
+    """One rank's compiled model: called like any `CompiledModel` (whole inputs, whole outputs on
+    every rank); `rank`/`size` say where it runs (`onnxc run` lets rank 0 report)."""
+
+    rank: int = 0
+    size: int = 1
 
 
 def _mpi_library() -> None:
@@ -149,6 +161,16 @@ def lower_distributed(
     return cpu_stages(module, size, opts, stage)
 
 
+def compile_if_distributed(model: onnx.ModelProto, options: Any = None) -> Any:
+    """`onnxc.compile`'s hook: this rank's model when `model` is annotated and the process was
+    started by an MPI launcher; None otherwise (the model then runs on one device, as the IR spec
+    allows a backend to ignore the annotations)."""
+    world = mpi_world()
+    if world is None or not is_annotated(model):
+        return None
+    return compile_distributed(model, options, world=world)
+
+
 def compile_distributed(
     model: onnx.ModelProto,
     options: Any = None,
@@ -160,7 +182,7 @@ def compile_distributed(
     is (rank, size); by default the MPI launcher's."""
     from mlir.execution_engine import ExecutionEngine
 
-    from onnxc.compiler import CompiledModel, io_specs
+    from onnxc.compiler import io_specs
     from onnxc.targets.cpu.jit import CompiledFunction, copy_module, runtime_libraries, select_entry
     from onnxc.targets.cpu.pipeline import CpuPipelineOptions
 
@@ -185,7 +207,7 @@ def compile_distributed(
     function = CompiledFunction(signature, engine, lowered)
     inputs = io_specs(list(model.graph.input), {t.name: t for t in model.graph.initializer})
     outputs = io_specs(list(model.graph.output))
-    return CompiledModel(inputs, outputs, function, "cpu")
+    return DistributedModel(inputs, outputs, function, "cpu", rank=rank, size=size)
 
 
 def cpu_stages(module: ir.Module, size: int, options: Any, stop: str = "llvm") -> ir.Module:
