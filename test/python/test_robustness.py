@@ -377,3 +377,27 @@ def test_quantize_linear_float16_saturates_infinities(zero_point: np.generic) ->
     np.testing.assert_array_equal(got, want)
     finite = ReferenceEvaluator(m).run(None, feeds)[0][:6]
     np.testing.assert_array_equal(got[:6], finite)
+
+
+def test_reshape_to_a_run_time_shape_of_another_size_does_not_corrupt_memory(tmp_path: Path) -> None:
+    """Found by the compile fuzzer: Reshape of a (6, 4) input to a run-time shape [2, 0, 4, 1] (32
+    elements: 0 copies the input's dim 4) made a view past the input's buffer and the process died
+    (heap corruption). Run in a child: it must exit normally (the shape is invalid; onnx.reference
+    raises; without a run-time error channel onnxc returns a memory-safe result)."""
+    g = h.make_graph([h.make_node("Reshape", ["a", "s"], ["y"])], "g", [_f("a", [6, 4]), h.make_tensor_value_info("s", T.INT64, [4])], [_f("y", None)])
+    path = tmp_path / "m.onnx"
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]), str(path))
+    code = textwrap.dedent(
+        f"""
+        import numpy as np, onnxc
+        c = onnxc.compile({str(path)!r})
+        for _ in range(20):
+            (y,) = c(np.ones((6, 4), np.float32), np.array([2, 0, 4, 1]))
+            assert y.size == 24
+        (y,) = c(np.arange(24, dtype=np.float32).reshape(6, 4), np.array([3, 0, -1, 1]))
+        assert y.shape == (3, 4, 2, 1) and (y.reshape(-1) == np.arange(24)).all()
+        print("done")
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "done" in r.stdout, (r.returncode, r.stderr[-2000:])

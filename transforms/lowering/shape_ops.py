@@ -242,6 +242,15 @@ def lower_reshape(node: Node) -> list[ir.Value]:
         known = arith.muli(known, arith.select(arith.cmpi(arith.CmpIPredicate.eq, v, neg1), one, v))
     inferred = arith.divsi(dim_value(total), arith.maxsi(known, one))
     dims = [arith.select(arith.cmpi(arith.CmpIPredicate.eq, v, neg1), inferred, v) for v in dims]
+    # A run-time shape whose element count is not the input's is invalid (onnx.reference raises),
+    # but reshaping to it made a view past the input's buffer: copies of it corrupted the heap
+    # (compile fuzzer: SIGSEGV/abort). It becomes [total, 1, ...] instead: memory-safe; the CPU
+    # code has no channel to report the error at run time (docs/robustness.md).
+    count = one
+    for v in dims:
+        count = arith.muli(count, v)
+    valid = arith.cmpi(arith.CmpIPredicate.eq, count, dim_value(total))
+    dims = [arith.select(valid, v, dim_value(total) if i == 0 else one) for i, v in enumerate(dims)]
     return [reshape(x, dims)]
 
 
