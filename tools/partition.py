@@ -49,16 +49,11 @@ def cmd_partition(args: argparse.Namespace) -> int:
     present = backends()
     wanted = _names(args.backends)
     forced = _names(args.backend)
-    chosen = present
-    if wanted:
-        unknown = [n for n in wanted + forced if n not in {b.name for b in present}]
-        if unknown:
-            raise BackendError(f"no backend {', '.join(repr(n) for n in unknown)} on this machine (backends: {', '.join(b.name for b in present)})")
-        chosen = [b for b in present if b.name in wanted or b.name in forced or b.info().device_kind == "cpu"]
-    elif forced:
-        unknown = [n for n in forced if n not in {b.name for b in present}]
-        if unknown:
-            raise BackendError(f"no backend {', '.join(repr(n) for n in unknown)} on this machine (backends: {', '.join(b.name for b in present)})")
+    unknown = [n for n in wanted + forced if n not in {b.name for b in present}]
+    if unknown:
+        raise BackendError(f"no backend {', '.join(repr(n) for n in unknown)} on this machine (backends: {', '.join(b.name for b in present)})")
+    # --backends narrows the set (a forced backend is in it, the CPU always is).
+    chosen = [b for b in present if b.name in wanted or b.name in forced or b.info().device_kind == "cpu"] if wanted else present
     allow = _names(args.allow) if args.allow else None
     p = partition(model, chosen, pin_host=_names(args.deny), prefer=forced or None, allow=allow)
     table = decision_table(p)
