@@ -21,6 +21,20 @@ func.func @batch_matmul(%a: tensor<5x2x3xf32>, %b: tensor<5x3x4xf32>) -> tensor<
 
 // -----
 
+// Rank 4 with equal batch dims (attention's heads): one batch_matmul over the collapsed batch.
+// CHECK-LABEL: func.func @attention_scores
+// CHECK: tensor.collapse_shape %{{.+}} {{\[\[}}0, 1], [2], [3]] : tensor<1x6x197x64xf32> into tensor<6x197x64xf32>
+// CHECK: tensor.collapse_shape %{{.+}} {{\[\[}}0, 1], [2], [3]] : tensor<1x6x64x197xf32> into tensor<6x64x197xf32>
+// CHECK: linalg.batch_matmul ins(%{{.+}}, %{{.+}} : tensor<6x197x64xf32>, tensor<6x64x197xf32>)
+// CHECK: tensor.expand_shape %{{.+}} {{\[\[}}0, 1], [2], [3]] output_shape [1, 6, 197, 197]
+// CHECK-NOT: linalg.generic
+func.func @attention_scores(%q: tensor<1x6x197x64xf32>, %kt: tensor<1x6x64x197xf32>) -> tensor<1x6x197x197xf32> {
+  %0 = "onnx.mat_mul"(%q, %kt) : (tensor<1x6x197x64xf32>, tensor<1x6x64x197xf32>) -> tensor<1x6x197x197xf32>
+  return %0 : tensor<1x6x197x197xf32>
+}
+
+// -----
+
 // Broadcast batch dims: a generic with a reduction loop, the size-1 batch dim read at 0.
 // CHECK-DAG: affine_map<(d0, d1, d2, d3, d4) -> (d0, 0, d2, d4)>
 // CHECK-DAG: affine_map<(d0, d1, d2, d3, d4) -> (d1, d4, d3)>
