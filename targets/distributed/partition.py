@@ -102,6 +102,19 @@ def _arg_attrs(fn: ir.Operation, count: int) -> list[ir.Attribute]:
     return attrs + [empty] * (count - len(attrs))
 
 
+def _constant_array(value: ir.Attribute, t: ir.RankedTensorType) -> np.ndarray | None:
+    """A constant's value as numpy. `dense_resource` weights (the importer's form for large
+    tensors) come back from `op.attributes` as plain `ir.Attribute`s, which
+    `onnx_utils.elements_to_numpy` does not recognize, so the importer's reader is asked first."""
+    from onnxc.importers.tensors import attribute_to_array
+
+    try:
+        array, _ = attribute_to_array(value)
+        return np.asarray(array).reshape(list(t.shape))
+    except (OnnxcError, ValueError, TypeError):
+        return elements_to_numpy(value)
+
+
 def hoist_constants(module: ir.Module) -> list[HoistedConstant]:
     """Turn the non-splat tensor constants of every function into trailing arguments (step 1)."""
     hoisted: list[HoistedConstant] = []
@@ -113,7 +126,7 @@ def hoist_constants(module: ir.Module) -> list[HoistedConstant]:
                 continue
             if isinstance(value, ir.DenseElementsAttr) and ir.DenseElementsAttr(value).is_splat:
                 continue
-            array = elements_to_numpy(value)
+            array = _constant_array(value, ir.RankedTensorType(op.results[0].type))
             if array is None:
                 continue  # unreadable (f8...): left as a constant; partition refuses it if sharded
             arg = block.add_argument(op.results[0].type, op.location)
