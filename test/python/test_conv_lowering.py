@@ -390,3 +390,29 @@ def test_small_convolution_stays_on_one_thread() -> None:
     g = Graph()
     model = g.model([1, 4, 6, 6], g.conv("x", 4, 4, 3, pads=[1, 1, 1, 1]))
     assert _forall_loops(model, threads=2) == [[]]
+
+
+@pytest.mark.parametrize(
+    ("x_dims", "cout", "kernel", "bias"),
+    [
+        ([1, 3, 32, 32], 24, [8, 8], True),  # a patch embedding
+        ([2, 3, 30, 31], 8, [4, 4], False),  # windows do not cover the last rows/columns
+        ([1, 5, 9, 9], 4, [3, 2], True),  # rectangular windows
+        (["n", 3, 16, 16], 6, [4, 4], True),  # symbolic batch
+    ],
+)
+def test_patch_convolution_is_a_matmul(x_dims: list[Any], cout: int, kernel: list[int], bias: bool) -> None:
+    """stride = kernel without padding (ViT's patch embedding): one linalg.matmul of the
+    patches, no convolution op; values match onnx.reference."""
+    g = Graph()
+    y = g.conv("x", x_dims[1], cout, kernel[0], bias=bias) if kernel[0] == kernel[1] else None
+    if y is None:
+        w = g.const(_r(cout, x_dims[1], *kernel, lo=-0.5, hi=0.5))
+        y = g.op("Conv", ["x", w, g.const(_r(cout))], kernel_shape=kernel, strides=kernel)
+    else:
+        g.nodes[-1].attribute.extend([helper.make_attribute("strides", kernel)])
+    model = g.model(x_dims, y)
+    linalg_ir = _ir(model, "linalg")
+    assert "linalg.matmul" in linalg_ir and "linalg.conv" not in linalg_ir
+    shape = [2 if d == "n" else d for d in x_dims]
+    _check(model, {"x": _r(*shape)})
