@@ -42,6 +42,7 @@ __all__ = [
     "is_annotated",
     "lower_distributed",
     "mpi_world",
+    "rank_module",
 ]
 
 
@@ -126,23 +127,40 @@ def lower_distributed(
     model: onnx.ModelProto, rank: int, size: int, options: Any = None, *, stage: str = "llvm", configuration: str = ""
 ) -> ir.Module:
     """This rank's module at `stage`: 'linalg' (annotated, before partition), 'partition' (local
-    shards and `shard` collectives), 'vector', 'bufferize' or 'llvm' (MPI calls)."""
-    from onnxc.importers import import_model
+    shards and `shard` collectives; for pipeline stages, this rank's stage with send/recv calls),
+    'vector', 'bufferize' or 'llvm' (MPI calls)."""
     from onnxc.targets.cpu.pipeline import CpuPipelineOptions
+
+    stages = ("linalg", "partition", "vector", "bufferize", "llvm")
+    if stage not in stages:
+        raise DistributedError(f"unknown stage {stage!r}; expected one of {', '.join(stages)}")
+    opts = options if options is not None else CpuPipelineOptions()
+    module, p2p = rank_module(model, rank, size, configuration=configuration, stop_at_linalg=stage == "linalg")
+    if stage in ("linalg", "partition"):
+        return module
+    return cpu_stages(module, size, opts, stage, p2p)
+
+
+def rank_module(
+    model: onnx.ModelProto, rank: int, size: int, *, configuration: str = "", stop_at_linalg: bool = False
+) -> tuple[ir.Module, ir.Module | None]:
+    """This rank's linalg module, partitioned (or, with `stop_at_linalg`, annotated only), and
+    the module of its pipeline send/recv functions (None without pipeline stages)."""
+    from onnxc.importers import import_model
     from onnxc.transforms.onnx_to_shard import annotate_io_names
     from onnxc.transforms.pipeline import run_pipeline
 
     from .lowering import specialize_process_index
     from .partition import partition_for_rank, set_mpi_abi
+    from .stages import pipeline_module, stage_of_nodes
 
-    stages = ("linalg", "partition", "vector", "bufferize", "llvm")
-    if stage not in stages:
-        raise DistributedError(f"unknown stage {stage!r}; expected one of {', '.join(stages)}")
     config = configuration_of(model, configuration)
     if config is None:
         raise DistributedError(f"the model has no device configuration{' ' + repr(configuration) if configuration else ''}")
     _check_ranks(config, size)
-    opts = options if options is not None else CpuPipelineOptions()
+    staged = stage_of_nodes(model, config.name)
+    if staged is not None:  # pipeline parallelism: this rank's stage, send/recv at the boundaries
+        return pipeline_module(model, staged, rank, size)
     module = import_model(annotate_io_names(model))
     shard_pass = f"onnx-to-shard{{configuration={config.name}}}" if configuration else "onnx-to-shard"
     run_pipeline(
@@ -150,15 +168,13 @@ def lower_distributed(
         f"onnx-passes,{shard_pass},onnx-validate-attributes,convert-onnx-to-linalg,layout-propagation,canonicalize,cse",
         reraise=True,
     )
-    if stage == "linalg":
-        return module
+    if stop_at_linalg:
+        return module, None
     partition_for_rank(module, rank)
     set_mpi_abi(module)
     specialize_process_index(module, rank)
     run_pipeline(module, "canonicalize,cse", reraise=True)
-    if stage == "partition":
-        return module
-    return cpu_stages(module, size, opts, stage)
+    return module, None
 
 
 def compile_if_distributed(model: onnx.ModelProto, options: Any = None) -> Any:
@@ -196,9 +212,9 @@ def compile_distributed(
     _check_ranks(config, size)  # before MPI starts: a wrong count fails at once on every rank
     _mpi_library()
     opts = options if options is not None else CpuPipelineOptions()
-    linalg_module = lower_distributed(model, rank, size, opts, stage="partition", configuration=configuration)
+    linalg_module, p2p = rank_module(model, rank, size, configuration=configuration)
     signature = select_entry(linalg_module, None)
-    lowered = cpu_stages(copy_module(linalg_module), size, opts)
+    lowered = cpu_stages(copy_module(linalg_module), size, opts, "llvm", p2p)
     with lowered.context:
         try:
             engine = ExecutionEngine(lowered, opt_level=opts.jit_opt_level, shared_libs=runtime_libraries())
@@ -210,10 +226,10 @@ def compile_distributed(
     return DistributedModel(inputs, outputs, function, "cpu", rank=rank, size=size)
 
 
-def cpu_stages(module: ir.Module, size: int, options: Any, stop: str = "llvm") -> ir.Module:
+def cpu_stages(module: ir.Module, size: int, options: Any, stop: str = "llvm", p2p: ir.Module | None = None) -> ir.Module:
     """A partitioned module (stage 'partition') through the CPU stages up to `stop` ('vector',
     'bufferize', 'llvm'), the collectives outlined before bufferization and merged back after
-    (`lowering.py`), in place."""
+    (`lowering.py`), with the pipeline stages' send/recv functions `p2p`, in place."""
     from onnxc.targets.cpu.passes import STAGE_PASSES
     from onnxc.transforms.pipeline import run_pipeline
 
@@ -226,9 +242,11 @@ def cpu_stages(module: ir.Module, size: int, options: Any, stop: str = "llvm") -
     if stop != "vector":
         run_pipeline(module, STAGE_PASSES["bufferize"].element(options), reraise=True)
     merge_collectives(module, side)
+    if p2p is not None:
+        merge_collectives(module, p2p)
     if stop == "llvm":
         run_pipeline(module, STAGE_PASSES["llvm"].element(options), reraise=True)
-        if side is not None:
+        if side is not None or p2p is not None:
             # The CPU pipeline's conversions have no patterns for `mpi` ops; `convert-to-llvm`
             # gathers every dialect's LLVM conversion interface, the MPI dialect's included.
             run_pipeline(module, "convert-to-llvm,reconcile-unrealized-casts", reraise=True)

@@ -1,6 +1,6 @@
 """Multi-device execution under MPI (issue 13): IR 11 sharding annotations, partition, MPI runs.
 
-The MPI tests start `mpirun -n 2` as a subprocess (MPICH's hydra; CI installs it with
+The MPI tests (tensor-parallel MLP and attention, a 2-stage pipeline) start `mpirun -n 2` as a subprocess (MPICH's hydra; CI installs it with
 tools/install_system_deps.sh and mpi4py with the test extra) and compare the 2-rank outputs with
 the same model run on one device in this process (relative 1e-5), which itself is checked against
 `onnx.reference`. They skip, saying why, only where mpirun or mpi4py is missing.
@@ -78,6 +78,26 @@ def attention(seq: int = 8, d_model: int = 16, heads: int = 4, d_head: int = 4, 
     return oh.make_model(g, opset_imports=[oh.make_opsetid("", 21)], ir_version=10)
 
 
+def two_stage_pipeline(devices: int = 2) -> onnx.ModelProto:
+    """Stage 0: tanh(x @ W1) on rank 0; stage 1: (. @ W2) + x on rank 1 (x read by both)."""
+    rng = np.random.default_rng(2)
+    inits = [nh.from_array(rng.standard_normal((8, 16)).astype(np.float32), "W1"),
+             nh.from_array(rng.standard_normal((16, 8)).astype(np.float32), "W2")]  # fmt: skip
+    nodes = [
+        oh.make_node("MatMul", ["X", "W1"], ["H"], name="mm0"),
+        oh.make_node("Tanh", ["H"], ["T"], name="tanh0"),
+        oh.make_node("MatMul", ["T", "W2"], ["Z"], name="mm1"),
+        oh.make_node("Add", ["Z", "X"], ["Y"], name="residual1"),
+    ]
+    for node, stage in zip(nodes, (0, 0, 1, 1)):
+        node.device_configurations.append(onnx.NodeDeviceConfigurationProto(configuration_id="pipeline", pipeline_stage=stage))
+    g = oh.make_graph(nodes, "pipeline", [oh.make_tensor_value_info("X", TP.FLOAT, [4, 8])],
+                      [oh.make_tensor_value_info("Y", TP.FLOAT, [4, 8])], inits)  # fmt: skip
+    model = oh.make_model(g, opset_imports=[oh.make_opsetid("", 21)], ir_version=11)
+    model.configuration.append(onnx.DeviceConfigurationProto(name="pipeline", num_devices=devices))
+    return model
+
+
 def _needs_mpi() -> None:
     if shutil.which("mpirun") is None:
         pytest.skip("mpirun is not installed (tools/install_system_deps.sh installs MPICH as root)")
@@ -142,6 +162,29 @@ def test_sharded_attention_two_ranks_via_compile_in_a_script(tmp_path: Path) -> 
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "rank0of2").exists() and (tmp_path / "rank1of2").exists()
     _close(np.load(tmp_path / "y.npy"), _single_device(model, x))
+
+
+def test_two_stage_pipeline_two_ranks(tmp_path: Path) -> None:
+    _needs_mpi()
+    model = two_stage_pipeline()
+    onnx.save(model, tmp_path / "pipeline.onnx")
+    x = np.random.default_rng(4).standard_normal((4, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    r = _mpirun(2, str(BIN / "onnxc"), "run", "pipeline.onnx", "--input", "X=x.npy", "--output-dir", "out", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    _close(np.load(tmp_path / "out" / "Y.npy"), _single_device(model, x))
+
+
+def test_pipeline_stages_are_per_rank_functions_with_send_and_recv() -> None:
+    model = two_stage_pipeline()
+    first, second = (str(lower_distributed(model, r, 2, stage="partition")) for r in (0, 1))
+    # Rank 0 computes tanh(x @ W1), sends it (tag 0), receives the output Y (tag 1) from rank 1.
+    assert "math.tanh" in first and "arith.addf" not in first.split("func.func @pipeline")[1]
+    assert first.index("call @onnxc_send_0") < first.index("call @onnxc_recv_1")
+    # Rank 1 receives it first, computes, then sends Y to rank 0.
+    assert "math.tanh" not in second and second.index("call @onnxc_recv_0") < second.index("linalg.matmul") < second.index("call @onnxc_send_1")
+    llvm = str(lower_distributed(model, 1, 2, stage="llvm"))
+    assert "llvm.call @MPI_Recv" in llvm and "llvm.call @MPI_Send" in llvm
 
 
 def test_four_devices_on_two_ranks_is_a_clear_error(tmp_path: Path) -> None:
