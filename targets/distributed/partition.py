@@ -27,6 +27,7 @@ MPI ABI (MPICH by default).
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -34,6 +35,8 @@ from mlir import ir
 from mlir.dialects import arith, shard, tensor
 
 from onnxc.errors import OnnxcError
+from onnxc.importers.proto import location_label
+from onnxc.transforms.onnx_to_shard import ShardingIgnoredWarning
 from onnxc.transforms.onnx_utils import collect_ops, elements_attr, elements_to_numpy, numpy_dtype_of
 
 __all__ = [
@@ -42,7 +45,9 @@ __all__ = [
     "all_gather_to_all_reduce",
     "grid_shapes",
     "hoist_constants",
+    "first_dynamic_value",
     "partition_for_rank",
+    "strip_sharding",
     "pin_boundary",
     "process_index",
     "rematerialize_constants",
@@ -300,8 +305,48 @@ def partition_for_rank(module: ir.Module, rank: int) -> dict[str, tuple[int, ...
     grids = grid_shapes(module)
     if not grids:
         return grids
+    dynamic = first_dynamic_value(module)
+    if dynamic is not None:
+        # Upstream's sharding propagation asserts (a C++ abort) on `tensor.empty` with dynamic
+        # sizes, so a model with dynamic shapes is not partitioned: each rank computes it whole,
+        # which gives the same outputs, as the spec allows for annotations a backend ignores.
+        warnings.warn(
+            f"onnx-to-shard: {dynamic} has a dynamic shape; onnxc partitions static shapes only, so the "
+            "sharding annotations are ignored and every rank computes the whole model",
+            ShardingIgnoredWarning,
+            stacklevel=2,
+        )
+        strip_sharding(module)
+        return {}
     with module.context, ir.Location.unknown():
         return _partition(module, rank, grids)
+
+
+def first_dynamic_value(module: ir.Module) -> str | None:
+    """A description of the first value of a ranked tensor type with a dynamic dim (an op's
+    result or a function argument), or None when every shape is static."""
+    for fn in _functions(module):
+        for arg in fn.regions[0].blocks[0].arguments:
+            if isinstance(arg.type, ir.RankedTensorType) and not ir.RankedTensorType(arg.type).has_static_shape:
+                return f"argument {arg.arg_number} of @{_symbol(fn)}"
+        for op in collect_ops(fn):
+            for r in op.results:
+                if isinstance(r.type, ir.RankedTensorType) and not ir.RankedTensorType(r.type).has_static_shape:
+                    label, kind = location_label(op.location)
+                    return f"node '{label}' ({kind})" if label else f"a {op.name} op"
+    return None
+
+
+def strip_sharding(module: ir.Module) -> None:
+    """Remove every `shard` annotation and grid: the module then runs whole on each rank."""
+    for op in collect_ops(module.operation, lambda o: o.name == "shard.shard"):
+        op.results[0].replace_all_uses_with(op.operands[0])
+        op.erase()
+    for op in collect_ops(module.operation, lambda o: o.name == "shard.sharding"):
+        op.erase()
+    for op in list(module.body.operations):
+        if op.operation.name == "shard.grid":
+            op.operation.erase()
 
 
 def _partition(module: ir.Module, rank: int, grids: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:

@@ -98,15 +98,21 @@ def _mpi_library() -> None:
     """Initialize MPI (mpi4py does it on import) and make the MPI library's symbols global, so the
     JIT resolves the compiled code's MPI calls (an extension module's libraries stay local)."""
     try:
-        from mpi4py import MPI  # noqa: F401 - importing initializes MPI
+        from mpi4py import MPI  # importing initializes MPI
     except ImportError as e:
         raise DistributedError(
             f"running a multi-device model under MPI needs mpi4py (pip install 'onnxc[mpi]') and an MPI library: {e}"
         ) from None
     from onnxc.targets.cpu.jit import _load_global
 
+    version = MPI.Get_library_version()
+    if "Open MPI" in version:
+        raise DistributedError(
+            "this MPI is Open MPI; onnxc generates MPICH-ABI code (MLIR 22.1.8's Open MPI lowering names "
+            "ompi_mpi_sum instead of ompi_mpi_op_sum and truncates communicators): run under MPICH's mpirun"
+        )
     errors = []
-    for name in ("libmpi.so.12", "libmpich.so.12", "libmpi.so.40", "libmpi.so"):
+    for name in ("libmpi.so.12", "libmpich.so.12", "libmpi.so"):
         try:
             _load_global(name)
             return
@@ -199,8 +205,9 @@ def compile_distributed(
     from mlir.execution_engine import ExecutionEngine
 
     from onnxc.compiler import io_specs
-    from onnxc.targets.cpu.jit import CompiledFunction, copy_module, runtime_libraries, select_entry
+    from onnxc.targets.cpu.jit import CompiledFunction, _load_global, copy_module, runtime_libraries, select_entry
     from onnxc.targets.cpu.pipeline import CpuPipelineOptions
+    from onnxc.targets.cpu.pipeline import runtime_libraries as cpu_runtime_libraries
 
     world = world or mpi_world()
     if world is None:
@@ -215,6 +222,8 @@ def compile_distributed(
     linalg_module, p2p = rank_module(model, rank, size, configuration=configuration)
     signature = select_entry(linalg_module, None)
     lowered = cpu_stages(copy_module(linalg_module), size, opts, "llvm", p2p)
+    for lib in cpu_runtime_libraries(opts):  # MLIR's async runtime for threaded code, as jit.py does
+        _load_global(lib)
     with lowered.context:
         try:
             engine = ExecutionEngine(lowered, opt_level=opts.jit_opt_level, shared_libs=runtime_libraries())

@@ -31,7 +31,7 @@ import onnx
 from mlir import ir
 from mlir.dialects import func
 
-from .partition import PartitionError
+from .partition import PartitionError, set_mpi_abi
 
 __all__ = ["Transfer", "pipeline_module", "stage_of_nodes", "stage_model", "transfers"]
 
@@ -224,6 +224,7 @@ def pipeline_module(model: onnx.ModelProto, stages: list[int], rank: int, size: 
             [ir.DictAttr.get({"onnx.name": ir.StringAttr.get(o)}) for o in outputs]
         )
     run_pipeline(module, "canonicalize,cse", reraise=True)
+    set_mpi_abi(module)
     return module, (_p2p_functions(context, specs) if specs else None)
 
 

@@ -241,6 +241,20 @@ def test_unhonored_annotations_warn_name_the_node_and_do_not_fail() -> None:
     assert "shard.all_reduce" not in text  # nothing split: every rank computes the whole model
 
 
+def test_dynamic_shapes_run_replicated_with_a_warning() -> None:
+    """Upstream propagation aborts on dynamic tensor.empty sizes: such a model is not partitioned
+    (each rank computes it whole), with a warning, instead of a crash or an error."""
+    model = mlp()
+    for v in (model.graph.input[0], model.graph.output[0]):
+        v.type.tensor_type.shape.dim[0].dim_param = "batch"
+    model, _ = tensor_parallel(model, 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        text = str(lower_distributed(model, 1, 2, stage="partition"))
+    assert any("dynamic shape" in str(w.message) and issubclass(w.category, ShardingIgnoredWarning) for w in caught)
+    assert "shard." not in text and "tensor<8x16xf32>" in text  # whole weights, no collectives
+
+
 def test_shard_tool_refuses_a_model_without_blocks_to_split() -> None:
     g = oh.make_graph([oh.make_node("Relu", ["X"], ["Y"])], "g", [oh.make_tensor_value_info("X", TP.FLOAT, [2])],
                       [oh.make_tensor_value_info("Y", TP.FLOAT, [2])])  # fmt: skip
