@@ -17,6 +17,9 @@ The model gets a `DeviceConfigurationProto` named `tensor_parallel` with `--devi
 IR version 11 (at least). The annotations are hints: the model's meaning is unchanged, onnxc runs
 it on one device outside `mpirun` and on `--devices` ranks under it. A weight whose split axis does
 not divide by the device count is left unannotated (and listed).
+
+`--emit STAGE --rank R` prints rank R's IR instead (`partition`: local shards and `shard`
+collectives; `llvm`: the MPI calls), annotating first when the model has no annotations.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import onnx
@@ -144,6 +148,8 @@ def cmd_shard(args: argparse.Namespace) -> int:
     model = _load_model(args.model)
     if args.strategy != "tensor-parallel":
         raise ShardError(f"unknown strategy {args.strategy!r} (known: tensor-parallel)")
+    if args.emit:
+        return _emit(model, args)
     annotated, report = tensor_parallel(model, args.devices)
     for line in report:
         print(line)
@@ -153,13 +159,36 @@ def cmd_shard(args: argparse.Namespace) -> int:
     return 0
 
 
+def _emit(model: onnx.ModelProto, args: argparse.Namespace) -> int:
+    """`--emit STAGE --rank R`: rank R's IR of an annotated model (annotated first with the
+    strategy when it carries no annotations), for a job of `num_devices` ranks."""
+    from onnxc.targets.distributed import configuration_of, is_annotated, lower_distributed
+
+    if not is_annotated(model):
+        model, _ = tensor_parallel(model, args.devices)
+    config = configuration_of(model)
+    assert config is not None  # is_annotated or tensor_parallel guarantee one
+    if not 0 <= args.rank < config.num_devices:
+        raise ShardError(f"--rank must be in 0..{config.num_devices - 1} for configuration '{config.name}'")
+    module = lower_distributed(model, args.rank, config.num_devices, stage=args.emit)
+    text = str(module)
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        print(text)
+    return 0
+
+
 def add_subparser(sub: Any) -> argparse.ArgumentParser:
     """Register `shard` on the driver's sub-parsers."""
     s = sub.add_parser("shard", help="annotate a model for multi-device runs (IR 11 sharding specs)")
     s.add_argument("model", help="the ONNX model (.onnx)")
     s.add_argument("--devices", type=int, default=2, help="number of devices (MPI ranks) (default 2)")
     s.add_argument("--strategy", default="tensor-parallel", choices=("tensor-parallel",), help="how to split (default tensor-parallel)")
-    s.add_argument("-o", "--output", help="the annotated model (default: <model>.tp<N>.onnx)")
+    s.add_argument("-o", "--output", help="the annotated model (default: <model>.tp<N>.onnx); with --emit, the IR file (default stdout)")
+    s.add_argument("--emit", choices=("linalg", "partition", "vector", "bufferize", "llvm"),
+                   help="print one rank's IR at this stage instead (the partitioned code and its MPI calls)")  # fmt: skip
+    s.add_argument("--rank", type=int, default=0, help="the rank whose IR --emit prints (default 0)")
     s.set_defaults(func=cmd_shard)
     return s
 

@@ -274,3 +274,7 @@ def test_shard_command_writes_an_ir11_model(tmp_path: Path) -> None:
     assert out.ir_version >= 11 and [(c.name, c.num_devices) for c in out.configuration] == [(CONFIGURATION, 2)]
     specs = {s.tensor_name: s for n in out.graph.node for dc in n.device_configurations for s in dc.sharding_spec}
     assert specs["W1"].sharded_dim[0].axis == 1 and specs["W2"].sharded_dim[0].axis == 0 and not specs["Y"].sharded_dim
+    r = subprocess.run([str(BIN / "onnxc"), "shard", "tp.onnx", "--emit", "llvm", "--rank", "1"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "llvm.call @MPI_Allreduce" in r.stdout
