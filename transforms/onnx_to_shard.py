@@ -30,7 +30,8 @@ does not have) is reported as a `ShardingIgnoredWarning` naming the node and why
 Tensor names: the importer keeps a node's extra fields, not its input/output names, so the pass
 matches a spec's `tensor_name` to an operand through, in order: the node's `onnxc.io_names` metadata
 (added by `annotate_io_names` before import: exact), a graph input's `onnx.name`, an initializer's
-or a named producer's location, and, for the node's only result, the node's name or its output.
+or a named producer's location, a graph output's `onnx.name` for a returned result, and, for the
+node's only result, the node's name (an unnamed node is located at its first output's name).
 """
 
 from __future__ import annotations
@@ -282,10 +283,31 @@ def _resolve(op: ir.Operation, tensor: str, io: dict[str, list[str]]) -> tuple[s
     for i, operand in enumerate(op.operands):
         if tensor in _name_of(operand):
             return "in", i
+    for j, result in enumerate(op.results):
+        if tensor in _output_names(result):
+            return "out", j
     label, _ = location_label(op.location)
     if len(op.results) == 1 and tensor == label:
         return "out", 0
     return None
+
+
+def _output_names(value: ir.Value) -> set[str]:
+    """The graph output names (`onnx.name` result attributes) `value` is returned as."""
+    names: set[str] = set()
+    for use in value.uses:
+        user = use.owner
+        if user.name != "func.return":
+            continue
+        fn = user.parent
+        while fn is not None and fn.name != "func.func":
+            fn = fn.parent
+        if fn is None or "res_attrs" not in fn.attributes:
+            continue
+        d = ir.DictAttr(ir.ArrayAttr(fn.attributes["res_attrs"])[use.operand_number])
+        if "onnx.name" in d:
+            names.add(ir.StringAttr(d["onnx.name"]).value)
+    return names
 
 
 def _node_label(op: ir.Operation) -> str:
