@@ -6,6 +6,8 @@
 - `measure.py`: the CPU's peak MACs/s and bandwidth, measured once per machine and cached.
 - `partition.py`: node compatibility -> the `onnx-partition` pass -> the decision table, and
   `run_partitioned` (each subgraph on its backend, the rest on the CPU).
+- `cabi.py`, `cbuild.py`, `c/`: the C interface (`c/onnxc_onnxifi.h`, the proposal's entry
+  points in `libonnxc_onnxifi.so`, which embeds Python and calls `cabi`; `cbuild` compiles it).
 
 Discovery (`backends()`): the CPU, the built-in device backends that find their device, then
 vendor plug-ins. A plug-in is a separately installed distribution declaring an entry point in

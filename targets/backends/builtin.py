@@ -151,10 +151,24 @@ def _by_op_type(node: onnx.NodeProto) -> Compatibility:
 
 def _compile_with(target: Any, options: Any, model: onnx.ModelProto) -> GraphFunction:
     """Import, lower to linalg and compile `model` with `target`; the runnable takes the graph's
-    non-initializer inputs in order."""
+    non-initializer inputs in order (what `Graph` passes)."""
+    from onnx import numpy_helper
+
     module = import_model(model)
     run_pipeline(module, "onnx-to-linalg", reraise=True)
-    return target.compile(module, target.options(options))
+    compiled = target.compile(module, target.options(options))
+    # The importer keeps inputs that have an initializer as arguments (callers of onnxc.compile
+    # may override them); a backend graph binds only the others, so the initializer is passed.
+    names = [v.name for v in model.graph.input]
+    defaults = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer if t.name in set(names)}
+    if not defaults:
+        return compiled
+
+    def with_defaults(*arrays: Any) -> Any:
+        given = iter(arrays)
+        return compiled(*[defaults[n] if n in defaults else next(given) for n in names])
+
+    return with_defaults
 
 
 def _version() -> str:
