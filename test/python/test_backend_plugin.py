@@ -242,3 +242,73 @@ def test_session_with_the_plugin_provider(sim) -> None:
     assert sess.get_providers() == ["simaccel", "cpu"]
     x = np.random.default_rng(3).standard_normal((64, 64)).astype(np.float32)
     np.testing.assert_allclose(sess.run(None, {"x": x})[0], ReferenceEvaluator(model).run(None, {"x": x})[0], rtol=RTOL, atol=ATOL)
+
+
+# ------------------------------------------------------- every op of the backend suite
+
+
+SWEEP = """
+import json, sys, warnings
+warnings.simplefilter("ignore")  # the case builders divide by zero on purpose
+from onnx.backend.test.case import node
+import onnxc
+from onnxc.errors import OnnxcError
+from onnxc.targets.backends import backends
+
+cases = {}
+for c in node.collect_testcases(None):
+    if "_expanded" not in c.name and c.model.graph.node:
+        cases.setdefault(c.model.graph.node[0].op_type, c)
+found = {b.name: b for b in backends()}
+out = {}
+for op, c in sorted(cases.items()):
+    values = list(c.model.graph.input) + list(c.model.graph.output)
+    row = {"case": c.name, "tensor_io": all(v.type.HasField("tensor_type") for v in values),
+           "types": sorted({v.type.tensor_type.elem_type for v in values if v.type.HasField("tensor_type")}),
+           "group": next((a.i for a in c.model.graph.node[0].attribute if a.name == "group"), 1)}
+    for name in ("cpu", "simaccel"):
+        a = found[name].compatibility(c.model)
+        row[name] = [a.support.value, a.reason]
+    if row["cpu"][0] != "supported" and row["tensor_io"]:
+        try:
+            onnxc.compile(c.model)
+            row["compiles"] = True
+        except OnnxcError:
+            row["compiles"] = False
+    out[op] = row
+print(json.dumps(out))
+"""
+
+
+def test_every_op_of_the_backend_suite_gets_an_answer_per_backend(tmp_path: Path) -> None:
+    """The first node case of every op type of the ONNX backend suite, asked of the CPU and of
+    the simulated accelerator (in a child process: a crash there is a failure here, not a dead
+    test session). Every answer is a verdict with a reason when negative; the CPU's refusals
+    agree with `onnxc.compile` (a tensor model the CPU backend refuses, onnxc.compile refuses
+    too); the accelerator's follow its documented subset (ops of SUPPORTED_OPS, float32/float16
+    tensors, ungrouped Conv), checked against the case's own types."""
+    src = install(tmp_path / "site")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONNXC_SIM_ACCEL_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "site"), str(src), os.environ.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, "-c", SWEEP], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    import json
+
+    rows = json.loads(done.stdout)
+    assert len(rows) > 150  # every op type of the suite, not a slice
+    sys.path.insert(0, str(src))
+    try:
+        from onnxc_sim_accelerator import SUPPORTED_OPS, SUPPORTED_TYPES
+    finally:
+        sys.path.remove(str(src))
+    for op, row in rows.items():
+        for name in ("cpu", "simaccel"):
+            verdict, reason = row[name]
+            assert verdict in ("supported", "unsupported", "partially supported"), (op, name, row)
+            assert verdict == "supported" or reason, (op, name, row)
+        if "compiles" in row:
+            assert not row["compiles"], f"{op}: the CPU backend refuses {row['case']} ({row['cpu'][1]}) but onnxc.compile takes it"
+        takes = op in SUPPORTED_OPS and row["tensor_io"] and set(row["types"]) <= set(SUPPORTED_TYPES) and row["group"] == 1
+        assert (row["simaccel"][0] == "supported") == takes, (op, row)
+    cpu_no = sorted(op for op, row in rows.items() if row["cpu"][0] != "supported")
+    assert "Add" not in cpu_no and "Conv" not in cpu_no and "MatMul" not in cpu_no, cpu_no
