@@ -409,10 +409,11 @@ class ModelImporter:
             if model.ByteSize() > self.config.shape_inference_size_limit:
                 return model
             # Declared static dims that follow a dynamic input dim give way to it (issue 11).
-            from onnxc.importers.validate import loosen_declared_dims
+            from onnxc.importers.validate import drop_known_inference_errors, loosen_declared_dims
 
             model = loosen_declared_dims(model)
-            return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+            inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+            return drop_known_inference_errors(inferred)
         except Exception:  # noqa: BLE001 - onnx's shape inference raises InferenceError, ValidationError,
             # RuntimeError...: inference is a help, never a requirement
             return model

@@ -377,6 +377,9 @@ def _compile_module(module: ir.Module, settings: _Settings, kept: dict[str, str]
     _lower_to_linalg(module, settings)
     if "onnx" in kept:
         kept["linalg"] = str(module)
+    from onnxc.transforms.deadline import check_time_limit
+
+    check_time_limit(f"the {settings.target.name} target's code generation")
     target_text = settings.target.pipeline(settings.options)
     try:
         return settings.target.compile(module, settings.options, instrumentation=_for(settings.instrumentation, target_text))
@@ -439,6 +442,7 @@ def compile(  # noqa: A001 - the public name the design asks for
     print_ir_after: Sequence[str] | str = (),
     timing: bool = False,
     cache_dir: str | os.PathLike[str] | bool | None = None,
+    time_limit_s: float | None = None,
 ) -> CompiledModel:
     """Compile an ONNX model for `target` and return a callable `CompiledModel`.
 
@@ -456,15 +460,20 @@ def compile(  # noqa: A001 - the public name the design asks for
     stages are the same pipelines run by the same pass-manager driver. A failing pass's error
     carries notes naming the pass and the `onnx-opt` command that reproduces it. `cache_dir`
     is the on-disk cache of compiled models (`onnxc.targets.cpu.cache`; None: $ONNXC_CACHE_DIR,
-    False: off); it is not used with `keep_ir`, IR printing or timing.
+    False: off); it is not used with `keep_ir`, IR printing or timing. `time_limit_s` bounds the
+    compile: past it, `CompileTimeLimitError` (checked between passes and stages:
+    `onnxc.transforms.deadline`).
     """
+    from onnxc.transforms.deadline import check_time_limit, time_limit
+
     if not isinstance(target, str) or target == "auto":  # over several backends: onnxc.session
         from onnxc.session import compile_heterogeneous
 
-        return compile_heterogeneous(
-            model, target, options=options, cpu_options=cpu_options, threads=threads, target_cpu=target_cpu, keep_ir=keep_ir,
-            print_ir_after_all=print_ir_after_all, print_ir_after=print_ir_after, timing=timing, cache_dir=cache_dir,
-        )
+        with time_limit(time_limit_s):
+            return compile_heterogeneous(
+                model, target, options=options, cpu_options=cpu_options, threads=threads, target_cpu=target_cpu, keep_ir=keep_ir,
+                print_ir_after_all=print_ir_after_all, print_ir_after=print_ir_after, timing=timing, cache_dir=cache_dir,
+            )
     if options is not None and cpu_options is not None:
         raise OnnxcError("give the target's options once: options= or cpu_options=, not both")
     settings = _settings(
@@ -499,11 +508,13 @@ def compile(  # noqa: A001 - the public name the design asks for
         module = import_model(_import_source(model, proto))
         if keep_ir:
             kept["onnx"] = str(module)
+        check_time_limit("lowering")
         return _compile_module(module, settings, kept)
 
     plain = settings.target.name == "cpu" and not (keep_ir or print_ir_after_all or print_ir_after or timing)
     folder = resolve_dir(cache_dir) if plain else None
-    function = cached_compile(folder, lambda: model_cache_key(model, proto, settings.options, settings.target.name), build, settings.options)
+    with time_limit(time_limit_s):
+        function = cached_compile(folder, lambda: model_cache_key(model, proto, settings.options, settings.target.name), build, settings.options)
     return CompiledModel(inputs, outputs, function, settings.target.name, kept)
 
 

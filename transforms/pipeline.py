@@ -38,6 +38,7 @@ from mlir import ir, passmanager
 
 from onnxc.errors import OnnxcError
 from onnxc.transforms import registry
+from onnxc.transforms.deadline import check_time_limit
 from onnxc.transforms.pass_base import ModulePass, PassFailure
 
 # Named pipelines may name each other; deeper than this is a cycle we failed to spot or a mistake.
@@ -553,6 +554,7 @@ class _PythonPassAdapter:
 
     def __call__(self, op: ir.Operation, external: Any) -> None:
         try:
+            check_time_limit(f"pass '{self.pass_.name}'")  # compile(..., time_limit_s=): issue 11
             # MLIR calls back without an ambient context; passes build types and attributes
             # expecting one, and ops they create default to the module's location.
             with op.context, op.location:

@@ -401,3 +401,33 @@ def test_reshape_to_a_run_time_shape_of_another_size_does_not_corrupt_memory(tmp
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "done" in r.stdout, (r.returncode, r.stderr[-2000:])
+
+
+# --- resource limits ---------------------------------------------------------------------------------------
+
+
+def test_compile_time_limit_gives_a_clear_error() -> None:
+    from onnxc.transforms.deadline import CompileTimeLimitError
+
+    m = _model([h.make_node("Relu", ["a"], ["b"]), h.make_node("Tanh", ["b"], ["y"])], [_f("a", [4, 8])], ["y"])
+    with pytest.raises(CompileTimeLimitError, match=r"ran past its time limit of 1e-09 s \(stopped before "):
+        onnxc.compile(m, time_limit_s=1e-9, cache_dir=False)
+    (y,) = onnxc.compile(m, time_limit_s=600, cache_dir=False)(np.full((4, 8), -1, np.float32))
+    np.testing.assert_array_equal(y, np.zeros((4, 8), np.float32))
+    for bad in (0, -1.0, float("nan"), "10"):
+        with pytest.raises(OnnxcError, match="time_limit_s must be a positive number"):
+            onnxc.compile(m, time_limit_s=bad, cache_dir=False)  # type: ignore[arg-type]
+
+
+def test_time_limit_is_checked_before_every_onnxc_pass() -> None:
+    """Inside a pipeline, the pass about to start is named (the driver's check)."""
+    import time
+
+    from onnxc.compiler import lower
+    from onnxc.transforms.deadline import CompileTimeLimitError, time_limit
+
+    m = _model([h.make_node("Relu", ["a"], ["y"])], [_f("a", [4])], ["y"])
+    with pytest.raises(CompileTimeLimitError, match=r"stopped before pass '"):
+        with time_limit(1e-6):
+            time.sleep(0.01)
+            lower(m, "linalg")
