@@ -70,6 +70,7 @@ class Partition:
 
     module: ir.Module
     decisions: list[Decision]
+    host: str = "cpu"  # the name of the CPU backend (the fallback)
 
 
 def _main(module: ir.Module) -> ir.Operation:
@@ -218,7 +219,14 @@ def partition(
     form the subgraphs, and a refused subgraph falls back along the same order."""
     from onnxc.targets.backends import backends as discover
 
-    chosen = list(backends) if backends is not None else discover()
+    chosen = []
+    for b in list(backends) if backends is not None else discover():
+        try:
+            b.info()
+        except Exception as e:  # noqa: BLE001 - a (plug-in) backend that cannot describe itself gets no nodes
+            warnings.warn(f"backend '{b.name}' failed to give its figures ({type(e).__name__}: {e}); it gets no nodes", stacklevel=2)
+            continue
+        chosen.append(b)
     if not any(b.info().device_kind == "cpu" for b in chosen):
         raise BackendError(f"the backends ({', '.join(b.name for b in chosen)}) include no CPU backend to fall back to")
     module = onnx_module(model)
@@ -266,7 +274,7 @@ def partition(
     options: dict[str, object] = {}
     forced = [force] if isinstance(force, str) else list(force or ())
     if prefer is not None:
-        forced += [n for n in prefer if n != host and n not in forced]
+        forced += [n for n in prefer if n != host and n not in forced and n in {b.name for b in chosen}]
     if forced:
         options["force"] = tuple(forced)
     run_pipeline(module, element_text("onnx-partition", options), reraise=True)
@@ -292,7 +300,7 @@ def partition(
                 others = sorted((n for n in others if est.get(n, float("inf")) < est.get(host, float("inf"))), key=lambda n: (est[n], n))
             fallbacks = tuple(others + ([host] if backend != host else []))
             decisions.append(Decision(sid, backend, tuple(by_id.get(sid, [])), est, ir.FloatAttr(d["transfer"]).value, fallbacks))
-    return Partition(module, sorted(decisions, key=lambda x: x.id))
+    return Partition(module, sorted(decisions, key=lambda x: x.id), host)
 
 
 def decision_table(p: Partition) -> str:
@@ -477,7 +485,7 @@ class PartitionedModel:
         self.partition = partition(model, present, force, pin_host=pin_host, prefer=prefer, allow=allow)
         fallbacks = {d.id: d.fallbacks for d in self.partition.decisions}
         by_name = {b.name: b for b in present}
-        cpu = next(b for b in present if b.info().device_kind == "cpu")
+        cpu = next(b for b in present if b.name == self.partition.host)
         plan = plan_subgraphs(self.partition)
         self.input_names, self.output_names = plan.input_names, plan.output_names
         self._keys, self._results = plan.input_keys, plan.result_keys

@@ -36,7 +36,8 @@ PLUGIN = """
     from onnx.reference import ReferenceEvaluator
     from onnxc.targets.backends import Backend, BackendError, BackendInfo, Compatibility, Figure, Support
 
-    CONFIG = {"acc1": {"link": 1.0e13, "refuse": False, "dead": False}, "acc2": {"link": 1.0e13, "refuse": False, "dead": False}}
+    CONFIG = {"acc1": {"link": 1.0e13, "refuse": False, "dead": False, "mute": False},
+              "acc2": {"link": 1.0e13, "refuse": False, "dead": False, "mute": False}}
     RUNS = []
 
     class Acc(Backend):
@@ -46,6 +47,8 @@ PLUGIN = """
 
         def info(self):
             c = CONFIG[self.name]
+            if c["mute"]:
+                raise RuntimeError("firmware not loaded")
             peak, link = Figure(1.0e15, "declared"), Figure(c["link"], "declared")
             return BackendInfo(self.name, "ACME", "1.0", "simulated", "accelerator", {"f32": peak}, link, link, link, 1 << 30, ("f32",))
 
@@ -232,6 +235,14 @@ def test_refusal_at_compile_time_falls_back_along_the_preference_order(accels) -
 def test_failure_at_backend_init_falls_back(accels) -> None:
     accels.CONFIG["acc1"]["dead"] = True
     with pytest.warns(UserWarning, match=r"backend 'acc1' failed on nodes .*device lost.*trying backend 'acc2' next"):
+        m = onnxc.compile(chain_model(), target=["acc1", "acc2"])
+    assert {s.backend for s in m.partitioned.steps} == {"acc2", "cpu"}
+    np.testing.assert_allclose(m(x64())[0], reference(chain_model(), {"x": x64()})[0], rtol=RTOL, atol=ATOL)
+
+
+def test_a_backend_without_figures_gets_no_nodes(accels) -> None:
+    accels.CONFIG["acc1"]["mute"] = True
+    with pytest.warns(UserWarning, match=r"backend 'acc1' failed to give its figures \(RuntimeError: firmware not loaded\); it gets no nodes"):
         m = onnxc.compile(chain_model(), target=["acc1", "acc2"])
     assert {s.backend for s in m.partitioned.steps} == {"acc2", "cpu"}
     np.testing.assert_allclose(m(x64())[0], reference(chain_model(), {"x": x64()})[0], rtol=RTOL, atol=ATOL)
