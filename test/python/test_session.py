@@ -179,6 +179,21 @@ def test_compile_auto_refuses_single_target_options() -> None:
         onnxc.compile(chain_model(), target=[])
 
 
+def test_sequence_outputs_run_whole_on_the_cpu() -> None:
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("SequenceConstruct", ["r", "x"], ["seq"])]
+    g = helper.make_graph(nodes, "seq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                          [helper.make_tensor_sequence_value_info("seq", TensorProto.FLOAT, [3])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    with pytest.warns(UserWarning, match="sequence or optional inputs/outputs: it runs whole on the CPU"):
+        sess = onnxc.InferenceSession(model)
+    assert sess.get_outputs()[0].type == "seq(tensor(float))" and sess.get_providers() == ["cpu"]
+    x = np.array([-1.0, 0.5, 2.0], np.float32)
+    got = sess.run(None, {"x": x})[0]
+    assert len(got) == 2
+    np.testing.assert_array_equal(got[0], np.maximum(x, 0))
+    np.testing.assert_array_equal(got[1], x)
+
+
 # ---------------------------------------------------------------- placement and fallbacks
 
 
