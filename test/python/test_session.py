@@ -247,6 +247,20 @@ def test_refusal_at_compile_time_falls_back_along_the_preference_order(accels) -
     np.testing.assert_allclose(m(x64())[0], reference(model, {"x": x64()})[0], rtol=RTOL, atol=ATOL)
 
 
+def test_auto_falls_back_to_the_next_best_estimate(accels) -> None:
+    accels.CONFIG["acc2"]["link"] = 1.0e14  # acc2 is the roofline's first choice, acc1 (also faster than the CPU) the next
+    first = onnxc.compile(chain_model(), target="auto")
+    assert first.placement["onnx.add#0 (add0)"] == "acc2"
+    assert first.partitioned.partition.decisions[0].fallbacks == ("acc1", "cpu")
+    accels.CONFIG["acc2"]["refuse"] = True
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m = onnxc.compile(chain_model(), target="auto")
+    assert any("'acc2' failed on nodes onnx.add#0 (add0)" in str(w.message) and "trying backend 'acc1' next" in str(w.message) for w in caught)
+    assert m.placement["onnx.add#0 (add0)"] == "acc1"
+    np.testing.assert_allclose(m(x64())[0], reference(chain_model(), {"x": x64()})[0], rtol=RTOL, atol=ATOL)
+
+
 def test_failure_at_backend_init_falls_back(accels) -> None:
     accels.CONFIG["acc1"]["dead"] = True
     with pytest.warns(UserWarning, match=r"backend 'acc1' failed on nodes .*device lost.*trying backend 'acc2' next"):
