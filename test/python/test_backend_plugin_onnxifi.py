@@ -158,3 +158,23 @@ def test_python_side_never_raises_into_c() -> None:
     assert cabi.run_wait(-1)[0] == c["ONNXIFI_STATUS_INVALID_EVENT"]
     status, message = cabi.init_graph(0, _model().SerializeToString(), [("w", 1, (8, 8), 0)])[:2]
     assert status == c["ONNXIFI_STATUS_INVALID_POINTER"] and "'w': NULL buffer" in message
+
+
+def test_library_in_a_python_host_uses_its_interpreter(program: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loaded by a Python process (ctypes), the library uses the running interpreter instead of
+    starting one, and answers the same discovery as `backends()`."""
+    import ctypes
+
+    from onnxc.targets.backends import backends
+
+    monkeypatch.setattr(cabi, "_backends", None)  # discovery of this process, now (not an earlier test's)
+
+    lib = ctypes.CDLL(str(program.parent / cbuild.LIBRARY))
+    lib.onnxGetBackendIDs.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)]
+    lib.onnxcGetLastErrorMessage.restype = ctypes.c_char_p
+    count = ctypes.c_size_t(0)
+    c = cabi.constants()
+    assert lib.onnxGetBackendIDs(None, ctypes.byref(count)) == c["ONNXIFI_STATUS_FALLBACK"], lib.onnxcGetLastErrorMessage()
+    assert count.value == len(backends())
+    assert lib.onnxReleaseBackend(ctypes.c_void_p(0xDEAD)) == c["ONNXIFI_STATUS_INVALID_BACKEND"]
+    assert b"not a live backend" in lib.onnxcGetLastErrorMessage()
