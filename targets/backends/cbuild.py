@@ -23,7 +23,7 @@ from pathlib import Path
 
 from onnxc.errors import OnnxcError
 
-__all__ = ["LIBRARY", "CBuildError", "build_library", "compiler", "embed_flags", "header", "main"]
+__all__ = ["LIBRARY", "CBuildError", "build_library", "compiler", "embed_flags", "header", "library", "main"]
 
 LIBRARY = "libonnxc_onnxifi.so"
 _SOURCES = Path(__file__).parent / "c"
@@ -70,6 +70,32 @@ def build_library(out_dir: str | os.PathLike[str]) -> Path:
     if done.returncode != 0:
         raise CBuildError(f"building {LIBRARY} failed:\n{' '.join(cmd)}\n{done.stderr}")
     return target
+
+
+def library(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The library built once per source version and interpreter, in the onnxc cache folder
+    (`cache_dir`, else $ONNXC_CACHE_DIR, else ~/.cache/onnxc; a temporary folder when caching is
+    off), so programs and tests can ask for it without a build step of their own."""
+    import hashlib
+    import tempfile
+
+    from onnxc.targets.cpu.cache import resolve_dir
+
+    digest = hashlib.sha256()
+    for f in sorted(_SOURCES.glob("*.[ch]")):
+        digest.update(f.name.encode() + b"\0" + f.read_bytes())
+    digest.update(sys.version.encode() + sys.executable.encode())
+    base = resolve_dir(cache_dir) or Path(tempfile.gettempdir()) / "onnxc-nocache"
+    folder = base / f"onnxifi-{digest.hexdigest()[:16]}"
+    if (folder / LIBRARY).exists():
+        return folder / LIBRARY
+    base.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="onnxifi-build-", dir=base))  # same file system: os.replace is atomic
+    built = build_library(staging)
+    folder.mkdir(parents=True, exist_ok=True)
+    os.replace(built, folder / LIBRARY)  # atomic: two processes building at once both succeed
+    shutil.rmtree(staging, ignore_errors=True)
+    return folder / LIBRARY
 
 
 def main(argv: Sequence[str] | None = None) -> int:

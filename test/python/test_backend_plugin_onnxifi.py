@@ -141,6 +141,13 @@ def test_c_program_discovers_checks_offloads_and_compares(program: Path, inputs,
         assert printed["matmul_f32"] == printed["add_f32"] == c["ONNXIFI_STATUS_SUCCESS"]
 
 
+def test_cached_library_is_built_once(tmp_path: Path) -> None:
+    first = cbuild.library(tmp_path)
+    stamp = first.stat().st_mtime_ns
+    assert cbuild.library(tmp_path) == first and first.stat().st_mtime_ns == stamp
+    assert first.parent.parent == tmp_path and first.name == cbuild.LIBRARY
+
+
 def test_header_constants_are_read_by_the_python_side() -> None:
     c = cabi.constants()
     assert c["ONNXIFI_STATUS_SUCCESS"] == 0 and c["ONNXIFI_STATUS_FALLBACK"] == 1
