@@ -58,6 +58,20 @@ MAX_ELEMENTS = 2**40
 MAX_PROBLEMS = 1000
 
 _KIND_NAMES = {v: k for k, v in AP.AttributeType.items()}
+
+#: INT attributes of standard ops the spec defines as flags (0 or 1): another value has no meaning,
+#: and onnxc and onnx.reference read it differently (found by the compile fuzzer: Mod fmod=-1,
+#: Attention is_causal=4). Checked here, on the model, because ops with a function body
+#: (Attention, the window functions) are expanded before onnx-validate-attributes sees them.
+FLAGS = (
+    "keepdims", "fmod", "is_causal", "exclusive", "reverse", "ceil_mode", "count_include_pad", "transA", "transB",
+    "upper", "largest", "sorted", "select_last_index", "noop_with_empty_axes", "allowzero", "training_mode",
+    "detect_negative", "detect_positive", "align_corners", "exclude_outside", "center_point_box",
+    "linear_before_reset", "input_forget", "layout", "interleaved", "periodic", "onesided", "inverse", "new_axis",
+    "storage_order",
+)  # fmt: skip
+#: (op_type, INT attribute) -> the values the spec gives a meaning, besides the flags.
+INT_CHOICES: dict[tuple[str, str], tuple[int, ...]] = {("Attention", "qk_matmul_output_mode"): (0, 1, 2, 3)}
 # The field holding each attribute kind's value, to infer the kind of old (IR < 2 style) protos
 # that leave `type` unset.
 _KIND_FIELDS = (
@@ -426,6 +440,11 @@ class Validator:
                 elif kind is not None and _KIND_NAMES.get(kind) != spec.kind:
                     self.add(f"{label} in {where}: attribute '{a.name}' is {_KIND_NAMES.get(kind, kind)}, but "
                              f"{schema.op_type}-{self._version(schema, node)} wants {spec.kind}.")  # fmt: skip
+                elif kind == AP.INT and not a.ref_attr_name:
+                    choices = INT_CHOICES.get((schema.op_type, a.name), (0, 1) if a.name in FLAGS else None)
+                    if choices is not None and a.i not in choices:
+                        self.add(f"{label} in {where}: attribute '{a.name}' = {a.i} is not one of "
+                                 f"{', '.join(map(str, choices))}.")  # fmt: skip
             if a.ref_attr_name:
                 continue
             self._check_attribute_value(a, kind, label, where, ctx, visible)

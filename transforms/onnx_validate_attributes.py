@@ -28,6 +28,7 @@ import numpy as np
 from mlir import ir
 
 from onnxc.importers.proto import location_label
+from onnxc.importers.validate import FLAGS
 from onnxc.dialect.attributes import from_mlir, onnx_attributes
 from onnxc.dialect.opinfo import VARIADIC, OpInfo
 from onnxc.transforms.onnx_utils import collect_ops, constant_value, info_of, shape_of
@@ -495,15 +496,7 @@ BY_NAME: dict[str, RuleFn] = {
     "output_padding": Spatial(0, 1, 0),
 }
 
-#: INT attributes the spec defines as flags (0 or 1): another value has no meaning, and onnxc and
-#: onnx.reference read it differently (found by the compile fuzzer: Mod fmod=-1, Attention is_causal=4).
-FLAGS = (
-    "keepdims", "fmod", "is_causal", "exclusive", "reverse", "ceil_mode", "count_include_pad", "transA", "transB",
-    "upper", "largest", "sorted", "select_last_index", "noop_with_empty_axes", "allowzero", "training_mode",
-    "detect_negative", "detect_positive", "align_corners", "exclude_outside", "center_point_box",
-    "linear_before_reset", "input_forget", "layout", "interleaved", "periodic", "onesided", "inverse", "new_axis",
-    "storage_order",
-)  # fmt: skip
+# Flags (importers.validate.FLAGS) are checked on the model too, before schema functions are expanded.
 BY_NAME.update({name: OneOf((0, 1)) for name in FLAGS})
 
 _CONV_W = {"Conv": 1, "ConvInteger": 1, "ConvTranspose": 1, "DeformConv": 1, "QLinearConv": 3}

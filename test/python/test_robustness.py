@@ -431,3 +431,23 @@ def test_time_limit_is_checked_before_every_onnxc_pass() -> None:
         with time_limit(1e-6):
             time.sleep(0.01)
             lower(m, "linalg")
+
+
+@pytest.mark.parametrize(
+    "node, opset",
+    [
+        (h.make_node("Attention", ["q", "q", "q"], ["y"], is_causal=7, name="att"), 23),  # expanded before the pass ran
+        (h.make_node("Attention", ["q", "q", "q"], ["y", "", "", "qk"], qk_matmul_output_mode=-1, name="att"), 23),
+        (h.make_node("ReduceSum", ["q"], ["y"], keepdims=2, name="att"), 18),
+    ],
+)
+def test_flag_and_choice_attributes_are_checked_on_the_model(node: onnx.NodeProto, opset: int) -> None:
+    """Found by the compile fuzzer: Attention is_causal=7 (and qk_matmul_output_mode=-1, and
+    BlackmanWindow periodic=-1) reached onnx.reference and onnxc as different models, because ops
+    with a function body are expanded before onnx-validate-attributes sees their attributes."""
+    outs = [o for o in node.output if o]
+    m = _model([node], [_f("q", [1, 2, 3, 4])], outs, opset=opset)
+    with pytest.raises(OnnxcError) as info:
+        onnxc.compile(m)
+    text = str(info.value)
+    assert "'att'" in text and "is not one of 0, 1" in text, text
