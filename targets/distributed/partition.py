@@ -19,7 +19,8 @@ What, in order (`partition_for_rank`):
    shape into which every rank inserted its shard at its own offset: the same values, one
    collective that lowers.
 
-The collectives become MPI in `lower_collectives` (`convert-shard-to-mpi` after vectorization,
+Steps 1-4 run in a child process (`_isolated`): upstream aborts the process on some IR, and the
+model must then still run (unpartitioned). The collectives become MPI in `lower_collectives` (`convert-shard-to-mpi` after vectorization,
 see `pipeline.py`). Everything here is upstream MLIR; the module attribute `mpi.dlti` picks the
 MPI ABI (MPICH by default).
 """
@@ -27,6 +28,7 @@ MPI ABI (MPICH by default).
 from __future__ import annotations
 
 import dataclasses
+import os
 import warnings
 from collections.abc import Sequence
 
@@ -318,8 +320,82 @@ def partition_for_rank(module: ir.Module, rank: int) -> dict[str, tuple[int, ...
         )
         strip_sharding(module)
         return {}
+    partitioned = _isolated(module, rank)
+    if partitioned is None:
+        warnings.warn(
+            "onnx-to-shard: MLIR's sharding propagation/partition aborted on this model (an assertion "
+            "in 22.1.8, printed above); the sharding annotations are ignored and every rank computes "
+            "the whole model",
+            ShardingIgnoredWarning,
+            stacklevel=2,
+        )
+        strip_sharding(module)
+        return {}
+    _replace_body(module, partitioned)
+    return grids
+
+
+def _partition_in_context(module: ir.Module, rank: int, grids: dict[str, tuple[int, ...]]) -> None:
     with module.context, ir.Location.unknown():
-        return _partition(module, rank, grids)
+        _partition(module, rank, grids)
+
+
+def _isolated(module: ir.Module, rank: int) -> ir.Module | None:
+    """Steps 1-4 on `module` run in a child Python process (`python -m
+    onnxc.targets.distributed.partition IN OUT RANK`, MLIR bytecode both ways); the result parsed
+    back into `module`'s context, or None when the child was killed by a signal.
+
+    Why: upstream's sharding propagation and partition abort the process on IR they do not
+    support (a value whose users ask for different shardings, `tensor.empty` with dynamic sizes),
+    and which IR does cannot be told beforehand; in a child the abort costs this attempt only and
+    the model then runs unpartitioned. (A fork would be cheaper, but the bindings' thread pool makes
+    a forked child deadlock.) An error in the child comes back as a `PartitionError`."""
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="onnxc-partition-") as tmp:
+        source, target = os.path.join(tmp, "in.mlirbc"), os.path.join(tmp, "out.mlirbc")
+        with open(source, "wb") as f:
+            module.operation.write_bytecode(f)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "PMIX_", "HYDRA_", "MPIR_"))}
+        r = subprocess.run(
+            [sys.executable, "-m", "onnxc.targets.distributed.partition", source, target, str(rank)],
+            capture_output=True, text=True, env=env,
+        )  # fmt: skip
+        if r.returncode < 0:
+            sys.stderr.write(r.stderr)
+            return None
+        if r.returncode != 0:
+            lines = [l for l in r.stderr.strip().splitlines() if l.strip()]
+            raise PartitionError(lines[-1] if lines else f"the partition worker failed (exit {r.returncode})")
+        with open(target, "rb") as f:
+            data = f.read()
+    return ir.Module.parse(data, context=module.context)
+
+
+def _worker(argv: list[str]) -> int:
+    """The child of `_isolated`: partition IN for RANK, write OUT."""
+    source, target, rank = argv[0], argv[1], int(argv[2])
+    with ir.Context() as context:
+        context.allow_unregistered_dialects = True
+        with open(source, "rb") as f:
+            module = ir.Module.parse(f.read())
+        _partition_in_context(module, rank, grid_shapes(module))
+        with open(target, "wb") as f:
+            module.operation.write_bytecode(f)
+    return 0
+
+
+def _replace_body(module: ir.Module, new: ir.Module) -> None:
+    """`module`'s top-level ops and attributes become `new`'s (the module object stays the same)."""
+    for op in list(module.body.operations):
+        op.operation.erase()
+    for op in new.body.operations:
+        op.operation.clone(ip=ir.InsertionPoint(module.body))
+    attrs = new.operation.attributes
+    for name in attrs:
+        module.operation.attributes[name] = attrs[name]
 
 
 def first_dynamic_value(module: ir.Module) -> str | None:
@@ -365,3 +441,8 @@ def _partition(module: ir.Module, rank: int, grids: dict[str, tuple[int, ...]]) 
     _run(module, "canonicalize,cse", "cleanup after partition")
     return grids
 
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_worker(sys.argv[1:]))

@@ -255,6 +255,39 @@ def test_dynamic_shapes_run_replicated_with_a_warning() -> None:
     assert "shard." not in text and "tensor<8x16xf32>" in text  # whole weights, no collectives
 
 
+def _split_then(op: onnx.NodeProto, output: onnx.ValueInfoProto) -> onnx.ModelProto:
+    """X @ W with W split by columns (H split on axis 1), then `op` reading H, output replicated."""
+    w = np.random.default_rng(5).standard_normal((8, 16)).astype(np.float32)
+    proj = oh.make_node("MatMul", ["X", "W"], ["H"], name="proj")
+    proj.device_configurations.append(onnx.NodeDeviceConfigurationProto(configuration_id="tp", sharding_spec=[sharding_spec("W", 2, 1, 16)]))
+    op.device_configurations.append(onnx.NodeDeviceConfigurationProto(
+        configuration_id="tp", sharding_spec=[sharding_spec("H", 2, 1, 16), sharding_spec(op.output[0], 2)]))  # fmt: skip
+    g = oh.make_graph([proj, op], "split", [oh.make_tensor_value_info("X", TP.FLOAT, [4, 8])], [output],
+                      [nh.from_array(w, "W"), nh.from_array(np.array([1], np.int64), "AXES")])  # fmt: skip
+    model = oh.make_model(g, opset_imports=[oh.make_opsetid("", 21)], ir_version=11)
+    model.configuration.append(onnx.DeviceConfigurationProto(name="tp", num_devices=2))
+    return model
+
+
+def test_reduction_over_a_split_axis_is_a_partial_sum_and_one_all_reduce() -> None:
+    model = _split_then(oh.make_node("ReduceSum", ["H", "AXES"], ["S"], keepdims=0, name="rsum"),
+                        oh.make_tensor_value_info("S", TP.FLOAT, [4]))  # fmt: skip
+    text = str(lower_distributed(model, 0, 2, stage="partition"))
+    assert "tensor<8x8xf32>" in text and text.count("shard.all_reduce") == 1 and "-> tensor<4xf32>" in text
+
+
+def test_an_aborting_partition_falls_back_to_every_rank_computing_the_model() -> None:
+    """Softmax over the split axis makes 22.1.8's propagation abort (a C++ assertion: H's users ask
+    for different shardings); partition runs in a child process, so this rank warns and computes
+    the whole model instead of dying."""
+    model = _split_then(oh.make_node("Softmax", ["H"], ["P"], axis=-1, name="softmax"), oh.make_tensor_value_info("P", TP.FLOAT, [4, 16]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        text = str(lower_distributed(model, 0, 2, stage="partition"))
+    assert any("aborted" in str(w.message) and issubclass(w.category, ShardingIgnoredWarning) for w in caught)
+    assert "shard." not in text and "tensor<8x16xf32>" in text
+
+
 def test_shard_tool_refuses_a_model_without_blocks_to_split() -> None:
     g = oh.make_graph([oh.make_node("Relu", ["X"], ["Y"])], "g", [oh.make_tensor_value_info("X", TP.FLOAT, [2])],
                       [oh.make_tensor_value_info("Y", TP.FLOAT, [2])])  # fmt: skip
