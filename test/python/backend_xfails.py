@@ -142,7 +142,6 @@ XFAILS: dict[str, str] = {
     "^test_roialign_mode_max_cpu$": "lower: convert-onnx-to-linalg: RoiAlign (opset 22, onnx.roi_align) node 'Y': no lowering for RoiAlign",
     "^test_sequence_insert_at_front_cpu$": "onnx-passes: output 'output_sequence': a sequence whose length is not known when compiling",
     "^test_sequence_model1_cpu$": "lower: convert-onnx-to-linalg: SequenceEmpty (opset 11, onnx.sequence_empty) node 'Seq_empty': no lowering for SequenceEmpty (+4 more)",
-    "^test_spacetodepth_crd_mode_example_cpu$": "result: wrong result: Not equal to tolerance rtol=0.001, atol=1e-07; Mismatched elements: 36 / 48 (75%)",
     "^test_split_to_sequence_1_cpu$": "onnx-passes: output 'seq': a sequence whose length is not known when compiling",
     "^test_split_to_sequence_2_cpu$": "onnx-passes: output 'seq': a sequence whose length is not known when compiling",
     "^test_stft_cpu$": "lower: convert-onnx-to-linalg: STFT (opset 17, onnx.stft) node 'output': no lowering for STFT",

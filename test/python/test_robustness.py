@@ -451,3 +451,11 @@ def test_flag_and_choice_attributes_are_checked_on_the_model(node: onnx.NodeProt
         onnxc.compile(m)
     text = str(info.value)
     assert "'att'" in text and "is not one of 0, 1" in text, text
+
+
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+def test_space_to_depth_mode(mode: str) -> None:
+    """SpaceToDepth-25's mode was ignored (CRD returned the DCR order: a silent wrong answer)."""
+    m = _model([h.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2, mode=mode)], [_f("x", [1, 3, 4, 6])], ["y"], opset=25)
+    feeds = {"x": np.arange(72, dtype=np.float32).reshape(1, 3, 4, 6)}
+    _check_against_reference(m, feeds)

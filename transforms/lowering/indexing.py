@@ -328,17 +328,22 @@ def lower_depth_to_space(node: Node) -> list[ir.Value]:
 
 @lowers("SpaceToDepth")
 def lower_space_to_depth(node: Node) -> list[ir.Value]:
-    """SpaceToDepth: out[n, (bh*b + bw)*C + c, h, w] = x[n, c, h*b + bh, w*b + bw]."""
+    """SpaceToDepth: out[n, (bh*b + bw)*C + c, h, w] = x[n, c, h*b + bh, w*b + bw] (DCR, the
+    default); with mode CRD (opset 25) out[n, c*b*b + bh*b + bw, h, w] (ignoring the mode returned
+    the DCR order: a silent wrong answer in the backend suite)."""
     x = node.input(0)
     b = int(node.attr("blocksize"))
+    crd = node.attr("mode", "DCR") == "CRD"
     n, c, h, w = shape_of(x)
     out = [n, dim_mul(c, b * b), dim_floordiv(h, b), dim_floordiv(w, b)]
 
     def body(a: list[ir.Value]) -> list[ir.Value]:
         bi = const_index(b)
         oc = index_of(1)
-        cc = arith.remui(oc, dim_value(c))
-        t = arith.divui(oc, dim_value(c))
+        if crd:
+            cc, t = arith.divui(oc, const_index(b * b)), arith.remui(oc, const_index(b * b))
+        else:
+            cc, t = arith.remui(oc, dim_value(c)), arith.divui(oc, dim_value(c))
         bh, bw = arith.divui(t, bi), arith.remui(t, bi)
         hh = arith.addi(arith.muli(index_of(2), bi), bh)
         ww = arith.addi(arith.muli(index_of(3), bi), bw)
