@@ -455,7 +455,7 @@ def test_flag_and_choice_attributes_are_checked_on_the_model(node: onnx.NodeProt
 
 @pytest.mark.parametrize("mode", ["DCR", "CRD"])
 def test_space_to_depth_mode(mode: str) -> None:
-    """SpaceToDepth-25's mode was ignored (CRD returned the DCR order: a silent wrong answer)."""
-    m = _model([h.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2, mode=mode)], [_f("x", [1, 3, 4, 6])], ["y"], opset=25)
+    """SpaceToDepth-28's mode was ignored (CRD returned the DCR order: a silent wrong answer)."""
+    m = _model([h.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2, mode=mode)], [_f("x", [1, 3, 4, 6])], ["y"], opset=28)
     feeds = {"x": np.arange(72, dtype=np.float32).reshape(1, 3, 4, 6)}
     _check_against_reference(m, feeds)

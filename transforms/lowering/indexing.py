@@ -329,7 +329,7 @@ def lower_depth_to_space(node: Node) -> list[ir.Value]:
 @lowers("SpaceToDepth")
 def lower_space_to_depth(node: Node) -> list[ir.Value]:
     """SpaceToDepth: out[n, (bh*b + bw)*C + c, h, w] = x[n, c, h*b + bh, w*b + bw] (DCR, the
-    default); with mode CRD (opset 25) out[n, c*b*b + bh*b + bw, h, w] (ignoring the mode returned
+    default); with mode CRD (opset 28) out[n, c*b*b + bh*b + bw, h, w] (ignoring the mode returned
     the DCR order: a silent wrong answer in the backend suite)."""
     x = node.input(0)
     b = int(node.attr("blocksize"))
