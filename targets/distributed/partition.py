@@ -146,42 +146,25 @@ def hoist_constants(module: ir.Module) -> list[HoistedConstant]:
     return hoisted
 
 
-def _split_of(value: ir.Value) -> list[list[int]] | None:
-    """The grid axes per tensor axis of the sharding `value` was given (by `shard.shard` users)."""
-    for use in value.uses:
-        user = use.owner
-        if user.name == "shard.shard" and "annotate_for_users" not in user.attributes:
-            sharding = user.operands[1].owner
-            text = str(sharding.attributes["split_axes"])  # no accessor in the bindings
-            inner = text[len("#shard<axisarray") : -1]
-            return [list(map(int, filter(None, part.replace("[", "").split(",")))) for part in _split_groups(inner)]
+def _grid_axes_for(factor: int, shape: Sequence[int]) -> list[int] | None:
+    """The grid axes a tensor axis split into `factor` shards was split over: every axis when
+    their product is the factor, else the first single axis of that size (`onnx-to-shard` splits
+    over all devices, axes [0, 1] of a grouped grid, or over the groups, axis 0). None if none fits."""
+    if int(np.prod(shape)) == factor:
+        return list(range(len(shape)))
+    for a, size in enumerate(shape):
+        if size == factor:
+            return [a]
     return None
-
-
-def _split_groups(text: str) -> list[str]:
-    """'[[], [0, 1]]' -> ['[]', '[0, 1]']: the per-axis groups of an axis-array's syntax."""
-    body = text.strip()[1:-1]
-    groups, depth, current = [], 0, ""
-    for ch in body:
-        if ch == "[":
-            depth += 1
-        if depth:
-            current += ch
-        if ch == "]":
-            depth -= 1
-            if depth == 0:
-                groups.append(current)
-                current = ""
-    return groups
 
 
 def rematerialize_constants(
     module: ir.Module, hoisted: Sequence[HoistedConstant], rank: int, shape: Sequence[int]
 ) -> None:
     """Step 3: each hoisted argument becomes a constant holding this rank's shard; the argument
-    is removed. The shard of each axis is read off the argument's local type (the partitioned
-    size) and the grid axes it was split over (its sharding; for one split axis of a 1-D grid
-    both say the same)."""
+    is removed. The shard of each axis is read off the argument's local type: the number of
+    shards (whole size / local size) names the grid axes it was split over (`_grid_axes_for`),
+    this rank's coordinates on them the shard."""
     index = process_index(rank, shape)
     by_fn: dict[str, list[HoistedConstant]] = {}
     for h in hoisted:
@@ -195,18 +178,17 @@ def rematerialize_constants(
         for h in entries:
             arg = block.arguments[h.index]
             local = ir.RankedTensorType(arg.type)
-            split = _split_of(arg) or []
             slices = []
             for axis, (full, part) in enumerate(zip(h.value.shape, local.shape)):
                 if full == part:
                     slices.append(slice(None))
                     continue
-                axes = split[axis] if axis < len(split) and split[axis] else list(range(len(shape)))
+                axes = _grid_axes_for(full // part, shape) if part and full % part == 0 else None
+                if axes is None:
+                    raise PartitionError(f"weight of shape {h.value.shape} was partitioned to {local.shape}, not an even split over the grid")
                 shard_index = 0
                 for a in axes:  # the linear index over the grid axes this tensor axis is split on
                     shard_index = shard_index * shape[a] + index[a]
-                if full % part or full // part != int(np.prod([shape[a] for a in axes])):
-                    raise PartitionError(f"weight of shape {h.value.shape} was partitioned to {local.shape}, not an even split over the grid")
                 slices.append(slice(shard_index * part, (shard_index + 1) * part))
             piece = np.ascontiguousarray(h.value[tuple(slices)])
             attr = elements_attr(piece, local.element_type, name=f"shard{rank}_{h.index}")

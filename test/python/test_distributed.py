@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from mlir import ir
 from onnx import TensorProto as TP
 from onnx import helper as oh
 from onnx import numpy_helper as nh
@@ -267,6 +268,34 @@ def _split_then(op: onnx.NodeProto, output: onnx.ValueInfoProto) -> onnx.ModelPr
     model = oh.make_model(g, opset_imports=[oh.make_opsetid("", 21)], ir_version=11)
     model.configuration.append(onnx.DeviceConfigurationProto(name="tp", num_devices=2))
     return model
+
+
+def test_device_groups_partition_over_a_2x2_grid() -> None:
+    """4 devices in groups {0: [0, 1], 1: [2, 3]}: the MLP splits over the 2 groups (grid axis 0)
+    and is replicated inside each; rank 3 (group 1) holds W1[:, 8:16] and W2[8:16, :]."""
+    model = mlp()
+    groups = [onnx.IntIntListEntryProto(key=0, value=[0, 1]), onnx.IntIntListEntryProto(key=1, value=[2, 3])]
+    specs = [sharding_spec("W1", 2, 1, 16), sharding_spec("W2", 2, 0, 16)]
+    for spec in specs:
+        spec.index_to_device_group_map.extend(groups)
+    model.graph.node[0].device_configurations.append(onnx.NodeDeviceConfigurationProto(configuration_id="g", sharding_spec=specs[:1]))
+    model.graph.node[3].device_configurations.append(onnx.NodeDeviceConfigurationProto(configuration_id="g", sharding_spec=[specs[1], sharding_spec("Y", 4)]))
+    model.configuration.append(onnx.DeviceConfigurationProto(name="g", num_devices=4))
+    model.ir_version = 11
+    module = lower_distributed(model, 3, 4, stage="partition")
+    text = str(module)
+    assert "shard.grid @grid_g(shape = 2x2)" in text and "grid_axes = [0]" in text and text.count("shard.all_reduce") == 1
+    from onnxc.importers.tensors import attribute_to_array
+    from onnxc.transforms.onnx_utils import collect_ops
+
+    consts = []
+    for op in collect_ops(module.operation, lambda o: o.name == "arith.constant" and isinstance(o.results[0].type, ir.RankedTensorType)):
+        shape = ir.RankedTensorType(op.results[0].type).shape
+        array, _ = attribute_to_array(op.attributes["value"])
+        consts.append(np.asarray(array).reshape(shape))
+    w = {t.name: nh.to_array(t) for t in model.graph.initializer}
+    for want in (w["W1"][:, 8:], w["B1"][8:], w["W2"][8:, :]):
+        assert sum(c.shape == want.shape and np.array_equal(c, want) for c in consts) == 1, want.shape
 
 
 def test_reduction_over_a_split_axis_is_a_partial_sum_and_one_all_reduce() -> None:
