@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import string
+import warnings
 from pathlib import Path
 
 import onnx
@@ -111,6 +112,16 @@ def stage_model(model: onnx.ModelProto, stages: list[int], rank: int, moves: lis
     sent = [t for t in moves if t.source == rank]
     sub = onnx.GraphProto(name=g.name)
     sub.node.extend(n for i, n in enumerate(g.node) if stages[i] == rank)
+    specs = [n.name or n.output[0] for n in sub.node if any(len(dc.sharding_spec) for dc in n.device_configurations)]
+    if specs:
+        from onnxc.transforms.onnx_to_shard import ShardingIgnoredWarning
+
+        warnings.warn(
+            f"onnx-to-shard: sharding specs inside pipeline stages are ignored (nodes {', '.join(specs[:5])}): "
+            "each stage runs whole on its rank",
+            ShardingIgnoredWarning,
+            stacklevel=2,
+        )
     for n in sub.node:
         del n.device_configurations[:]  # the stage is this whole sub-model now
     sub.input.extend(g.input)
