@@ -487,7 +487,8 @@ def _concat_4(s: Step) -> None:
 
 
 def _dft_20(s: Step) -> None:
-    axis = int(s.pop("axis", 1) or 1)
+    given = s.pop("axis", None)
+    axis = 1 if given is None else int(given)  # DFT-17's default; `or 1` turned axis=0 into 1 (compile fuzzer)
     s.operands = [s.operands[0], s.operands[1] if len(s.operands) > 1 else None, s.int_const(axis, scalar=True)]
 
 
