@@ -283,12 +283,14 @@ def _run(module: ir.Module, text: str, what: str) -> None:
         raise PartitionError(f"{what}: {e}") from None
 
 
-def partition_for_rank(module: ir.Module, rank: int) -> dict[str, tuple[int, ...]]:
-    """Steps 1-4 on a linalg module carrying `shard` annotations, for process `rank`; returns the
-    grids. A module without a grid is left unchanged."""
+def partition_for_rank(module: ir.Module, rank: int) -> ir.Module:
+    """Steps 1-4 on a linalg module carrying `shard` annotations, for process `rank`. Returns the
+    partitioned module, in a new context: the importing context keeps every weight blob of the
+    whole model alive as long as it lives, so a rank that keeps only its shards must leave it. A
+    module without a grid, or one left unpartitioned (with a warning), is returned itself."""
     grids = grid_shapes(module)
     if not grids:
-        return grids
+        return module
     dynamic = first_dynamic_value(module)
     if dynamic is not None:
         # Upstream's sharding propagation asserts (a C++ abort) on `tensor.empty` with dynamic
@@ -301,7 +303,7 @@ def partition_for_rank(module: ir.Module, rank: int) -> dict[str, tuple[int, ...
             stacklevel=2,
         )
         strip_sharding(module)
-        return {}
+        return module
     partitioned = _isolated(module, rank)
     if partitioned is None:
         warnings.warn(
@@ -312,9 +314,8 @@ def partition_for_rank(module: ir.Module, rank: int) -> dict[str, tuple[int, ...
             stacklevel=2,
         )
         strip_sharding(module)
-        return {}
-    _replace_body(module, partitioned)
-    return grids
+        return module
+    return partitioned
 
 
 def _partition_in_context(module: ir.Module, rank: int, grids: dict[str, tuple[int, ...]]) -> None:
@@ -325,7 +326,8 @@ def _partition_in_context(module: ir.Module, rank: int, grids: dict[str, tuple[i
 def _isolated(module: ir.Module, rank: int) -> ir.Module | None:
     """Steps 1-4 on `module` run in a child Python process (`python -m
     onnxc.targets.distributed.partition IN OUT RANK`, MLIR bytecode both ways); the result parsed
-    back into `module`'s context, or None when the child was killed by a signal.
+    back into a new context (see `partition_for_rank`), or None when the child was killed by a
+    signal.
 
     Why: upstream's sharding propagation and partition abort the process on IR they do not
     support (a value whose users ask for different shardings, `tensor.empty` with dynamic sizes),
@@ -353,7 +355,9 @@ def _isolated(module: ir.Module, rank: int) -> ir.Module | None:
             raise PartitionError(lines[-1] if lines else f"the partition worker failed (exit {r.returncode})")
         with open(target, "rb") as f:
             data = f.read()
-    return ir.Module.parse(data, context=module.context)
+    context = ir.Context()
+    context.allow_unregistered_dialects = True
+    return ir.Module.parse(data, context=context)
 
 
 def _worker(argv: list[str]) -> int:
@@ -367,17 +371,6 @@ def _worker(argv: list[str]) -> int:
         with open(target, "wb") as f:
             module.operation.write_bytecode(f)
     return 0
-
-
-def _replace_body(module: ir.Module, new: ir.Module) -> None:
-    """`module`'s top-level ops and attributes become `new`'s (the module object stays the same)."""
-    for op in list(module.body.operations):
-        op.operation.erase()
-    for op in new.body.operations:
-        op.operation.clone(ip=ir.InsertionPoint(module.body))
-    attrs = new.operation.attributes
-    for name in attrs:
-        module.operation.attributes[name] = attrs[name]
 
 
 def first_dynamic_value(module: ir.Module) -> str | None:

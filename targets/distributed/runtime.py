@@ -176,7 +176,7 @@ def rank_module(
     )
     if stop_at_linalg:
         return module, None
-    partition_for_rank(module, rank)
+    module = partition_for_rank(module, rank)
     set_mpi_abi(module)
     specialize_process_index(module, rank)
     run_pipeline(module, "canonicalize,cse", reraise=True)
