@@ -29,7 +29,8 @@ assertion: SIGABRT) kills only the worker: it is counted, and the worker restart
 - `timeout`: the case ran past `--timeout` seconds (the worker is restarted).
 
 The exit status is 1 when any bug class is non-zero. Cases are chosen deterministically from the
-seed, so `--seed S --only K` replays case K.
+seed, so `--seed S --only K` replays case K. `--docs docs/robustness.md` writes the counts into that
+file's generated section (`--from-json a.json b.json` from earlier runs' `--json` reports).
 """
 
 from __future__ import annotations
@@ -432,6 +433,39 @@ def fuzz(n: int, seed: int, workers: int = 2, timeout: float = 120.0, only: int 
             "bugs": sorted(bugs, key=lambda b: b["index"])}  # fmt: skip
 
 
+DOCS_BEGIN, DOCS_END = "<!-- fuzz_compile:begin (generated: python -m onnxc.tools.fuzz_compile --docs) -->", "<!-- fuzz_compile:end -->"
+
+
+def render_docs(reports: list[dict[str, Any]], commit: str) -> str:
+    """The generated section of docs/robustness.md: one row per run (seed, cases, outcome counts),
+    the outcomes per mutation summed over the runs, and every bug case with its reason."""
+    classes = ("ok", "refused", *BUGS, "timeout")
+    lines = [DOCS_BEGIN, "", f"Runs on commit `{commit}` (`python -m onnxc.tools.fuzz_compile --seed S --cases N`):", ""]
+    lines += ["| seed | cases | " + " | ".join(classes) + " |", "|---|---|" + "---|" * len(classes)]
+    for r in reports:
+        lines.append(f"| {r['seed']} | {r['cases']} | " + " | ".join(str(r["counts"].get(k, 0)) for k in classes) + " |")
+    per: dict[str, Counter[str]] = {}
+    for r in reports:
+        for key, n in r["by_mutation"].items():
+            mutation, cls = key.split(":")
+            per.setdefault(mutation, Counter())[cls] += n
+    lines += ["", "| mutation | " + " | ".join(classes) + " |", "|---|" + "---|" * len(classes)]
+    for mutation in sorted(per):
+        lines.append(f"| {mutation} | " + " | ".join(str(per[mutation].get(k, 0)) for k in classes) + " |")
+    bugs = [(r["seed"], b) for r in reports for b in r["bugs"]]
+    lines += ["", f"Bug cases ({len(bugs)}):" if bugs else "No bug case.", ""]
+    for seed, b in bugs:
+        lines.append(f"- seed {seed} case {b['index']}: {b['base']}, {b['mutation']} ({b['change']}): **{b['cls']}** {b['why']}")
+    return "\n".join(lines + ["", DOCS_END])
+
+
+def write_docs(path: Path, reports: list[dict[str, Any]], commit: str) -> None:
+    """Replace the generated section of `path` (between DOCS_BEGIN and DOCS_END)."""
+    text = path.read_text()
+    start, end = text.index(DOCS_BEGIN), text.index(DOCS_END) + len(DOCS_END)
+    path.write_text(text[:start] + render_docs(reports, commit) + text[end:])
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m onnxc.tools.fuzz_compile", description=__doc__.splitlines()[0])
     p.add_argument("--cases", type=int, default=200)
@@ -442,10 +476,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", type=int, default=None, help="replay one case index")
     p.add_argument("--json", type=Path, default=None, help="write the counts and bug cases here")
     p.add_argument("--verbose", action="store_true", help="print every case's outcome")
+    p.add_argument("--docs", type=Path, default=None, help="write the runs' counts into this file's generated section")
+    p.add_argument("--from-json", type=Path, nargs="*", default=None, help="with --docs: the reports of earlier runs instead of a run")
+    p.add_argument("--commit", default="", help="with --docs: the commit the runs were made on")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
         worker_main()
+        return 0
+    if args.docs is not None and args.from_json:
+        write_docs(args.docs, [json.loads(f.read_text()) for f in args.from_json], args.commit)
         return 0
     deadline = None if args.minutes is None else time.time() + 60 * args.minutes
     report = fuzz(args.cases, args.seed, args.workers, args.timeout, args.only, deadline, log=sys.stderr if args.verbose else None)
@@ -455,6 +495,8 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({k: report[k] for k in ("seed", "cases", "counts")}))
     for b in report["bugs"]:
         print(f"BUG {b['cls']}: case {b['index']} ({b['base']}, {b['mutation']}: {b['change']}): {b['why']}")
+    if args.docs is not None:
+        write_docs(args.docs, [report], args.commit)
     return 1 if any(report["counts"].get(k, 0) for k in BUGS) else 0
 
 

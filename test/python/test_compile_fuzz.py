@@ -78,3 +78,15 @@ def test_second_opinion_where_the_reference_is_wrong() -> None:
     assert r == {"cls": "ok", "detail": "onnx.reference differs, onnxruntime agrees"}, r
     who, outs = fz.second_opinion(m, feeds)
     assert who == "onnxruntime" and outs[0].shape == (2, 3, 4)
+
+
+def test_docs_section_is_generated_from_reports(tmp_path: Path) -> None:
+    report = {"seed": 3, "cases": 5, "counts": {"ok": 3, "refused": 1, "wrong": 1}, "by_mutation": {"rank:ok": 3, "rank:refused": 1, "feed:wrong": 1},
+              "bugs": [{"index": 4, "base": "test_x", "mutation": "feed", "change": "feed x", "cls": "wrong", "why": "output 'y'"}]}  # fmt: skip
+    doc = tmp_path / "r.md"
+    doc.write_text(f"intro\n{fz.DOCS_BEGIN}\nold\n{fz.DOCS_END}\noutro\n")
+    fz.write_docs(doc, [report], "abc123")
+    text = doc.read_text()
+    assert text.startswith("intro\n") and text.endswith("\noutro\n") and "old" not in text
+    assert "| 3 | 5 | 3 | 1 | 0 | 0 | 1 | 0 |" in text  # seed, cases, ok, refused, raw, abort, wrong, timeout
+    assert "| rank | 3 | 1 | 0 | 0 | 0 | 0 |" in text and "- seed 3 case 4: test_x, feed (feed x): **wrong** output 'y'" in text

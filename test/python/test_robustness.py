@@ -375,7 +375,8 @@ def test_quantize_linear_float16_saturates_infinities(zero_point: np.generic) ->
     info = np.iinfo(np.dtype(type(zero_point)))
     want = np.clip(np.rint(x.astype(np.float64) / 2.0) + int(zero_point), info.min, info.max).astype(info.dtype)
     np.testing.assert_array_equal(got, want)
-    finite = ReferenceEvaluator(m).run(None, feeds)[0][:6]
+    with np.errstate(invalid="ignore"):  # the reference's cast of inf to int32 (the part not compared)
+        finite = ReferenceEvaluator(m).run(None, feeds)[0][:6]
     np.testing.assert_array_equal(got[:6], finite)
 
 
