@@ -491,7 +491,7 @@ def compile(  # noqa: A001 - the public name the design asks for
     if settings.target.name == "cpu":  # an IR 11 multi-device model started by mpirun: one rank here
         from onnxc.targets.distributed.runtime import compile_if_distributed
 
-        distributed = compile_if_distributed(proto, settings.options)
+        distributed = compile_if_distributed(proto, settings.options, source=model)
         if distributed is not None:
             return distributed
     # Inputs with an initializer stay arguments (the importer keeps them so callers may

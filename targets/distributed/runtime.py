@@ -183,13 +183,18 @@ def rank_module(
     return module, None
 
 
-def compile_if_distributed(model: onnx.ModelProto, options: Any = None) -> Any:
+def compile_if_distributed(model: onnx.ModelProto, options: Any = None, *, source: Any = None) -> Any:
     """`onnxc.compile`'s hook: this rank's model when `model` is annotated and the process was
     started by an MPI launcher; None otherwise (the model then runs on one device, as the IR spec
-    allows a backend to ignore the annotations)."""
+    allows a backend to ignore the annotations). `source` is what the caller gave: a path's
+    external data is loaded from beside it (`model` was read without it)."""
     world = mpi_world()
     if world is None or not is_annotated(model):
         return None
+    if isinstance(source, (str, os.PathLike)) and any(
+        t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer
+    ):
+        onnx.load_external_data_for_model(model, os.path.dirname(os.path.abspath(os.fspath(source))))
     return compile_distributed(model, options, world=world)
 
 
