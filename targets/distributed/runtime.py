@@ -72,7 +72,11 @@ def mpi_world(environ: Mapping[str, str] | None = None) -> tuple[int, int] | Non
 
 
 def configuration_of(model: onnx.ModelProto, name: str = "") -> onnx.DeviceConfigurationProto | None:
-    """The device configuration `name` (default: the first) of `model`, or None."""
+    """The device configuration `name` of `model` (default: the first one a node refers to, else
+    the first), or None."""
+    if not name:
+        used = {dc.configuration_id for n in model.graph.node for dc in n.device_configurations}
+        name = next((c.name for c in model.configuration if c.name in used), "")
     for c in model.configuration:
         if not name or c.name == name:
             return c
@@ -153,7 +157,8 @@ def rank_module(
     """This rank's linalg module, partitioned (or, with `stop_at_linalg`, annotated only), and
     the module of its pipeline send/recv functions (None without pipeline stages)."""
     from onnxc.importers import import_model
-    from onnxc.transforms.onnx_to_shard import annotate_io_names
+    from onnxc.transforms import registry
+    from onnxc.transforms.onnx_to_shard import annotate_io_names, to_shard
     from onnxc.transforms.pipeline import run_pipeline
 
     from .lowering import specialize_process_index
@@ -167,13 +172,16 @@ def rank_module(
     staged = stage_of_nodes(model, config.name)
     if staged is not None:  # pipeline parallelism: this rank's stage, send/recv at the boundaries
         return pipeline_module(model, staged, rank, size)
+    # The single-device `onnx-to-linalg` stage with onnx-to-shard after its ONNX passes (called,
+    # not named in pipeline text, so any configuration name works).
+    stage = registry.get_pipeline("onnx-to-linalg")
+    head, _, rest = stage.text.partition(",") if stage is not None else ("", "", "")
+    if head != "onnx-passes" or not rest:
+        raise DistributedError(f"internal: the onnx-to-linalg pipeline no longer starts with onnx-passes: {stage}")
     module = import_model(annotate_io_names(model))
-    shard_pass = f"onnx-to-shard{{configuration={config.name}}}" if configuration else "onnx-to-shard"
-    run_pipeline(
-        module,
-        f"onnx-passes,{shard_pass},onnx-validate-attributes,convert-onnx-to-linalg,layout-propagation,canonicalize,cse",
-        reraise=True,
-    )
+    run_pipeline(module, head, reraise=True)
+    to_shard(module, config.name)
+    run_pipeline(module, rest, reraise=True)
     if stop_at_linalg:
         return module, None
     module = partition_for_rank(module, rank)
