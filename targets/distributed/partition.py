@@ -304,12 +304,16 @@ def partition_for_rank(module: ir.Module, rank: int) -> ir.Module:
         )
         strip_sharding(module)
         return module
-    partitioned = _isolated(module, rank)
+    try:
+        partitioned = _isolated(module, rank)
+        why = "aborted (an assertion in MLIR 22.1.8, printed above)"
+    except PartitionError as e:  # e.g. an op on a split value without a sharding model (a reshape)
+        partitioned, why = None, f"failed: {e}"
     if partitioned is None:
+        # The annotations are hints (IR spec): one onnxc cannot partition is ignored, not an error.
         warnings.warn(
-            "onnx-to-shard: MLIR's sharding propagation/partition aborted on this model (an assertion "
-            "in 22.1.8, printed above); the sharding annotations are ignored and every rank computes "
-            "the whole model",
+            f"onnx-to-shard: sharding propagation/partition {why}; the sharding annotations are "
+            "ignored and every rank computes the whole model",
             ShardingIgnoredWarning,
             stacklevel=2,
         )
@@ -351,8 +355,9 @@ def _isolated(module: ir.Module, rank: int) -> ir.Module | None:
             sys.stderr.write(r.stderr)
             return None
         if r.returncode != 0:
-            lines = [l for l in r.stderr.strip().splitlines() if l.strip()]
-            raise PartitionError(lines[-1] if lines else f"the partition worker failed (exit {r.returncode})")
+            lines = [l.strip() for l in r.stderr.strip().splitlines() if l.strip()]
+            errors = [l for l in lines if "error:" in l and not l.startswith("File ")]
+            raise PartitionError(errors[0] if errors else lines[-1] if lines else f"the partition worker failed (exit {r.returncode})")
         with open(target, "rb") as f:
             data = f.read()
     context = ir.Context()

@@ -317,6 +317,19 @@ def test_an_aborting_partition_falls_back_to_every_rank_computing_the_model() ->
     assert "shard." not in text and "tensor<8x16xf32>" in text
 
 
+def test_an_op_partition_cannot_split_makes_the_rank_compute_the_model_whole() -> None:
+    """A Reshape of a column-split value (tensor.reshape has no sharding model upstream): the
+    partition fails, and the rank warns, naming the node, and computes the whole model."""
+    model = _split_then(oh.make_node("Reshape", ["H", "SHAPE"], ["R"], name="split_heads"), oh.make_tensor_value_info("R", TP.FLOAT, [4, 2, 8]))
+    model.graph.initializer.append(nh.from_array(np.array([4, 2, 8], np.int64), "SHAPE"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        text = str(lower_distributed(model, 0, 2, stage="partition"))
+    messages = [str(w.message) for w in caught if issubclass(w.category, ShardingIgnoredWarning)]
+    assert any("split_heads" in m and "ignored" in m for m in messages), messages
+    assert "shard." not in text
+
+
 def test_shard_tool_refuses_a_model_without_blocks_to_split() -> None:
     g = oh.make_graph([oh.make_node("Relu", ["X"], ["Y"])], "g", [oh.make_tensor_value_info("X", TP.FLOAT, [2])],
                       [oh.make_tensor_value_info("Y", TP.FLOAT, [2])])  # fmt: skip
