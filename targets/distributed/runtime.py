@@ -199,11 +199,27 @@ def compile_if_distributed(model: onnx.ModelProto, options: Any = None, *, sourc
     world = mpi_world()
     if world is None or not is_annotated(model):
         return None
+    options = _share_cores(options)
     if isinstance(source, (str, os.PathLike)) and any(
         t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer
     ):
         onnx.load_external_data_for_model(model, os.path.dirname(os.path.abspath(os.fspath(source))))
     return compile_distributed(model, options, world=world)
+
+
+def _share_cores(options: Any) -> Any:
+    """`options` with the default thread count (every core) divided among the ranks that share
+    this machine (the launcher's `MPI_LOCALNRANKS` / `OMPI_COMM_WORLD_LOCAL_SIZE`): N ranks each
+    spawning one thread per core would run N times too many threads. Other counts are kept."""
+    from onnxc.targets.cpu.isa import host_cpu
+
+    local = os.environ.get("MPI_LOCALNRANKS") or os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE")
+    if options is None or not local or not local.isdigit() or int(local) < 2:
+        return options
+    cores = host_cpu().cores
+    if dataclasses.is_dataclass(options) and getattr(options, "threads", None) == cores:
+        return dataclasses.replace(options, threads=max(1, cores // int(local)))
+    return options
 
 
 def compile_distributed(
