@@ -139,6 +139,7 @@ def test_tensor_parallel_mlp_two_ranks_via_onnxc_run(tmp_path: Path) -> None:
     np.save(tmp_path / "x.npy", x)
     r = _mpirun(2, str(BIN / "onnxc"), "run", "mlp.onnx", "--input", "X=x.npy", "--output-dir", "out", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+    assert "ShardingIgnoredWarning" not in r.stderr, r.stderr  # partitioned, not a whole-model fallback
     assert r.stdout.count("Y: shape [4, 8]") == 1  # rank 0 alone reports
     _close(np.load(tmp_path / "out" / "Y.npy"), _single_device(model, x))
 
@@ -161,6 +162,7 @@ def test_sharded_attention_two_ranks_via_compile_in_a_script(tmp_path: Path) -> 
     """))
     r = _mpirun(2, sys.executable, str(script), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+    assert "ShardingIgnoredWarning" not in r.stderr, r.stderr  # partitioned, not a whole-model fallback
     assert (tmp_path / "rank0of2").exists() and (tmp_path / "rank1of2").exists()
     _close(np.load(tmp_path / "y.npy"), _single_device(model, x))
 
@@ -173,6 +175,7 @@ def test_two_stage_pipeline_two_ranks(tmp_path: Path) -> None:
     np.save(tmp_path / "x.npy", x)
     r = _mpirun(2, str(BIN / "onnxc"), "run", "pipeline.onnx", "--input", "X=x.npy", "--output-dir", "out", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+    assert "ShardingIgnoredWarning" not in r.stderr, r.stderr  # partitioned, not a whole-model fallback
     _close(np.load(tmp_path / "out" / "Y.npy"), _single_device(model, x))
 
 
@@ -202,6 +205,15 @@ def test_rank_count_is_checked_before_compiling() -> None:
     model, _ = tensor_parallel(mlp(), 4)
     with pytest.raises(DistributedError, match=r"asks for 4 devices, but the MPI job has 2 ranks"):
         lower_distributed(model, 0, 2)
+
+
+def test_sharded_attention_splits_the_heads_and_all_reduces_once() -> None:
+    model, _ = tensor_parallel(attention(), 2)
+    text = str(lower_distributed(model, 0, 2, stage="partition"))
+    # Each rank holds 2 of the 4 heads of WQ/WK/WV (2x16x4) and WO (2x4x16); one all-reduce of the
+    # (seq, d_model) partial sums, no gathering of heads.
+    assert "tensor<2x16x4xf32>" in text and "tensor<2x4x16xf32>" in text and "tensor<4x16x4xf32>" not in text
+    assert text.count("shard.all_reduce") == 1 and "tensor<8x16xf32> -> tensor<8x16xf32>" in text
 
 
 def test_partitioned_ir_has_local_shards_and_one_all_reduce() -> None:
@@ -357,6 +369,7 @@ def test_shard_command_writes_an_ir11_model(tmp_path: Path) -> None:
     r = subprocess.run([str(BIN / "onnxc"), "shard", "mlp.onnx", "--devices", "2", "--strategy", "tensor-parallel", "-o", "tp.onnx"],
                        capture_output=True, text=True, cwd=tmp_path, timeout=120)  # fmt: skip
     assert r.returncode == 0, r.stderr
+    assert "ShardingIgnoredWarning" not in r.stderr, r.stderr  # partitioned, not a whole-model fallback
     out = onnx.load(tmp_path / "tp.onnx")
     onnx.checker.check_model(out)
     assert out.ir_version >= 11 and [(c.name, c.num_devices) for c in out.configuration] == [(CONFIGURATION, 2)]
@@ -365,4 +378,5 @@ def test_shard_command_writes_an_ir11_model(tmp_path: Path) -> None:
     r = subprocess.run([str(BIN / "onnxc"), "shard", "tp.onnx", "--emit", "llvm", "--rank", "1"],
                        capture_output=True, text=True, cwd=tmp_path, timeout=120)  # fmt: skip
     assert r.returncode == 0, r.stderr
+    assert "ShardingIgnoredWarning" not in r.stderr, r.stderr  # partitioned, not a whole-model fallback
     assert "llvm.call @MPI_Allreduce" in r.stdout
