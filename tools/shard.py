@@ -170,7 +170,7 @@ def _emit(model: onnx.ModelProto, args: argparse.Namespace) -> int:
     assert config is not None  # is_annotated or tensor_parallel guarantee one
     if not 0 <= args.rank < config.num_devices:
         raise ShardError(f"--rank must be in 0..{config.num_devices - 1} for configuration '{config.name}'")
-    module = lower_distributed(model, args.rank, config.num_devices, stage=args.emit)
+    module = lower_distributed(model, args.rank, config.num_devices, stage=args.emit, mpi=args.mpi)
     text = str(module)
     if args.output:
         Path(args.output).write_text(text)
@@ -189,6 +189,7 @@ def add_subparser(sub: Any) -> argparse.ArgumentParser:
     s.add_argument("--emit", choices=("linalg", "partition", "vector", "bufferize", "llvm"),
                    help="print one rank's IR at this stage instead (the partitioned code and its MPI calls)")  # fmt: skip
     s.add_argument("--rank", type=int, default=0, help="the rank whose IR --emit prints (default 0)")
+    s.add_argument("--mpi", choices=("MPICH", "OpenMPI"), default="MPICH", help="the MPI ABI of --emit llvm (default MPICH)")
     s.set_defaults(func=cmd_shard)
     return s
 

@@ -41,6 +41,8 @@ __all__ = [
     "lower_collectives_module",
     "merge_collectives",
     "outline_collectives",
+    "patch_openmpi",
+    "check_openmpi",
     "specialize_process_index",
 ]
 
@@ -199,3 +201,41 @@ def collective_symbols(module: ir.Module) -> Sequence[str]:
         for op in module.body.operations
         if op.operation.name == "func.func" and ir.StringAttr(op.operation.attributes["sym_name"]).value.startswith(COLLECTIVE_PREFIX)
     ]
+
+
+#: MPI reduction operations, as 22.1.8's Open MPI lowering names their handles (`ompi_mpi_<op>`);
+#: libmpi exports them as `ompi_mpi_op_<op>`.
+_OPENMPI_OPS = ("sum", "max", "min", "prod", "land", "band", "lor", "bor", "lxor", "bxor", "maxloc", "minloc", "replace", "no_op")
+
+
+def patch_openmpi(module: ir.Module) -> int:
+    """Fix 22.1.8's Open MPI lowering in an LLVM-dialect module: the reduction handles it refers
+    to as `@ompi_mpi_sum` (etc.) are `@ompi_mpi_op_sum` in libmpi, so the global declarations and
+    every `llvm.mlir.addressof` of them are renamed. Returns how many ops changed. (Its other
+    problem, the communicator of `MPI_Comm_split` truncated to i32, is avoided, not patched:
+    `check_openmpi` refuses modules that still split.)"""
+    renames = {f"ompi_mpi_{op}": f"ompi_mpi_op_{op}" for op in _OPENMPI_OPS}
+    count = 0
+    for op in collect_ops(module.operation, lambda o: o.name in ("llvm.mlir.global", "llvm.mlir.addressof")):
+        key = "sym_name" if op.name == "llvm.mlir.global" else "global_name"
+        if key not in op.attributes:
+            continue
+        attr = op.attributes[key]
+        name = ir.StringAttr(attr).value if op.name == "llvm.mlir.global" else ir.FlatSymbolRefAttr(attr).value
+        if name in renames:
+            new = renames[name]
+            ctx = module.context
+            op.attributes[key] = ir.StringAttr.get(new, ctx) if op.name == "llvm.mlir.global" else ir.FlatSymbolRefAttr.get(new, ctx)
+            count += 1
+    return count
+
+
+def check_openmpi(module: ir.Module) -> None:
+    """Refuse what 22.1.8 lowers wrongly for Open MPI: `MPI_Comm_split` (its communicator, a
+    pointer in Open MPI's ABI, is truncated to i32: a segfault). Collectives over the whole grid
+    use MPI_COMM_WORLD and do not split; device groups (part of a grid) do."""
+    if collect_ops(module.operation, lambda o: o.name == "mpi.comm_split"):
+        raise PartitionError(
+            "with Open MPI, collectives over device groups need MPI_Comm_split, whose MLIR 22.1.8 lowering "
+            "truncates Open MPI's communicator (a crash): run this model under MPICH"
+        )

@@ -49,6 +49,7 @@ __all__ = [
     "hoist_constants",
     "first_dynamic_value",
     "partition_for_rank",
+    "partition_in_context",
     "strip_sharding",
     "pin_boundary",
     "process_index",
@@ -322,14 +323,15 @@ def partition_for_rank(module: ir.Module, rank: int) -> ir.Module:
     return partitioned
 
 
-def _partition_in_context(module: ir.Module, rank: int, grids: dict[str, tuple[int, ...]]) -> None:
+def partition_in_context(module: ir.Module, rank: int, grids: dict[str, tuple[int, ...]]) -> None:
+    """Steps 1-4 in this process (the partition worker's body; `partition_for_rank` isolates it)."""
     with module.context, ir.Location.unknown():
         _partition(module, rank, grids)
 
 
 def _isolated(module: ir.Module, rank: int) -> ir.Module | None:
     """Steps 1-4 on `module` run in a child Python process (`python -m
-    onnxc.targets.distributed.partition IN OUT RANK`, MLIR bytecode both ways); the result parsed
+    onnxc.targets.distributed.partition_worker IN OUT RANK`, MLIR bytecode both ways); the result parsed
     back into a new context (see `partition_for_rank`), or None when the child was killed by a
     signal.
 
@@ -348,7 +350,7 @@ def _isolated(module: ir.Module, rank: int) -> ir.Module | None:
             module.operation.write_bytecode(f)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "PMIX_", "HYDRA_", "MPIR_"))}
         r = subprocess.run(
-            [sys.executable, "-m", "onnxc.targets.distributed.partition", source, target, str(rank)],
+            [sys.executable, "-m", "onnxc.targets.distributed.partition_worker", source, target, str(rank)],
             capture_output=True, text=True, env=env,
         )  # fmt: skip
         if r.returncode < 0:
@@ -363,19 +365,6 @@ def _isolated(module: ir.Module, rank: int) -> ir.Module | None:
     context = ir.Context()
     context.allow_unregistered_dialects = True
     return ir.Module.parse(data, context=context)
-
-
-def _worker(argv: list[str]) -> int:
-    """The child of `_isolated`: partition IN for RANK, write OUT."""
-    source, target, rank = argv[0], argv[1], int(argv[2])
-    with ir.Context() as context:
-        context.allow_unregistered_dialects = True
-        with open(source, "rb") as f:
-            module = ir.Module.parse(f.read())
-        _partition_in_context(module, rank, grid_shapes(module))
-        with open(target, "wb") as f:
-            module.operation.write_bytecode(f)
-    return 0
 
 
 def first_dynamic_value(module: ir.Module) -> str | None:
@@ -421,8 +410,3 @@ def _partition(module: ir.Module, rank: int, grids: dict[str, tuple[int, ...]]) 
     _run(module, "canonicalize,cse", "cleanup after partition")
     return grids
 
-
-if __name__ == "__main__":
-    import sys
-
-    sys.exit(_worker(sys.argv[1:]))

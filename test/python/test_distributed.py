@@ -26,6 +26,7 @@ from onnx import numpy_helper as nh
 from onnx.reference import ReferenceEvaluator
 
 import onnxc
+from onnxc.errors import OnnxcError
 from onnxc.targets.distributed import DistributedError, lower_distributed, mpi_world
 from onnxc.tools.shard import CONFIGURATION, ShardError, sharding_spec, tensor_parallel
 from onnxc.transforms.onnx_to_shard import ShardingIgnoredWarning
@@ -226,6 +227,18 @@ def test_partitioned_ir_has_local_shards_and_one_all_reduce() -> None:
     assert "llvm.call @MPI_Allreduce" in llvm and "MPI_Comm_split" not in llvm
 
 
+def test_openmpi_lowering_is_patched_and_group_splits_refused() -> None:
+    """22.1.8's Open MPI lowering names the reduction `ompi_mpi_sum`; libmpi exports
+    `ompi_mpi_op_sum` (ran under Open MPI 5.0.11's mpirun: MLP, attention and pipeline equal
+    onnx.reference). Its comm_split truncates Open MPI's pointer communicator: refused."""
+    model, _ = tensor_parallel(mlp(), 2)
+    llvm = str(lower_distributed(model, 0, 2, stage="llvm", mpi="OpenMPI"))
+    assert "llvm.mlir.addressof @ompi_mpi_op_sum" in llvm and "@ompi_mpi_sum" not in llvm
+    assert "llvm.mlir.addressof @ompi_mpi_comm_world" in llvm
+    with pytest.raises(OnnxcError, match="Open MPI.*MPI_Comm_split"):
+        lower_distributed(grouped_mlp(), 0, 4, stage="llvm", mpi="OpenMPI")
+
+
 def test_outside_mpi_an_annotated_model_runs_on_one_device() -> None:
     model, _ = tensor_parallel(attention(), 2)
     x = np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)
@@ -295,9 +308,9 @@ def _split_then(op: onnx.NodeProto, output: onnx.ValueInfoProto) -> onnx.ModelPr
     return model
 
 
-def test_device_groups_partition_over_a_2x2_grid() -> None:
-    """4 devices in groups {0: [0, 1], 1: [2, 3]}: the MLP splits over the 2 groups (grid axis 0)
-    and is replicated inside each; rank 3 (group 1) holds W1[:, 8:16] and W2[8:16, :]."""
+def grouped_mlp() -> onnx.ModelProto:
+    """The MLP on 4 devices in groups {0: [0, 1], 1: [2, 3]}: split over the 2 groups (grid axis 0
+    of a 2x2 grid), replicated inside each."""
     model = mlp()
     groups = [onnx.IntIntListEntryProto(key=0, value=[0, 1]), onnx.IntIntListEntryProto(key=1, value=[2, 3])]
     specs = [sharding_spec("W1", 2, 1, 16), sharding_spec("W2", 2, 0, 16)]
@@ -307,6 +320,12 @@ def test_device_groups_partition_over_a_2x2_grid() -> None:
     model.graph.node[3].device_configurations.append(onnx.NodeDeviceConfigurationProto(configuration_id="g", sharding_spec=[specs[1], sharding_spec("Y", 4)]))
     model.configuration.append(onnx.DeviceConfigurationProto(name="g", num_devices=4))
     model.ir_version = 11
+    return model
+
+
+def test_device_groups_partition_over_a_2x2_grid() -> None:
+    """Rank 3 (group 1) holds W1[:, 8:16], B1[8:16] and W2[8:16, :] (also ran under mpirun -n 4)."""
+    model = grouped_mlp()
     module = lower_distributed(model, 3, 4, stage="partition")
     text = str(module)
     assert "shard.grid @grid_g(shape = 2x2)" in text and "grid_axes = [0]" in text and text.count("shard.all_reduce") == 1
