@@ -108,7 +108,8 @@ def _mpi_library() -> str:
         from mpi4py import MPI  # importing initializes MPI
     except ImportError as e:
         raise DistributedError(
-            f"running a multi-device model under MPI needs mpi4py (pip install 'onnxc[mpi]') and an MPI library: {e}"
+            f"running a multi-device model under MPI needs mpi4py (pip install 'onnxc[mpi]') and an MPI library "
+            f"(on Debian, tools/install_system_deps.sh installs MPICH and the libmpi.so.12 name mpi4py loads): {e}"
         ) from None
     from onnxc.targets.cpu.jit import _load_global
 
