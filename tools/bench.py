@@ -87,7 +87,7 @@ class StageTime:
 
 
 def _load_runtimes(options: Any) -> list[str]:
-    """Load the runtime libraries code compiled with ``options`` calls into (MLIR's async runtime
+    """Load the runtime libraries code compiled with ``options`` calls into (the thread runtime
     for threaded code) into the process with RTLD_GLOBAL, as the JIT does, and return the ones
     to hand to an ExecutionEngine."""
     import ctypes

@@ -162,7 +162,7 @@ def compile_aot(
         stub = os.path.join(tmp, "entry.c")
         Path(stub).write_text(_stub_source(sig, metadata))
         tmp_lib = os.path.join(tmp, out.name)
-        # Threaded code calls MLIR's async runtime: link it, and find it again at load time.
+        # Threaded code calls the thread runtime (threads.py): link it, find it again at load time.
         from .pipeline import runtime_libraries as cpu_runtime_libraries
 
         runtime = cpu_runtime_libraries(options)

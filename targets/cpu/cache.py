@@ -184,7 +184,7 @@ class ModelCache:
 
     def store(self, key: str, function: Any, options: Any = None) -> Path | None:
         """Write the JIT's code of ``function`` (a ``CompiledFunction`` compiled with ``options``)
-        as ``<key>.so``, linked with the runtime libraries that code calls (MLIR's async runtime
+        as ``<key>.so``, linked with the runtime libraries that code calls (the thread runtime
         for threaded code); None when it cannot be stored (no C compiler, a refused link): the
         cache is an optimisation."""
         from .aot import _METADATA_VERSION, _stub_source, find_cc

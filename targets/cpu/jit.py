@@ -166,8 +166,8 @@ def compile_module(
     run_pipeline(lowered, cpu_pipeline_text(options), instrumentation=instrumentation, reraise=True)
     with lowered.context:
         libs = list(runtime_libraries() if shared_libs is None else shared_libs)
-        # MLIR's async runtime (threaded code) is loaded into the process once, not handed to
-        # the engine: an engine calls the library's `__mlir_execution_engine_destroy` when it
+        # The thread runtime (threads.py: libiomp5, or MLIR's async runtime) is loaded into the
+        # process once, not handed to the engine: an engine calls the library's `__mlir_execution_engine_destroy` when it
         # dies, which resets the runtime another live engine is using (a segfault at its next
         # call). Loaded globally, the JIT resolves its symbols and the runtime starts lazily.
         for lib in cpu_runtime_libraries(options):

@@ -8,8 +8,8 @@ driver (`onnxc.transforms.pipeline`). They are registered by `onnxc.targets` (TA
 Options: every pass takes the fields of `CpuPipelineOptions` as its options, spelled with dashes
 (`cpu-to-vector{vectorize=false matmul-tile={8,16,1}}`), parsed by the fields' types. The options
 are those of the dataclass itself, not a copy, so a field added to `CpuPipelineOptions` is an
-option of the passes at once. `cpu-bufferize` and `cpu-to-llvm` accept the options and do not use
-them yet (their stage functions take none); a stage that grows options passes `self.cpu` on.
+option of the passes at once. `cpu-bufferize` accepts the options and does not use them yet (its
+stage function takes none); `cpu-to-vector` and `cpu-to-llvm` pass `self.cpu` on.
 """
 
 from __future__ import annotations
@@ -99,9 +99,10 @@ class CpuToLLVMPass(_CpuStagePass):
     """Lower vector/memref/math/arith/scf/cf/func to the LLVM dialect (C interfaces marked)."""
 
     name = "cpu-to-llvm"
+    uses_options = True  # threads and thread_runtime pick how threaded loops are lowered
 
     def run(self, module: ir.Operation) -> None:
-        cpu_pipeline.lower_to_llvm(_module(module))
+        cpu_pipeline.lower_to_llvm(_module(module), self.cpu)
 
 
 #: Stage name (`--emit`) -> the pass that produces it, in pipeline order.

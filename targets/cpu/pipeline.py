@@ -51,6 +51,7 @@ from onnxc.errors import OnnxcError
 
 from .data_tiling import PACKED_OPS, pack_contractions, plan_packed
 from .isa import CpuFeatures, host_cpu
+from .threads import ASYNC_PIPELINE, THREAD_RUNTIMES, forall_pipeline, openmp_library, runtime_libraries_for
 from .tiles import matmul_tile
 
 __all__ = [
@@ -100,8 +101,12 @@ class CpuPipelineOptions:
     matmul_tile: an (m, n, k) register tile overriding the ISA table for contractions that
         are not data-tiled (other element types, data_tiling=False); empty: the table's.
     threads: worker threads of the generated code (default: the host's cores; 1: none). The
-        outer parallel tiles of packed contractions become ``scf.forall`` loops, run through
-        MLIR's async runtime (``runtime_libraries`` names the library the JIT must load).
+        outer parallel tiles of large ops become ``scf.forall`` loops with one iteration per
+        thread, run by ``thread_runtime`` (``runtime_libraries`` names the library the JIT
+        must load and an AOT library links).
+    thread_runtime: what runs the threaded loops (``threads.py``): ``openmp`` (LLVM's OpenMP
+        runtime, libiomp5 from the ``intel-openmp`` package), ``async`` (MLIR's async runtime) or
+        ``auto``, the default: OpenMP where it is installed, else the async runtime.
     data_tiling: f32 matmuls/batch matmuls go through pack -> mmt4d -> unpack with the ISA's
         register tile (``data_tiling.py``); constant weights are packed at compile time.
     max_sequential_reduction: a floating-point contraction whose (single, static) reduction is
@@ -122,6 +127,7 @@ class CpuPipelineOptions:
     data_tiling: bool = True
     matmul_tile: tuple[int, ...] = ()
     threads: int = dataclasses.field(default_factory=lambda: host_cpu().cores)
+    thread_runtime: str = "auto"
     max_sequential_reduction: int = 512
     max_partial_elements: int = 1 << 24
     jit_opt_level: int = 3
@@ -131,6 +137,12 @@ class CpuPipelineOptions:
         CpuFeatures.for_target(self.target_cpu)
         if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1:
             raise CpuPipelineError(f"CPU option threads must be an integer >= 1, got {self.threads!r}")
+        if self.thread_runtime not in THREAD_RUNTIMES:
+            raise CpuPipelineError(
+                f"CPU option thread_runtime must be one of {', '.join(THREAD_RUNTIMES)}, got {self.thread_runtime!r}"
+            )
+        if self.thread_runtime == "openmp" and self.threads > 1 and openmp_library() is None:
+            raise CpuPipelineError("CPU option thread_runtime=openmp needs libiomp5: pip install intel-openmp")
 
     @property
     def cpu(self) -> CpuFeatures:
@@ -165,7 +177,8 @@ BUFFERIZE_PIPELINE: str = (
 #: Everything to the LLVM dialect. Order matters: linalg->loops before vector->scf (loops may
 #: carry vector ops), vector->scf before scf->cf, math->llvm before math->libm (intrinsics
 #: first, library calls for the rest), `expand-strided-metadata` + `lower-affine` before
-#: `finalize-memref-to-llvm`, `convert-ub-to-llvm` because vectorization creates `ub.poison`.
+#: `finalize-memref-to-llvm`, `convert-ub-to-llvm` because vectorization creates `ub.poison`,
+#: `convert-openmp-to-llvm` for the `omp.parallel` regions of OpenMP-threaded code (threads.py).
 LLVM_PIPELINE: str = (
     "builtin.module("
     "func.func(convert-vector-to-scf{full-unroll=true target-rank=1}),"
@@ -178,7 +191,7 @@ LLVM_PIPELINE: str = (
     "convert-vector-to-llvm{vector-contract-lowering=outerproduct},"
     "finalize-memref-to-llvm,"
     "convert-arith-to-llvm,convert-index-to-llvm,convert-cf-to-llvm,"
-    "convert-func-to-llvm,convert-ub-to-llvm,"
+    "convert-func-to-llvm,convert-openmp-to-llvm,convert-ub-to-llvm,"
     "canonicalize,reconcile-unrealized-casts)"
 )
 
@@ -1130,41 +1143,17 @@ def _has_op(module: ir.Module, name: str) -> bool:
     return found
 
 
-#: `scf.forall` (threaded outer tiles) -> MLIR's async runtime: each forall becomes a parallel
-#: loop split into tasks (one per iteration here: the forall already has one per thread; the
-#: worker count only caps the split, and `min-task-size=1` because its default of 1000
-#: iterations kept a 2-iteration forall in one task) run by the runtime's thread pool;
-#: `async-dispatch=false` launches them from the caller in a loop. Runs before the to-LLVM
-#: passes (GUIDE: threads). Measuring threads on a shared machine needs it quiet (or the benchmark
-#: at a real-time priority, `chrt -f`): with other work on the second core, a 2-thread run's tasks
-#: run one after the other and look like no speedup at all.
-ASYNC_PIPELINE: str = (
-    "builtin.module(scf-forall-to-parallel,"
-    "async-parallel-for{async-dispatch=false num-workers=256 min-task-size=1},"
-    "async-to-async-runtime,async-runtime-ref-counting,async-runtime-ref-counting-opt,"
-    "convert-async-to-llvm)"
-)
-
-
 def runtime_libraries(options: CpuPipelineOptions | None = None) -> list[str]:
-    """Shared libraries code compiled with ``options`` calls into: MLIR's async runtime when
-    it may run threads (``threads > 1``); what the JIT/AOT must load or link."""
+    """Shared libraries code compiled with ``options`` calls into: the thread runtime when it
+    may run threads (``threads > 1``, see ``threads.py``); what the JIT/AOT must load or link."""
     opts = options or CpuPipelineOptions()
-    if opts.threads <= 1:
-        return []
-    try:
-        import mlir
-    except ImportError:  # pragma: no cover - the bindings are a dependency
-        return []
-    for base in list(mlir.__path__):
-        lib = os.path.join(base, "lib", "libmlir_async_runtime.so")
-        if os.path.exists(lib):
-            return [lib]
-    return []
+    return runtime_libraries_for(opts.thread_runtime, opts.threads)
 
 
-def lower_to_llvm(module: ir.Module) -> ir.Module:
-    """Stage 3: memref/vector/scf/math/arith/cf/func -> LLVM dialect (C interfaces marked)."""
+def lower_to_llvm(module: ir.Module, options: CpuPipelineOptions | None = None) -> ir.Module:
+    """Stage 3: memref/vector/scf/math/arith/cf/func -> LLVM dialect (C interfaces marked); the
+    threaded loops become calls of ``options.thread_runtime`` (``threads.py``)."""
+    opts = options or CpuPipelineOptions()
     if _has_op(module, "vector.contract"):
         _apply_transform_script(module, _CONTRACTION_LOWERING, "contraction lowering", _TAG)
     _mark_c_interface(module)
@@ -1178,7 +1167,7 @@ def lower_to_llvm(module: ir.Module) -> ir.Module:
     if not verified:
         raise CpuPipelineError("internal error: module does not verify after i1 widening")
     if _has_op(module, "scf.forall"):
-        _run(module, ASYNC_PIPELINE, "async")
+        _run(module, forall_pipeline(opts.thread_runtime, opts.threads), "threads")
     _run(module, LLVM_PIPELINE, "llvm")
     return module
 
@@ -1194,7 +1183,7 @@ def lower_module(
     steps: Sequence[tuple[str, Callable[[ir.Module], ir.Module]]] = (
         ("vector", lambda m: lower_to_vector(m, options)),
         ("bufferize", bufferize),
-        ("llvm", lower_to_llvm),
+        ("llvm", lambda m: lower_to_llvm(m, options)),
     )
     for name, fn in steps:
         fn(module)

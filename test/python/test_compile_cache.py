@@ -121,7 +121,7 @@ def test_broken_entry_is_recompiled(tmp_path: Path) -> None:
 
 
 def test_threaded_entry_loads_in_a_fresh_process(tmp_path: Path) -> None:
-    """Code compiled for 2 threads calls MLIR's async runtime: the stored library links it, so a
+    """Code compiled for 2 threads calls the thread runtime (libiomp5): the stored library links it, so a
     process that has not loaded it (no JIT ran there) still gets a hit that runs correctly."""
     import subprocess
     import sys

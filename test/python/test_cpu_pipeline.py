@@ -243,8 +243,45 @@ def test_two_threads_equal_one(m: int | str) -> None:
     np.testing.assert_allclose(two, _reference(model, {"a": a}), rtol=1e-3, atol=1e-4)
 
 
+@pytest.mark.parametrize("runtime", ["openmp", "async"])
+def test_thread_runtimes_give_the_one_thread_results(runtime: str) -> None:
+    """Both thread runtimes run the forall loops (OpenMP: an omp.parallel region, libiomp5;
+    async: MLIR's async runtime) and match one thread bit for bit;
+    the libraries the JIT loads are the runtime's."""
+    import onnxc
+    from onnxc.targets.cpu.pipeline import runtime_libraries
+    from onnxc.targets.cpu.threads import async_runtime_library, openmp_library
+
+    opts = CpuPipelineOptions(threads=2, thread_runtime=runtime)
+    lib = openmp_library() if runtime == "openmp" else async_runtime_library()
+    assert lib is not None, f"{runtime}: its runtime library is installed by the project's dependencies"
+    assert runtime_libraries(opts) == [lib]
+    assert runtime_libraries(CpuPipelineOptions(threads=1, thread_runtime=runtime)) == []
+    k, n = 300, 200
+    w = RNG.standard_normal((k, n)).astype(np.float32)
+    model = _matmul_model(64, k, n, w)
+    from onnxc.compiler import lower
+
+    llvm_ir = str(lower(model, "llvm", options=opts))
+    # omp.parallel stays an op of the LLVM-dialect module: LLVM IR translation emits its
+    # __kmpc_fork_call.
+    assert ("omp.parallel" in llvm_ir) == (runtime == "openmp")
+    assert ("mlirAsyncRuntimeExecute" in llvm_ir) == (runtime == "async")
+    a = RNG.standard_normal((64, k)).astype(np.float32)
+    (one,) = onnxc.compile(model, cpu_options=CpuPipelineOptions(threads=1))(a)
+    (two,) = onnxc.compile(model, cpu_options=opts)(a)
+    np.testing.assert_array_equal(one, two)
+
+
+def test_thread_runtime_option_is_validated() -> None:
+    from onnxc.errors import OnnxcError
+
+    with pytest.raises(OnnxcError, match="thread_runtime must be one of auto, openmp, async"):
+        CpuPipelineOptions(thread_runtime="tbb")
+
+
 def test_threaded_aot_library_runs(tmp_path) -> None:
-    """A threaded library links MLIR's async runtime and runs without MLIR loaded."""
+    """A threaded library links the thread runtime and runs without MLIR loaded."""
     from onnxc.compiler import lower
     from onnxc.targets.cpu import compile_aot, load_library
 

@@ -68,7 +68,7 @@ def lowered(model: onnx.ModelProto, max_ops: int | None) -> tuple[ir.Module, int
 
 def run(module: ir.Module, x: np.ndarray) -> np.ndarray:
     sig = jit.select_entry(module, None)
-    # Threaded code (the default options use every core) calls MLIR's async runtime: loaded
+    # Threaded code (the default options use every core) calls the thread runtime: loaded
     # into the process globally, as the JIT does.
     for lib in runtime_libraries(CpuPipelineOptions()):
         ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)

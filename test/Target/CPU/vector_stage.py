@@ -70,17 +70,28 @@ with ir.Context():
     # CHECK: llvm.intr.masked.load
     # CHECK-NOT: builtin.unrealized_conversion_cast
 
-# Two threads: the packed matmul's row panels are split by an scf.forall, which becomes tasks
-# of MLIR's async runtime.
-with ir.Context():
-    m = ir.Module.parse(SRC)
-    lower_to_vector(m, CpuPipelineOptions(target_cpu="x86-64-v4", threads=2))
-    print(m)
-    # CHECK-LABEL: func.func @mm
-    # CHECK: scf.forall (%{{.*}}) in (2)
-    # CHECK: vector.contract
-    # CHECK: scf.forall.in_parallel
-    bufferize(m)
-    lower_to_llvm(m)
-    print(m)
-    # CHECK: llvm.call @mlirAsyncRuntime
+# Two threads: the packed matmul's row panels are split by an scf.forall, which becomes an
+# omp.parallel region of OpenMP (the default thread runtime where libiomp5 is installed, as the
+# project's dependencies do) or tasks of MLIR's async runtime.
+for runtime in ("openmp", "async"):
+    with ir.Context():
+        m = ir.Module.parse(SRC)
+        opts = CpuPipelineOptions(target_cpu="x86-64-v4", threads=2, thread_runtime=runtime)
+        lower_to_vector(m, opts)
+        print(m)
+        bufferize(m)
+        lower_to_llvm(m, opts)
+        print(m)
+# CHECK-LABEL: func.func @mm
+# CHECK: scf.forall (%{{.*}}) in (2)
+# CHECK: vector.contract
+# CHECK: scf.forall.in_parallel
+# CHECK-LABEL: llvm.func @mm(
+# CHECK: omp.parallel num_threads
+# CHECK: omp.wsloop
+# CHECK-NOT: mlirAsyncRuntime
+# CHECK-LABEL: func.func @mm
+# CHECK: scf.forall (%{{.*}}) in (2)
+# CHECK-LABEL: llvm.func @mm(
+# CHECK-NOT: omp.parallel
+# CHECK: llvm.call @mlirAsyncRuntime
