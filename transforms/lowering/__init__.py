@@ -39,6 +39,9 @@ FAMILIES = (
     "spectral",
     "random",
     "data_dependent",
+    "attention_recurrent",
+    "tensor_scatter",
+    "det",
 )
 
 
