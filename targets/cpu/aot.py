@@ -220,6 +220,9 @@ def load_library(path: str | os.PathLike[str]) -> AotFunction:
     p = Path(path)
     if not p.exists():
         raise CpuTargetError(f"{p}: no such library")
+    from .threads import configure_openmp
+
+    configure_openmp()  # a threaded library brings libiomp5 in with it
     lib = ctypes.CDLL(str(p.resolve()))
     try:
         # `onnxc_metadata` is a char array: its symbol address is the string itself.

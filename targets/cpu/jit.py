@@ -43,6 +43,9 @@ _GLOBAL_LIBRARIES: dict[str, ctypes.CDLL] = {}
 def _load_global(path: str) -> None:
     """dlopen ``path`` with RTLD_GLOBAL once per process (its symbols serve every JIT engine)."""
     if path not in _GLOBAL_LIBRARIES:
+        from .threads import configure_openmp
+
+        configure_openmp()  # before libiomp5's first parallel region reads it
         _GLOBAL_LIBRARIES[path] = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
 
 

@@ -18,8 +18,9 @@ about a microsecond. The async runtime's pool sleeps on a condition variable: ev
 two futex wake-ups, tens of microseconds in a VM, and a network of small ops (ShuffleNet,
 SqueezeNet, MobileNetV2) ran slower on 2 threads than on 1 (measured, bench/models.py, AVX-512
 EPYC: ShuffleNet 13.6 ms on 1 thread, 24.9 on 2 with the async runtime). The price is the spin:
-after a run the workers keep a core busy for up to ``KMP_BLOCKTIME`` (set ``KMP_BLOCKTIME=0`` to
-give it back at once, as onnxruntime's ``allow_spinning=0`` does).
+after a run the workers keep a core busy for up to ``KMP_BLOCKTIME`` (``KMP_BLOCKTIME=0``
+give it back at once, as onnxruntime's ``allow_spinning=0`` does); onnxc sets 20 ms unless the
+user set it (``DEFAULT_BLOCKTIME_MS``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ __all__ = [
     "resolve_thread_runtime",
     "forall_pipeline",
     "runtime_libraries_for",
+    "configure_openmp",
+    "DEFAULT_BLOCKTIME_MS",
 ]
 
 #: Values of ``CpuPipelineOptions.thread_runtime``.
@@ -105,6 +108,21 @@ def forall_pipeline(runtime: str, threads: int) -> str:
     if resolve_thread_runtime(runtime) == "openmp":
         return f"builtin.module(scf-forall-to-parallel,convert-scf-to-openmp{{num-threads={int(threads)}}})"
     return ASYNC_PIPELINE
+
+
+#: How long (ms) OpenMP's idle workers spin before they sleep, unless ``KMP_BLOCKTIME`` is set.
+#: libiomp5's own default, 200 ms, keeps a core busy for a fifth of a second after every run (a
+#: test suite or a server that runs one request now and then pays it each time); the ops of one
+#: run are microseconds apart and back-to-back runs a few tens of microseconds, so 20 ms keeps
+#: the workers awake through a run and between runs of a loop.
+DEFAULT_BLOCKTIME_MS: int = 20
+
+
+def configure_openmp() -> None:
+    """Set ``KMP_BLOCKTIME`` to ``DEFAULT_BLOCKTIME_MS`` when the user has not set it. libiomp5
+    reads it when it initializes (its first parallel region), so call this before running code
+    that uses it (the JIT and the AOT loader do)."""
+    os.environ.setdefault("KMP_BLOCKTIME", str(DEFAULT_BLOCKTIME_MS))
 
 
 def runtime_libraries_for(runtime: str, threads: int) -> list[str]:
