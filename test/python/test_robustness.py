@@ -493,3 +493,32 @@ def test_dft_17_axis_attribute_survives_the_upgrade(axis: int) -> None:
     axis=0 into 1 (`int(axis or 1)`): a transform along another axis, a silent wrong answer."""
     m = _model([h.make_node("DFT", ["x"], ["y"], axis=axis)], [_f("x", [2, 3, 1])], ["y"], opset=19)
     _check_against_reference(m, {"x": np.arange(6, dtype=np.float32).reshape(2, 3, 1)})
+
+
+def test_out_of_range_indices_stay_in_bounds(tmp_path: Path) -> None:
+    """Found by the compile fuzzer: ScatterElements with indices out of range (invalid input: onnx.reference
+    raises) wrote past its buffer and the process aborted (heap corruption); Gather read past its data.
+    Run in a child: it must exit normally, and valid (negative) indices still give the reference's answer."""
+    nodes = [h.make_node("ScatterElements", ["d", "i", "u"], ["s"], axis=0), h.make_node("Gather", ["d", "j"], ["g"], axis=1),
+             h.make_node("GatherND", ["d", "k"], ["n"])]  # fmt: skip
+    ins = [_f("d", [2, 5]), h.make_tensor_value_info("i", T.INT64, [1, 2]), _f("u", [1, 2]), h.make_tensor_value_info("j", T.INT64, [3]),
+           h.make_tensor_value_info("k", T.INT64, [2, 2])]  # fmt: skip
+    m = _model(nodes, ins, ["s", "g", "n"])
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    code = textwrap.dedent(
+        f"""
+        import numpy as np, onnxc
+        c = onnxc.compile({str(path)!r})
+        d, u = np.ones((2, 5), np.float32), np.ones((1, 2), np.float32)
+        for big in (7, -9, 10**9, -(10**12)):
+            c(d=d, i=np.array([[big, 1]]), u=u, j=np.array([big, 0, -1]), k=np.array([[big, 0], [1, big]]))
+        print("done")
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "done" in r.stdout, (r.returncode, r.stderr[-2000:])
+    rng = np.random.default_rng(8)
+    feeds = {"d": rng.standard_normal((2, 5)).astype(np.float32), "i": np.array([[-1, 1]]), "u": np.ones((1, 2), np.float32),
+             "j": np.array([-5, 4, -1]), "k": np.array([[-2, 4], [1, -5]])}  # fmt: skip
+    _check_against_reference(m, feeds)

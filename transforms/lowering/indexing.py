@@ -51,6 +51,18 @@ def _wrap(i: ir.Value, size: Dim) -> ir.Value:
     return arith.select(neg, arith.addi(i, dim_value(size)), i)
 
 
+def _in_bounds(i: ir.Value, size: Dim) -> ir.Value:
+    """A possibly negative index made non-negative, then clamped into [0, size - 1].
+
+    An index out of range is invalid input (onnx.reference raises), but the CPU code has no
+    channel to report it at run time; unclamped, Scatter* wrote past its buffer and corrupted the
+    heap (compile fuzzer: ScatterElements with axis -2 aborted the process) and GatherND read past
+    it. Clamped, every access stays in bounds; valid indices are unchanged. (OneHot keeps `_wrap`:
+    an index out of range is all off values there, by the spec.)"""
+    last = arith.subi(dim_value(size), const_index(1))
+    return arith.maxsi(arith.minsi(_wrap(i, size), last), const_index(0))
+
+
 # --- Einsum ---------------------------------------------------------------------------------------
 
 
@@ -380,7 +392,7 @@ def lower_gather_nd(node: Node) -> list[ir.Value]:
         coords = lead[:b]
         for j in range(k):
             v = tensor.extract(ind, lead + [const_index(j)])
-            coords.append(_wrap(to_index(v, ielem), dshape[b + j]))
+            coords.append(_in_bounds(to_index(v, ielem), dshape[b + j]))
         coords += [index_of(q - 1 + i) for i in range(len(dshape) - b - k)]
         return [tensor.extract(data, coords)]
 
@@ -457,7 +469,7 @@ def lower_scatter_elements(node: Node) -> list[ir.Value]:
     size = dim(data, axis)
 
     def body(ivs: list[ir.Value], t: ir.Value) -> ir.Value:
-        i = _wrap(to_index(tensor.extract(ind, ivs), ielem), size)
+        i = _in_bounds(to_index(tensor.extract(ind, ivs), ielem), size)
         u = tensor.extract(upd, ivs)
         coords = [i if j == axis else ivs[j] for j in range(r)]
         if reduction != "none":
@@ -488,7 +500,7 @@ def lower_scatter_nd(node: Node) -> list[ir.Value]:
 
     def body(ivs: list[ir.Value], t: ir.Value) -> ir.Value:
         lead = ivs[: q - 1]
-        coords = [_wrap(to_index(tensor.extract(ind, lead + [const_index(j)]), ielem), dshape[j]) for j in range(k)]
+        coords = [_in_bounds(to_index(tensor.extract(ind, lead + [const_index(j)]), ielem), dshape[j]) for j in range(k)]
         coords += ivs[q - 1 :]
         u = tensor.extract(upd, ivs)
         if reduction != "none":

@@ -637,12 +637,15 @@ def lower_slice(node: Node) -> list[ir.Value]:
 
 
 def _wrap_index(v: ir.Value, onnx_elem: ir.Type, size: Dim) -> ir.Value:
-    """An index scalar, made non-negative by adding `size` when negative."""
+    """An index scalar, made non-negative by adding `size` when negative, then clamped into
+    [0, size - 1]: an index out of range is invalid input (onnx.reference raises) that the CPU code
+    cannot report at run time, and an unclamped one read past the data (SIGSEGV for a large one)."""
     i = to_index(v, onnx_elem)
-    if is_unsigned(onnx_elem):
-        return i
-    neg = arith.cmpi(arith.CmpIPredicate.slt, i, const_index(0))
-    return arith.select(neg, arith.addi(i, dim_value(size)), i)
+    last = arith.subi(dim_value(size), const_index(1))
+    if not is_unsigned(onnx_elem):
+        neg = arith.cmpi(arith.CmpIPredicate.slt, i, const_index(0))
+        i = arith.select(neg, arith.addi(i, dim_value(size)), i)
+    return arith.maxsi(arith.minsi(i, last), const_index(0))
 
 
 @lowers("Gather")
