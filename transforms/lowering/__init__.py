@@ -42,6 +42,7 @@ FAMILIES = (
     "attention_recurrent",
     "tensor_scatter",
     "det",
+    "max_unpool",
 )
 
 
