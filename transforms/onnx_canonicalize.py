@@ -18,7 +18,7 @@ What it does, in this order:
    when not training (no `training_mode` input, or a constant false one; Dropout-1/6 with
    `is_test = 1`; a used mask output becomes a constant-true ConstantOfShape); Cast to the input's
    own type (not a saturating float8 cast); Transpose by the identity permutation; Reshape,
-   Expand, Squeeze, Unsqueeze and Flatten whose static input type equals the output type.
+   Expand, Squeeze and Flatten whose static input type equals the output type.
 3. **Sharing**: one `onnx.none` per function, at the start of its body; identical constants in a
    block become one.
 4. **Dead code**: ONNX ops none of whose results is used are erased (innermost first, so whole
@@ -181,7 +181,10 @@ def _remove_noop(op: ir.Operation) -> int:
         if perm is None and shape is not None and len(shape) <= 1:
             return _forward(op, src)
         return 0
-    if t in ("Reshape", "Expand", "Squeeze", "Unsqueeze", "Flatten"):
+    if t in ("Reshape", "Expand", "Squeeze", "Flatten"):
+        # Not Unsqueeze: it always adds dims, so equal types mean a declared result type that
+        # contradicts the op (the compile fuzzer: a rank-4 input whose Unsqueeze was declared rank
+        # 4 returned the input); the lowering refuses it instead of forwarding it.
         if _static_equal(src.type, op.results[0].type):
             return _forward(op, src)
     return 0

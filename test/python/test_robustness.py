@@ -522,3 +522,15 @@ def test_out_of_range_indices_stay_in_bounds(tmp_path: Path) -> None:
     feeds = {"d": rng.standard_normal((2, 5)).astype(np.float32), "i": np.array([[-1, 1]]), "u": np.ones((1, 2), np.float32),
              "j": np.array([-5, 4, -1]), "k": np.array([[-2, 4], [1, -5]])}  # fmt: skip
     _check_against_reference(m, feeds)
+
+
+def test_unsqueeze_declared_as_its_input_type_is_refused() -> None:
+    """Found by the compile fuzzer: an input reshaped to rank 4 whose Unsqueeze (run-time axes) kept the
+    declared rank-4 output was removed as a no-op (equal types) and returned the input: (1, 3, 4, 5)
+    where the model computes (1, 1, 3, 4, 5). Unsqueeze always adds dims: the lowering refuses it."""
+    g = h.make_graph(
+        [h.make_node("Unsqueeze", ["x", "axes"], ["y"], name="un")], "g",
+        [_f("x", [1, 3, 4, 5]), h.make_tensor_value_info("axes", T.INT64, [1])], [_f("y", [1, 3, 4, 5])],
+    )  # fmt: skip
+    with pytest.raises(OnnxcError, match=r"node 'un': lowering produced tensor<.*> for result 0 declared tensor<1x3x4x5xf32>"):
+        onnxc.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]))
