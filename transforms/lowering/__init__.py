@@ -43,6 +43,7 @@ FAMILIES = (
     "tensor_scatter",
     "det",
     "max_unpool",
+    "roi_align",
 )
 
 
