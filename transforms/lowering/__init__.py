@@ -44,6 +44,7 @@ FAMILIES = (
     "det",
     "max_unpool",
     "roi_align",
+    "deform_conv",
 )
 
 
