@@ -534,3 +534,11 @@ def test_unsqueeze_declared_as_its_input_type_is_refused() -> None:
     )  # fmt: skip
     with pytest.raises(OnnxcError, match=r"node 'un': lowering produced tensor<.*> for result 0 declared tensor<1x3x4x5xf32>"):
         onnxc.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]))
+
+
+def test_scalar_inputs_of_other_ranks_are_refused() -> None:
+    """DFT's axis and Range's bounds are scalars by the spec; a [1]-shaped axis was read as its element
+    (the compile fuzzer: onnx.reference refuses such a DFT and onnxruntime computes another answer)."""
+    m = _model([h.make_node("DFT", ["x", "", "axis"], ["y"], name="dft")], [_f("x", [1, 4, 1]), h.make_tensor_value_info("axis", T.INT64, [1])], ["y"], opset=20)
+    with pytest.raises(OnnxcError, match="input 'axis' has rank 1; DFT needs rank 0"):
+        onnxc.compile(m)
