@@ -45,6 +45,7 @@ FAMILIES = (
     "max_unpool",
     "roi_align",
     "deform_conv",
+    "audio",
 )
 
 
