@@ -371,36 +371,57 @@ def _check_unsqueeze(node: Node) -> str | None:
 
 @lowers("Unsqueeze", check=_check_unsqueeze)
 def lower_unsqueeze(node: Node) -> list[ir.Value]:
-    """Unsqueeze -> `tensor.expand_shape`. Runtime axes (static count k) select among the
-    C(rank + k, k) static expansions by a bit mask of the axes."""
+    """Unsqueeze -> `tensor.expand_shape`; with run-time axes (static count k), one
+    `tensor.reshape` to a shape computed at run time (`_unsqueeze_runtime`)."""
     x = node.input(0)
     axes = _axes_of(node, 1, 13)
     if axes is not None:
         out_rank = rank_of(x) + len(axes)
         return [expand_unit_dims(x, sorted({normalize_axis(a, out_rank) for a in axes}))]
-    from itertools import combinations
+    return [_unsqueeze_runtime(node, x)]
 
-    from onnxc.transforms.lowering.indexing import select_case
 
+def _unsqueeze_runtime(node: Node, x: ir.Value) -> ir.Value:
+    """Unsqueeze with run-time axes: inserting unit dims keeps the row-major order, so the result
+    is `x` reshaped to a shape computed at run time: output dim p is 1 where an axis names p, else
+    the next input dim. One reshape whatever the rank (one branch per choice of the axes, as
+    before, made C(rank + k, k) nested `scf.if`s: 24 s of bufferization for a rank-3 input and 3
+    axes, exponential beyond; the compile fuzzer timed out on it). Axes out of range or repeated
+    (invalid input) leave fewer than k unit positions: then the shape is [total, 1, ...], which is
+    memory-safe (the CPU code cannot report the error at run time)."""
+    src = shape_of(x)
+    r = len(src)
     k = static_shape(node.onnx_types[1])[0]
     assert k is not None
-    out_rank = rank_of(x) + k
+    out_rank = r + k
+    if out_rank >= 63:
+        raise node.fail(f"Unsqueeze with run-time axes to rank {out_rank} is not lowered")
     i64 = ir.IntegerType.get_signless(64)
+    idx = ir.IndexType.get()
     mask = const_scalar(0, i64)
     for j in range(k):
-        a = _runtime_index(node, 1, j)
-        a = arith.select(arith.cmpi(arith.CmpIPredicate.slt, a, const_index(0)), arith.addi(a, const_index(out_rank)), a)
+        a = _norm_index_rt(_runtime_index(node, 1, j), out_rank)
+        # An axis out of range sets bit out_rank, which no output position reads.
+        inside = arith.andi(arith.cmpi(arith.CmpIPredicate.sge, a, const_index(0)), arith.cmpi(arith.CmpIPredicate.slt, a, const_index(out_rank)))
+        a = arith.select(inside, a, const_index(out_rank))
         mask = arith.ori(mask, arith.shli(const_scalar(1, i64), arith.index_cast(i64, a)))
-    combos = [list(c) for c in combinations(range(out_rank), k)]
-    src = static_shape(x.type)
-    shapes = []
-    for c in combos:
-        it = iter(src)
-        shapes.append([1 if i in c else next(it) for i in range(out_rank)])
-    joined = [s0 if all(sh[i] == s0 for sh in shapes) else None for i, s0 in enumerate(shapes[0])]
-    rtype = tensor_type(joined, elem_of(x.type))
-    keys = [sum(1 << a for a in c) for c in combos]
-    return [select_case(mask, keys, rtype, lambda i: expand_unit_dims(x, combos[i]))]
+    one, zero = const_index(1), const_index(0)
+    units = zero
+    dims: list[ir.Value] = []
+    for p in range(out_rank):
+        bit = arith.index_cast(idx, arith.andi(arith.shrui(mask, const_scalar(p, i64)), const_scalar(1, i64)))
+        j = arith.subi(const_index(p), units)  # the input dim output position p takes when not a unit
+        d: ir.Value = dim_value(src[r - 1]) if r else one
+        for q in range(r - 1):
+            d = arith.select(arith.cmpi(arith.CmpIPredicate.eq, j, const_index(q)), dim_value(src[q]), d)
+        dims.append(arith.select(arith.cmpi(arith.CmpIPredicate.eq, bit, one), one, d))
+        units = arith.addi(units, bit)
+    valid = arith.cmpi(arith.CmpIPredicate.eq, units, const_index(k))
+    total: Dim = 1
+    for d0 in src:
+        total = dim_mul(total, d0)
+    dims = [arith.select(valid, v, dim_value(total) if p == 0 else one) for p, v in enumerate(dims)]
+    return reshape(x, dims)
 
 
 @lowers("Concat")
