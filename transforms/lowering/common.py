@@ -112,6 +112,17 @@ def bitwidth(t: ir.Type) -> int:
     raise LoweringError(f"type {t} has no bit width")
 
 
+def accumulator_type(elem: ir.Type) -> ir.Type:
+    """The type sums and products of `elem` values accumulate in: f32 for floats narrower than
+    32 bits (f16, bf16), `elem` itself otherwise.
+
+    Why: f16 has 11 significant bits and bf16 8, so a long f16/bf16 sum loses the low terms
+    (onnxruntime and the reference accumulate halves in f32 too); the one definition keeps every
+    lowering (MatMul, Conv, pools, reductions, normalizations, softmax) rounding the same way.
+    Integers accumulate in their own type, wrapping as ONNX specifies."""
+    return ir.F32Type.get() if is_float(elem) and bitwidth(elem) < 32 else elem
+
+
 _LOWERABLE_ELEMENTS = ("f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64", "ui8", "ui16", "ui32", "ui64")
 
 

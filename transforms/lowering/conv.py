@@ -38,6 +38,7 @@ from mlir.dialects import arith, linalg
 from onnxc.transforms.lowering.common import (
     Dim,
     Node,
+    accumulator_type,
     affine_map,
     bitwidth,
     collapse_unit_dims,
@@ -155,7 +156,7 @@ def conv_values(node: Node, x: ir.Value, w: ir.Value, bias: ir.Value | None, onn
     """The convolution of lowered x and w (plus bias) with `node`'s Conv attributes, in the
     element type `onnx_elem` (f16/bf16 accumulate in f32)."""
     elem = convert_element(onnx_elem)
-    acc = ir.F32Type.get() if is_float(elem) and bitwidth(elem) < 32 else elem
+    acc = accumulator_type(elem)
     r = rank_of(x)
     k = r - 2
     kernel, strides, dil, lo, hi = _conv_attrs(node, k, xi, wi)  # type: ignore[misc]
@@ -514,7 +515,7 @@ def lower_conv_transpose(node: Node) -> list[ir.Value]:
 
     x, w = node.input(0), node.input(1)
     elem = convert_element(node.in_elem(0))
-    acc = ir.F32Type.get() if is_float(elem) and bitwidth(elem) < 32 else elem
+    acc = accumulator_type(elem)
     r = rank_of(x)
     k = r - 2
     kernel, strides, dil, lo, _hi, outs = _convt_params(node)  # type: ignore[misc]

@@ -20,6 +20,7 @@ from mlir.dialects import arith, math
 
 from onnxc.transforms.lowering.common import (
     Node,
+    accumulator_type,
     bitwidth,
     broadcast_shapes,
     const_scalar,
@@ -474,7 +475,7 @@ def _pow(a: ir.Value, b: ir.Value, s: Scalar, exp_elem: ir.Type) -> ir.Value:
     if s.is_float:
         if is_float(exp_elem):
             w, back, c = _in_f32(s, a)
-            e = convert_scalar(b, exp_elem, ir.F32Type.get() if bitwidth(s.elem) < 32 else s.elem)
+            e = convert_scalar(b, exp_elem, accumulator_type(s.elem))
             return back(math.powf(w, e))
         e = convert_scalar(b, exp_elem, s.elem)
         return math.powf(a, e) if bitwidth(s.elem) >= 32 else _f32_math(lambda w: math.powf(w, arith.extf(ir.F32Type.get(), e)))(a, s)

@@ -15,6 +15,7 @@ from mlir.dialects import arith, linalg
 from onnxc.transforms.lowering.common import (
     Dim,
     Node,
+    accumulator_type,
     affine_map,
     bitwidth,
     broadcast_plan,
@@ -36,10 +37,6 @@ from onnxc.transforms.lowering.common import (
     const_scalar,
     tensor_type,
 )
-
-
-def _acc_type(elem: ir.Type) -> ir.Type:
-    return ir.F32Type.get() if is_float(elem) and bitwidth(elem) < 32 else elem
 
 
 def _mul_add(a: ir.Value, b: ir.Value, acc: ir.Value, onnx_elem: ir.Type, acc_elem: ir.Type) -> ir.Value:
@@ -140,7 +137,7 @@ def _collapsed_batch_matmul(a: ir.Value, b: ir.Value, onnx_elem: ir.Type) -> ir.
 def matmul_values(a: ir.Value, b: ir.Value, onnx_elem: ir.Type, _batch_planned: bool = False) -> ir.Value:
     """numpy.matmul of two lowered tensors (any ranks >= 1, broadcast batch dims)."""
     elem = convert_element(onnx_elem)
-    acc = _acc_type(elem)
+    acc = accumulator_type(elem)
     ra, rb = rank_of(a), rank_of(b)
     sa, sb = static_shape(a.type), static_shape(b.type)
     if not _batch_planned and (None in sa[:-2] or None in sb[:-2]):

@@ -22,6 +22,7 @@ from mlir.dialects import arith, linalg, math
 
 from onnxc.transforms.lowering.common import (
     Node,
+    accumulator_type,
     affine_map,
     bitwidth,
     const_scalar,
@@ -213,7 +214,7 @@ def lower_avg_pool(node: Node) -> list[ir.Value]:
     """AveragePool (sum / count) and LpPool ((sum |x|^p)^(1/p))."""
     x = node.input(0)
     elem = convert_element(node.in_elem(0))
-    acc = ir.F32Type.get() if bitwidth(elem) < 32 else elem
+    acc = accumulator_type(elem)
     kernel, strides, dil, lo, hi, ceil_mode = _pool_attrs(node)  # type: ignore[misc]
     outs, extra = _ceil_extra(x, kernel, strides, dil, lo, hi, ceil_mode)
     hi2 = [h + e for h, e in zip(hi, extra)]
@@ -287,7 +288,7 @@ def lower_global_pool(node: Node) -> list[ir.Value]:
         comb = arith.maximumf if is_float(elem) else (arith.maxui if unsigned else arith.maxsi)
         res = reduce_dims([x], axes, [min_value(elem, unsigned)], [elem], lambda a: [comb(a[1], a[0])])[0]
         return [expand_unit_dims(res, axes)]
-    acc = ir.F32Type.get() if bitwidth(elem) < 32 else elem
+    acc = accumulator_type(elem)
     lp = node.op_type == "GlobalLpPool"
     p = float(node.attr("p", 2)) if lp else 1.0
 

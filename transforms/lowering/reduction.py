@@ -18,6 +18,7 @@ from mlir.dialects import arith, linalg, math
 
 from onnxc.transforms.lowering.common import (
     Node,
+    accumulator_type,
     bitwidth,
     const_scalar,
     convert_element,
@@ -146,7 +147,7 @@ def _reduce_static(node: Node, x: ir.Value, axes: list[int]) -> ir.Value:
     unsigned = is_unsigned(onnx_elem) or str(elem) == "i1"
     fl = is_float(elem)
     # f16/bf16 sums accumulate in f32.
-    acc = ir.F32Type.get() if fl and bitwidth(elem) < 32 and node.op_type not in ("ReduceMax", "ReduceMin") else elem
+    acc = accumulator_type(elem) if node.op_type not in ("ReduceMax", "ReduceMin") else elem
     add = arith.addf if fl else arith.addi
     mul = arith.mulf if fl else arith.muli
     op = node.op_type
@@ -275,7 +276,7 @@ def lower_softmax(node: Node) -> list[ir.Value]:
     """(Log)Softmax: max, exp(x - max), sum, divide (or subtract the log), in f32 for halves."""
     x = node.input(0)
     elem = convert_element(node.in_elem(0))
-    acc = ir.F32Type.get() if bitwidth(elem) < 32 else elem
+    acc = accumulator_type(elem)
     r = rank_of(x)
     axes = _softmax_axes(node, r)
     shape = shape_of(x)
