@@ -40,7 +40,6 @@ from onnxc.transforms.lowering.common import (
     Node,
     accumulator_type,
     affine_map,
-    bitwidth,
     collapse_unit_dims,
     convert_element,
     convert_tensor,

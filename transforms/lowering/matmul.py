@@ -17,7 +17,6 @@ from onnxc.transforms.lowering.common import (
     Node,
     accumulator_type,
     affine_map,
-    bitwidth,
     broadcast_plan,
     broadcast_shapes,
     broadcast_to,

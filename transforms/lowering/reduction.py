@@ -19,7 +19,6 @@ from mlir.dialects import arith, linalg, math
 from onnxc.transforms.lowering.common import (
     Node,
     accumulator_type,
-    bitwidth,
     const_scalar,
     convert_element,
     convert_scalar,
