@@ -566,3 +566,15 @@ def test_unsqueeze_with_run_time_axes_is_one_reshape() -> None:
     for bad in ([0, 0, 1], [9, 0, 1], [-99, 1, 2]):
         (got,) = c(x, np.array(bad))
         assert got.size == x.size
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="targets/cpu (the lead's): 'internal error: module does not verify after i1 widening' for Unique "
+    "sorted=0 of a 1-element input (found by the fuzzer's attribute mutation of test_unique_length_1)",
+)
+def test_unique_unsorted_of_one_element() -> None:
+    node = h.make_node("Unique", ["x"], ["y", "i", "inv", "c"], sorted=0)
+    outs = [h.make_tensor_value_info(n, T.INT64, None) for n in ("y", "i", "inv", "c")]
+    m = h.make_model(h.make_graph([node], "g", [h.make_tensor_value_info("x", T.INT64, [1])], outs), opset_imports=[h.make_opsetid("", 11)])
+    _check_against_reference(m, {"x": np.array([7], np.int64)})
