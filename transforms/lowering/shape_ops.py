@@ -166,7 +166,7 @@ def lower_range(node: Node) -> list[ir.Value]:
         s, lim, d = (scalar_of(node.input(i)) for i in range(3))
         if fl:
             f64 = ir.F64Type.get()
-            w = (lambda v: arith.extf(f64, v) if str(elem) != "f64" else v)  # noqa: E731
+            w = (lambda v: arith.extf(f64, v) if elem != f64 else v)  # noqa: E731
             q = arith.divf(arith.subf(w(lim), w(s)), w(d))
             from mlir.dialects import math
 
@@ -174,7 +174,7 @@ def lower_range(node: Node) -> list[ir.Value]:
         else:
             diff = arith.subi(lim, s)
             cnt = arith.ceildivsi(diff, d)
-            cnt = arith.extsi(I64(), cnt) if str(elem) != "i64" else cnt
+            cnt = arith.extsi(I64(), cnt) if elem != I64() else cnt
         cnt = arith.maxsi(cnt, const_scalar(0, I64()))
         n = arith.index_cast(IDX(), cnt)
     init = empty([n], elem)
@@ -326,8 +326,9 @@ def lower_squeeze(node: Node) -> list[ir.Value]:
 
 
 def _squeeze_runtime(node: Node, x: ir.Value) -> ir.Value:
-    """Squeeze with runtime axes (static count k): one collapse per choice of k squeezable
-    dims, selected by a bit mask of the axes."""
+    """Squeeze with runtime axes (static count k) as a bit mask of the axes: one reshape to a
+    run-time shape (`_squeeze_runtime_reshape`), or to rank 0 one collapse per choice of k
+    squeezable dims selected by the mask."""
     from itertools import combinations
 
     from onnxc.transforms.lowering.indexing import select_case
@@ -341,10 +342,15 @@ def _squeeze_runtime(node: Node, x: ir.Value) -> ir.Value:
     for j in range(k):
         a = _runtime_index(node, 1, j)
         a = arith.select(arith.cmpi(arith.CmpIPredicate.slt, a, const_index(0)), arith.addi(a, const_index(r)), a)
+        # An axis out of range sets bit r, which no dim reads (a shift of 64 or more is poison).
+        inside = arith.andi(arith.cmpi(arith.CmpIPredicate.sge, a, const_index(0)), arith.cmpi(arith.CmpIPredicate.slt, a, const_index(r)))
+        a = arith.select(inside, a, const_index(r))
         mask = arith.ori(mask, arith.shli(const_scalar(1, i64), arith.index_cast(i64, a)))
-    combos = [list(c) for c in combinations(range(r), k) if all(shape[i] in (1, None) for i in c)]
-    if not combos:
+    if sum(d in (1, None) for d in shape) < k:
         raise node.fail("no dims can be squeezed")
+    if r - k > 0:
+        return _squeeze_runtime_reshape(x, mask, k)
+    combos = [list(c) for c in combinations(range(r), k) if all(shape[i] in (1, None) for i in c)]
     shapes = [[d for i, d in enumerate(shape) if i not in c] for c in combos]
     joined = [s0 if all(sh[i] == s0 for sh in shapes) else None for i, s0 in enumerate(shapes[0])]
     rtype = tensor_type(joined, elem_of(x.type))
@@ -358,6 +364,37 @@ def _squeeze_runtime(node: Node, x: ir.Value) -> ir.Value:
 
     keys = [sum(1 << a for a in c) for c in combos]
     return select_case(mask, keys, rtype, build)
+
+
+def _squeeze_runtime_reshape(x: ir.Value, mask: ir.Value, k: int) -> ir.Value:
+    """Squeeze with run-time axes (bit mask `mask`, k of them) to rank > 0: removing unit dims
+    keeps the row-major order, so the result is `x` reshaped to a shape computed at run time
+    (output dim p is the p-th input dim whose bit is clear). One reshape instead of one branch per
+    choice of the squeezable dims (see `_unsqueeze_runtime`). Invalid axes (repeated, out of range,
+    or naming a dim that is not 1) give [total, 1, ...]: memory-safe."""
+    src = shape_of(x)
+    r = len(src)
+    i64 = ir.IntegerType.get_signless(64)
+    idx = ir.IndexType.get()
+    one, zero = const_index(1), const_index(0)
+    out: list[ir.Value] = [one] * (r - k)
+    removed = zero
+    for q in range(r):
+        bit = arith.index_cast(idx, arith.andi(arith.shrui(mask, const_scalar(q, i64)), const_scalar(1, i64)))
+        kept = arith.cmpi(arith.CmpIPredicate.eq, bit, zero)
+        pos = arith.subi(const_index(q), removed)  # the output position of input dim q when kept
+        for p in range(min(q + 1, r - k)):
+            take = arith.andi(kept, arith.cmpi(arith.CmpIPredicate.eq, pos, const_index(p)))
+            out[p] = arith.select(take, dim_value(src[q]), out[p])
+        removed = arith.addi(removed, bit)
+    total: Dim = 1
+    for d in src:
+        total = dim_mul(total, d)
+    count: ir.Value = one
+    for d in out:
+        count = arith.muli(count, d)
+    valid = arith.andi(arith.cmpi(arith.CmpIPredicate.eq, removed, const_index(k)), arith.cmpi(arith.CmpIPredicate.eq, count, dim_value(total)))
+    return reshape(x, [arith.select(valid, v, dim_value(total) if p == 0 else one) for p, v in enumerate(out)])
 
 
 def _check_unsqueeze(node: Node) -> str | None:
