@@ -648,11 +648,11 @@ def _unsqueezed_type(t: ir.Type, axis: int) -> ir.Type:
 def _is_scalar_index(v: ir.Value) -> bool:
     """A rank-0 int32/int64 tensor (a position, as the sequence ops take it)."""
     shape = U.shape_of(v.type)
-    return shape == [] and str(U.element_type_of(v.type)) in ("i32", "i64")
+    return shape == [] and U.element_type_of(v.type) in (ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64))
 
 
 def _scalar_constant(value: int, like: ir.Value) -> ir.Value:
-    dtype = np.int32 if str(U.element_type_of(like.type)) == "i32" else np.int64
+    dtype = np.int32 if U.element_type_of(like.type) == ir.IntegerType.get_signless(32) else np.int64
     const = U.make_constant(np.array(value, dtype=dtype))
     assert const is not None  # int32/int64 scalars always fit an attribute
     return const

@@ -502,7 +502,7 @@ def _dropout_10(s: Step) -> None:
         shape = U.shape_of(old_type)
         bool_type = U.ranked_type(shape, ir.IntegerType.get_signless(1)) if shape is not None else ir.UnrankedTensorType.get(ir.IntegerType.get_signless(1))
         s.result_types[1] = bool_type
-        if str(elem) != "i1" and U.value_used(s.op.results[1]):
+        if elem != ir.IntegerType.get_signless(1) and U.value_used(s.op.results[1]):
             to = onnx.helper.np_dtype_to_tensor_dtype(U.numpy_dtype_of(elem))
 
             def post(new: ir.Operation) -> list[ir.Value]:

@@ -123,15 +123,20 @@ def accumulator_type(elem: ir.Type) -> ir.Type:
     return ir.F32Type.get() if is_float(elem) and bitwidth(elem) < 32 else elem
 
 
-_LOWERABLE_ELEMENTS = ("f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64", "ui8", "ui16", "ui32", "ui64")
-
-
 def element_supported(t: ir.Type) -> bool:
     """Element types the lowering handles (no strings or complex; float8/float4/int4/int2 as
-    bytes, see `minifloat.py`)."""
+    bytes, see `minifloat.py`): f16, bf16, f32, f64, i1 and signless or unsigned 8 to 64 bits."""
     from onnxc.transforms.lowering.minifloat import is_exotic
 
-    return str(t) in _LOWERABLE_ELEMENTS or is_exotic(t)  # includes float8 E8M0
+    if t in (ir.F16Type.get(), ir.BF16Type.get(), ir.F32Type.get(), ir.F64Type.get()):
+        return True
+    if isinstance(t, ir.IntegerType):
+        it = ir.IntegerType(t)
+        if it.is_signless and it.width in (1, 8, 16, 32, 64):
+            return True
+        if it.is_unsigned and it.width in (8, 16, 32, 64):
+            return True
+    return is_exotic(t)  # includes float8 E8M0
 
 
 def convert_element(t: ir.Type) -> ir.Type:
@@ -383,14 +388,14 @@ def const_tensor(array: np.ndarray, elem: ir.Type) -> ir.Value:
     elif isinstance(elem, ir.IntegerType):
         w = ir.IntegerType(elem).width
         attr = ir.DenseElementsAttr.get(array.astype(f"int{w}"), type=elem)
-    elif str(elem) == "bf16":
+    elif elem == ir.BF16Type.get():
         attr = ir.DenseElementsAttr.get(array.astype(np.float32), type=ir.F32Type.get())
         # bf16 arrays: build f32 and truncate at compile time via a splat-free path is not
         # available in Python; use arith.truncf on the constant instead.
         c = arith.constant(attr.type, attr)
         return convert_tensor(c, ir.F32Type.get(), elem)
     else:
-        np_dtype = {"f16": np.float16, "f32": np.float32, "f64": np.float64}[str(elem)]
+        np_dtype = next(d for t, d in ((ir.F16Type.get(), np.float16), (ir.F32Type.get(), np.float32), (ir.F64Type.get(), np.float64)) if elem == t)
         attr = ir.DenseElementsAttr.get(array.astype(np_dtype), type=elem)
     return arith.constant(attr.type, attr)
 
@@ -748,7 +753,7 @@ def convert_scalar(x: ir.Value, src: ir.Type, dst: ir.Type, saturate: bool = Fal
     float8 results."""
     from onnxc.transforms.lowering import minifloat as mf
 
-    if str(src) == str(dst):
+    if src == dst:
         return x
     f32 = ir.F32Type.get()
     i32 = ir.IntegerType.get_signless(32)
@@ -773,7 +778,7 @@ def convert_scalar(x: ir.Value, src: ir.Type, dst: ir.Type, saturate: bool = Fal
             x = arith.extui(ir.IntegerType.get_signless(8), x)
         return mf.i64_to_small_int(x, bits)
     s, d = convert_element(src), convert_element(dst)
-    if str(s) == str(d):
+    if s == d:
         return x
     if is_float(s) and is_float(d):
         if bitwidth(d) > bitwidth(s):
@@ -813,9 +818,9 @@ def _float_same_width(x: ir.Value, s: ir.Type, d: ir.Type) -> ir.Value:
 
 def convert_tensor(v: ir.Value, src: ir.Type, dst: ir.Type, saturate: bool = False) -> ir.Value:
     """Elementwise conversion of a tensor from ONNX element type `src` to `dst`."""
-    if str(src) == str(dst):
+    if src == dst:
         return v
-    if str(convert_element(src)) == str(convert_element(dst)) and not _byte_coded(src) and not _byte_coded(dst):
+    if convert_element(src) == convert_element(dst) and not _byte_coded(src) and not _byte_coded(dst):
         return v
     return elementwise([v], convert_element(dst), lambda x: convert_scalar(x, src, dst, saturate))
 
@@ -828,7 +833,7 @@ def _byte_coded(t: ir.Type) -> bool:
 
 def cast_to_type(v: ir.Value, t: ir.Type) -> ir.Value:
     """`tensor.cast` to a compatible ranked type when types differ (refine or erase static dims)."""
-    if str(v.type) == str(t):
+    if v.type == t:
         return v
     return tensor.cast(t, v)
 
@@ -837,7 +842,7 @@ def compatible(a: ir.Type, b: ir.Type) -> bool:
     """Whether `tensor.cast` may go between two ranked tensor types."""
     if not (is_ranked(a) and is_ranked(b)):
         return False
-    if str(elem_of(a)) != str(elem_of(b)):
+    if elem_of(a) != elem_of(b):
         return False
     sa, sb = static_shape(a), static_shape(b)
     return len(sa) == len(sb) and all(x is None or y is None or x == y for x, y in zip(sa, sb))

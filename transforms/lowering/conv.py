@@ -172,7 +172,7 @@ def conv_values(node: Node, x: ir.Value, w: ir.Value, bias: ir.Value | None, onn
     # Accumulator initialized with the bias (broadcast along channels) or zero.
     if bias is not None:
         b = bias
-        if str(acc) != str(elem):
+        if acc != elem:
             b = convert_tensor(b, elem, acc)
         b_exp = expand_unit_dims(b, [0] + [2 + i for i in range(k)])
         init = elementwise([b_exp], acc, lambda v: v, out_shape=out_shape)
@@ -200,7 +200,7 @@ def conv_values(node: Node, x: ir.Value, w: ir.Value, bias: ir.Value | None, onn
 
     def body(a: list[ir.Value]) -> list[ir.Value]:
         xv, wv, ov = a
-        if str(acc) != str(elem):
+        if acc != elem:
             xv, wv = arith.extf(acc, xv), arith.extf(acc, wv)
         if is_float(acc):
             return [arith.addf(ov, arith.mulf(xv, wv))]
@@ -526,7 +526,7 @@ def lower_conv_transpose(node: Node) -> list[ir.Value]:
     out_shape = [n, g, mg] + outs
     if node.has(2):
         b = node.input(2)
-        if str(acc) != str(elem):
+        if acc != elem:
             b = convert_tensor(b, elem, acc)
         b_view = expand_unit_dims(_split_dim(b, 0, g, mg), [0] + [3 + i for i in range(k)])
         init = elementwise([b_view], acc, lambda v: v, out_shape=out_shape)
@@ -556,7 +556,7 @@ def lower_conv_transpose(node: Node) -> list[ir.Value]:
         ch = arith.addi(arith.muli(index_of(1), dim_value(cg)), index_of(3 + k))
         xv = tensor_d.extract(x, [index_of(0), ch] + coords)
         wv = tensor_d.extract(w, [ch, index_of(2)] + [index_of(4 + k + i) for i in range(k)])
-        if str(acc) != str(elem):
+        if acc != elem:
             xv, wv = arith.extf(acc, xv), arith.extf(acc, wv)
         zero = const_scalar(0.0 if is_float(acc) else 0, acc)
         prod = arith.mulf(xv, wv) if is_float(acc) else arith.muli(xv, wv)

@@ -318,7 +318,7 @@ class Lowering:
             if new is None:
                 raise node.fail(f"result {i} was not produced by the lowering")
             want = convert_type(old.type)
-            if str(elem_of(new.type)) != str(elem_of(want)):
+            if elem_of(new.type) != elem_of(want):
                 raise node.fail(f"lowering produced {new.type} for result {i} declared {old.type}")
             if is_ranked(want):
                 if not compatible(new.type, want):

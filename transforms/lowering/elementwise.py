@@ -631,7 +631,7 @@ def lower_cast(node: Node) -> list[ir.Value]:
 
     src, dst = node.in_elem(0), node.out_elem(0)
     x = node.input(0)
-    if str(src) == str(dst) or (str(convert_element(src)) == str(convert_element(dst)) and not is_exotic(src) and not is_exotic(dst)):
+    if src == dst or (convert_element(src) == convert_element(dst) and not is_exotic(src) and not is_exotic(dst)):
         return [x]
     saturate = bool(int(node.attr("saturate", 1)))
     round_mode = str(node.attr("round_mode", "up"))
@@ -660,11 +660,11 @@ def lower_bitcast(node: Node) -> list[ir.Value]:
     def body(v: ir.Value) -> ir.Value:
         if is_bool(src):
             v = arith.extui(i8, v)
-            return v if str(dst) == "i8" else arith.bitcast(dst, v)
+            return v if dst == i8 else arith.bitcast(dst, v)
         if is_bool(dst):
-            if str(src) != "i8":
+            if src != i8:
                 v = arith.bitcast(i8, v)
             return arith.trunci(dst, v)
-        return v if str(src) == str(dst) else arith.bitcast(dst, v)
+        return v if src == dst else arith.bitcast(dst, v)
 
     return [elementwise([node.input(0)], dst, body)]

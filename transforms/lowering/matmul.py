@@ -40,7 +40,7 @@ from onnxc.transforms.lowering.common import (
 
 def _mul_add(a: ir.Value, b: ir.Value, acc: ir.Value, onnx_elem: ir.Type, acc_elem: ir.Type) -> ir.Value:
     if is_float(acc_elem):
-        if str(a.type) != str(acc_elem):
+        if a.type != acc_elem:
             a = arith.extf(acc_elem, a)
             b = arith.extf(acc_elem, b)
         return arith.addf(acc, arith.mulf(a, b))
@@ -156,7 +156,7 @@ def matmul_values(a: ir.Value, b: ir.Value, onnx_elem: ir.Type, _batch_planned: 
             out = linalg.matmul(a, b, outs=[init])
         else:
             out = linalg.batch_matmul(a, b, outs=[init])
-        return out if str(acc) == str(elem) else convert_tensor(out, acc, elem)
+        return out if acc == elem else convert_tensor(out, acc, elem)
     batch_a = sa[:-2] if ra >= 2 else []
     batch_b = sb[:-2] if rb >= 2 else []
     batch = broadcast_shapes([batch_a, batch_b])
@@ -194,7 +194,7 @@ def matmul_values(a: ir.Value, b: ir.Value, onnx_elem: ir.Type, _batch_planned: 
     init = filled(out_shape, acc, 0)
     iters = ["parallel"] * (loops - 1) + ["reduction"]
     out = generic([a, b], [init], [a_map, b_map, o_map], iters, lambda x: [_mul_add(x[0], x[1], x[2], onnx_elem, acc)])[0]
-    return out if str(acc) == str(elem) else convert_tensor(out, acc, elem)
+    return out if acc == elem else convert_tensor(out, acc, elem)
 
 
 def _check_matmul(node: Node) -> str | None:

@@ -223,13 +223,13 @@ def lower_avg_pool(node: Node) -> list[ir.Value]:
     p = float(node.attr("p", 2)) if lp else 1.0
 
     def pre(v: ir.Value) -> ir.Value:
-        v = arith.extf(acc, v) if str(acc) != str(elem) else v
+        v = arith.extf(acc, v) if acc != elem else v
         if lp:
             a = math.absf(v)
             return arith.mulf(a, a) if p == 2.0 else math.powf(a, const_scalar(p, acc))
         return v
 
-    xw = elementwise([x], acc, pre) if (lp or str(acc) != str(elem)) else x
+    xw = elementwise([x], acc, pre) if (lp or acc != elem) else x
     if len(kernel) == 2 and not lp and acc == elem:
         s = _pool_nhwc(xw, kernel, strides, dil, lo, hi2, outs, 0.0, acc, max_pool=False)
     else:
@@ -263,7 +263,7 @@ def lower_avg_pool(node: Node) -> list[ir.Value]:
 
 
 def _narrow(v: ir.Value, acc: ir.Type, elem: ir.Type) -> ir.Value:
-    return arith.truncf(elem, v) if str(acc) != str(elem) else v
+    return arith.truncf(elem, v) if acc != elem else v
 
 
 def _check_global(node: Node) -> str | None:
@@ -293,7 +293,7 @@ def lower_global_pool(node: Node) -> list[ir.Value]:
     p = float(node.attr("p", 2)) if lp else 1.0
 
     def body(a: list[ir.Value]) -> list[ir.Value]:
-        v = arith.extf(acc, a[0]) if str(acc) != str(elem) else a[0]
+        v = arith.extf(acc, a[0]) if acc != elem else a[0]
         if lp:
             v = math.absf(v)
             v = arith.mulf(v, v) if p == 2.0 else math.powf(v, const_scalar(p, acc))

@@ -74,8 +74,14 @@ PHILOX_W1 = 0xBB67AE85
 PHILOX_ROUNDS = 10
 MASK32 = 0xFFFFFFFF
 
-# Significand bits (with the implicit one) of the float types a uniform is made in.
-_UNIT_BITS = {"f16": 11, "bf16": 8, "f32": 24}
+
+def _unit_bits(elem: ir.Type) -> int | None:
+    """Significand bits (with the implicit one) of the float types a uniform is made in (None
+    for the others); a function because MLIR types exist only inside a context."""
+    for t, bits in ((ir.F16Type.get(), 11), (ir.BF16Type.get(), 8), (ir.F32Type.get(), 24)):
+        if elem == t:
+            return bits
+    return None
 
 
 def philox4x32_round_keys(key: tuple[int, int]) -> list[tuple[int, int]]:
@@ -178,30 +184,29 @@ def element_words(shape: Sequence[Dim], key: tuple[int, int], offset: int) -> li
 
 def _compute_type(elem: ir.Type) -> ir.Type:
     """The float type random values are computed in: f64 for f64 results, else f32."""
-    return ir.F64Type.get() if str(elem) == "f64" else ir.F32Type.get()
+    return ir.F64Type.get() if elem == ir.F64Type.get() else ir.F32Type.get()
 
 
 def unit_float(words: Sequence[ir.Value], elem: ir.Type) -> ir.Value:
     """A uniform float in [0, 1) of type `elem` from random words (one, two for f64): the top
     significand-many bits times 2^-bits, so it is exact and below 1."""
-    name = str(elem)
-    if name == "f64":
+    if elem == ir.F64Type.get():
         i64 = ir.IntegerType.get_signless(64)
         hi = arith.extui(i64, arith.shrui(words[0], _c32(5)))  # 27 bits
         lo = arith.extui(i64, arith.shrui(words[1], _c32(6)))  # 26 bits
         m = arith.ori(arith.shli(hi, const_scalar(26, i64)), lo)
         return arith.mulf(arith.uitofp(elem, m), const_scalar(2.0**-53, elem))
-    bits = _UNIT_BITS.get(name)
+    bits = _unit_bits(elem)
     if bits is None:
         raise ValueError(f"no uniform floats of type {elem}")
     f32 = ir.F32Type.get()
     u = arith.mulf(arith.uitofp(f32, arith.shrui(words[0], _c32(32 - bits))), const_scalar(2.0**-bits, f32))
-    return u if name == "f32" else arith.truncf(elem, u)  # exact: `bits` fit the type
+    return u if elem == f32 else arith.truncf(elem, u)  # exact: `bits` fit the type
 
 
 def standard_normal(words: Sequence[ir.Value], ctype: ir.Type) -> ir.Value:
     """A standard normal of type `ctype` (f32 or f64) by Box-Muller from two uniforms."""
-    per = 2 if str(ctype) == "f64" else 1
+    per = 2 if ctype == ir.F64Type.get() else 1
     u1 = arith.subf(const_scalar(1.0, ctype), unit_float(words[:per], ctype))  # (0, 1]: log is finite
     u2 = unit_float(words[per : 2 * per], ctype)
     radius = mmath.sqrt(arith.mulf(const_scalar(-2.0, ctype), mmath.log(u1)))
@@ -217,7 +222,7 @@ def _to_elem(x: ir.Value, elem: ir.Type) -> ir.Value:
 
 def _check_random(node: Node) -> str | None:
     elem = node.out_elem(0)
-    if not (is_float(elem) and str(elem) in ("f16", "bf16", "f32", "f64")):
+    if elem not in (ir.F16Type.get(), ir.BF16Type.get(), ir.F32Type.get(), ir.F64Type.get()):
         return f"random values of type {elem} are not lowered (float16, bfloat16, float, double)"
     t = node.onnx_result_types[0]
     if node.op_type in ("RandomUniform", "RandomNormal") and not (

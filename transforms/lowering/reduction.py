@@ -27,6 +27,7 @@ from onnxc.transforms.lowering.common import (
     dim_value,
     elementwise,
     expand_unit_dims,
+    is_bool,
     is_float,
     is_unsigned,
     lowers,
@@ -143,7 +144,7 @@ def _reduce_static(node: Node, x: ir.Value, axes: list[int]) -> ir.Value:
     onnx_elem = node.in_elem(0)
     elem = convert_element(onnx_elem)
     # Bools reduce as unsigned bits (max = or, min = and).
-    unsigned = is_unsigned(onnx_elem) or str(elem) == "i1"
+    unsigned = is_unsigned(onnx_elem) or is_bool(elem)
     fl = is_float(elem)
     # f16/bf16 sums accumulate in f32.
     acc = accumulator_type(elem) if node.op_type not in ("ReduceMax", "ReduceMin") else elem
@@ -152,7 +153,7 @@ def _reduce_static(node: Node, x: ir.Value, axes: list[int]) -> ir.Value:
     op = node.op_type
 
     def widen(v: ir.Value) -> ir.Value:
-        return arith.extf(acc, v) if str(acc) != str(elem) else v
+        return arith.extf(acc, v) if acc != elem else v
 
     if op == "ReduceLogSumExp":
         # Stable: max, then log(sum(exp(x - max))) + max (the reference does the same).
@@ -165,7 +166,7 @@ def _reduce_static(node: Node, x: ir.Value, axes: list[int]) -> ir.Value:
         def finish(sv: ir.Value, m: ir.Value) -> ir.Value:
             m2 = arith.select(arith.cmpf(arith.CmpFPredicate.OEQ, m, const_scalar(float("-inf"), elem)), const_scalar(0.0, elem), m)
             res = arith.addf(math.log(sv), widen(m2))
-            return arith.truncf(elem, res) if str(acc) != str(elem) else res
+            return arith.truncf(elem, res) if acc != elem else res
 
         out = elementwise([s, mxw], elem, finish)
         return _keep(node, out, axes)
@@ -199,9 +200,9 @@ def _reduce_static(node: Node, x: ir.Value, axes: list[int]) -> ir.Value:
         post = math.sqrt
     elif op == "ReduceLogSum":
         post = math.log
-    if post is not None or str(acc) != str(elem):
+    if post is not None or acc != elem:
         p = post or (lambda v: v)
-        res = elementwise([res], elem, lambda v: (arith.truncf(elem, p(v)) if str(acc) != str(elem) else p(v)))
+        res = elementwise([res], elem, lambda v: (arith.truncf(elem, p(v)) if acc != elem else p(v)))
     return _keep(node, res, axes)
 
 
@@ -281,10 +282,10 @@ def lower_softmax(node: Node) -> list[ir.Value]:
     shape = shape_of(x)
 
     def widen(v: ir.Value) -> ir.Value:
-        return arith.extf(acc, v) if str(acc) != str(elem) else v
+        return arith.extf(acc, v) if acc != elem else v
 
     def narrow(v: ir.Value) -> ir.Value:
-        return arith.truncf(elem, v) if str(acc) != str(elem) else v
+        return arith.truncf(elem, v) if acc != elem else v
 
     mx = expand_unit_dims(reduce_dims([x], axes, [float("-inf")], [elem], lambda a: [arith.maximumf(a[0], a[1])])[0], axes)
     # exp(x - max) is materialized once and read twice (the sum and the scaling): it has two
