@@ -13,6 +13,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, scf, tensor
 
+from onnxc.dialect.builder import SUBGRAPH_TERMINATOR
 from onnxc.transforms.lowering.common import (
     LoweringError,
     Node,
@@ -67,8 +68,8 @@ def lower_if(node: Node) -> list[ir.Value]:
     # Regions are in sorted attribute-name order: else_branch, then_branch.
     else_region, then_region = node.op.regions[0], node.op.regions[1]
     tmp = scf.IfOp(cond, [], has_else=True)
-    then_vals = node.lowering.lower_block(then_region.blocks[0], tmp.then_block, "gpu.yield")
-    else_vals = node.lowering.lower_block(else_region.blocks[0], tmp.else_block, "gpu.yield")
+    then_vals = node.lowering.lower_block(then_region.blocks[0], tmp.then_block, SUBGRAPH_TERMINATOR)
+    else_vals = node.lowering.lower_block(else_region.blocks[0], tmp.else_block, SUBGRAPH_TERMINATOR)
     types = []
     for i in range(n_res):
         t = node.result_type(i)
@@ -159,7 +160,7 @@ def lower_loop(node: Node) -> list[ir.Value]:
     lw.bind(args[1], cast_to_type_in(after, c_t, args[1].type))
     for a, v in zip(args[2:], list(after.arguments)[2 : 2 + n_carried]):
         lw.bind(a, v)
-    vals = lw.lower_block(body, after, "gpu.yield")
+    vals = lw.lower_block(body, after, SUBGRAPH_TERMINATOR)
     with ir.InsertionPoint(after):
         new_c = vals[0]
         if new_c is None:
@@ -307,7 +308,7 @@ def lower_scan(node: Node) -> list[ir.Value]:
             piece = extract_slice(v, offs, sizes)
             elem_v = collapse_unit_dims(cast_to_type(piece, tensor_type([1 if d == ax else s for d, s in enumerate(static_shape(piece.type))], elem_of(piece.type))), [ax])
             lw.bind(a, cast_to_type_in(loop.body, elem_v, a.type))
-    vals = lw.lower_block(body, loop.body, "gpu.yield")
+    vals = lw.lower_block(body, loop.body, SUBGRAPH_TERMINATOR)
     with ir.InsertionPoint(loop.body):
         i = loop.induction_variable
         rev = arith.subi(arith.subi(length_v, const_index(1)), i)
