@@ -201,7 +201,10 @@ def _loop_extents(op: ir.Operation) -> list[int]:
 
 
 def _iterators(op: ir.Operation) -> list[str]:
-    return [str(a).split("<")[-1].rstrip(">") for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+    """The iterator kinds of a structured op ('parallel' or 'reduction' per loop), read by
+    comparing each `#linalg.iterator_type` attribute by value."""
+    kinds = {k: ir.Attribute.parse(f"#linalg.iterator_type<{k}>") for k in ("parallel", "reduction")}
+    return [next(k for k, v in kinds.items() if a == v) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
 
 
 def plan_kernel(extents: Sequence[int], iterators: Sequence[str], contraction: bool, device: GpuDevice, tree_ok: bool = False) -> KernelPlan:
@@ -254,6 +257,20 @@ def _mapping(kind: str, count: int) -> ir.ArrayAttr:
     """`[#gpu.<kind><z>, <y>, <x>]` for `count` loops, the innermost on x."""
     dims = ["z", "y", "x"][3 - count :]
     return ir.ArrayAttr.get([ir.Attribute.parse(f"#gpu.{kind}<{d}>") for d in dims])
+
+
+def _maps_threads(mapping: ir.Attribute) -> bool:
+    """Whether an `scf.forall` mapping (an array of `#gpu.*` mapping attributes) maps to GPU
+    threads: compared by value against every `#gpu.thread<...>` id (x, y, z, linear_dim_0..9)."""
+    ids = [*"xyz", *(f"linear_dim_{i}" for i in range(10))]
+    threads = [ir.Attribute.parse(f"#gpu.thread<{d}>") for d in ids]
+    return any(a in threads for a in ir.ArrayAttr(mapping))
+
+
+def _is_workgroup_memory(t: ir.Type) -> bool:
+    """Whether a memref type lives in `#gpu.address_space<workgroup>` (shared memory)."""
+    space = ir.MemRefType(t).memory_space
+    return space is not None and space == ir.Attribute.parse("#gpu.address_space<workgroup>")
 
 
 def _linalg_ops(module: ir.Module) -> list[ir.Operation]:
@@ -424,7 +441,7 @@ def _parent_forall_kind(op: ir.Operation) -> str | None:
     parent = op.parent
     while parent is not None and getattr(parent, "name", None) != "func.func":
         if parent.name == "scf.forall" and "mapping" in parent.attributes:
-            return "thread" if "thread" in str(parent.attributes["mapping"]) else "block"
+            return "thread" if _maps_threads(parent.attributes["mapping"]) else "block"
         parent = parent.parent
     return None
 
@@ -440,7 +457,7 @@ def _partials_to_workgroup_memory(module: ir.Module) -> int:
     count = 0
     for op in found:
         users = [u.owner for u in op.results[0].uses]
-        if not users or not all(getattr(u, "name", None) == "scf.forall" and "thread" in str(u.attributes["mapping"]) for u in users):
+        if not users or not all(getattr(u, "name", None) == "scf.forall" and _maps_threads(u.attributes["mapping"]) for u in users):
             continue
         with ir.InsertionPoint(op), op.location:
             alloc = bufferization.AllocTensorOp(op.results[0].type, [], memory_space=space)
@@ -513,7 +530,7 @@ def workgroup_allocs_to_attributions(module: ir.Module) -> int:
             if func.name != "gpu.func":
                 continue
             entry = func.regions[0].blocks[0]
-            allocs = collect(func, lambda op: op.name == "memref.alloc" and "workgroup" in str(ir.MemRefType(op.results[0].type).memory_space))
+            allocs = collect(func, lambda op: op.name == "memref.alloc" and _is_workgroup_memory(op.results[0].type))
             for alloc in allocs:
                 if len(alloc.operands):
                     raise GpuMappingError(f"{alloc.location}: a dynamically sized workgroup buffer")
@@ -675,7 +692,7 @@ def _tile_to_blocks_and_threads(module: ir.Module, device: GpuDevice) -> int:
 def _thread_counts(forall: ir.Operation) -> list[int]:
     """The workgroup size [x, y, z] of a mapped forall: the trip counts of its thread foralls."""
     dims = [1, 1, 1]
-    for op in collect(forall, lambda op: op.name == "scf.forall" and "mapping" in op.attributes and "thread" in str(op.attributes["mapping"])):
+    for op in collect(forall, lambda op: op.name == "scf.forall" and "mapping" in op.attributes and _maps_threads(op.attributes["mapping"])):
         ubs = list(ir.DenseI64ArrayAttr(op.attributes["staticUpperBound"]))
         if any(ir.ShapedType.is_dynamic_size(u) for u in ubs):
             raise GpuMappingError(f"{op.location}: a thread loop has a dynamic trip count")

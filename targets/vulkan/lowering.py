@@ -124,13 +124,14 @@ def _workgroup_memory_to_storage_class(module: ir.Module) -> int:
     an alloc in `#spirv.storage_class<Workgroup>` becomes a Workgroup variable and an alloca in
     `Function` a function variable. Runs after `lower_kernels_to_loops`, when only loads and stores
     use them."""
+    workgroup = ir.Attribute.parse("#gpu.address_space<workgroup>")
     classes = {"memref.alloc": ir.Attribute.parse("#spirv.storage_class<Workgroup>"), "memref.alloca": ir.Attribute.parse("#spirv.storage_class<Function>")}
 
     def local(o: ir.Operation) -> bool:
         if o.name not in classes:
             return False
         space = ir.MemRefType(o.results[0].type).memory_space
-        return str(space) == "#gpu.address_space<workgroup>" if o.name == "memref.alloc" else space is None
+        return (space is not None and space == workgroup) if o.name == "memref.alloc" else space is None
 
     found = [o for g in collect(module.operation, lambda op: op.name == "gpu.module") for o in collect(g, local)]
     for op in found:
