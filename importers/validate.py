@@ -71,7 +71,10 @@ FLAGS = (
     "storage_order",
 )  # fmt: skip
 #: (op_type, INT attribute) -> the values the spec gives a meaning, besides the flags.
-INT_CHOICES: dict[tuple[str, str], tuple[int, ...]] = {("Attention", "qk_matmul_output_mode"): (0, 1, 2, 3)}
+INT_CHOICES: dict[tuple[str, str], tuple[int, ...]] = {
+    ("Attention", "qk_matmul_output_mode"): (0, 1, 2, 3),
+    ("LpNormalization", "p"): (1, 2),  # the spec's only norms (the fuzzer: p=5 read differently by onnxc and onnx.reference)
+}
 # The field holding each attribute kind's value, to infer the kind of old (IR < 2 style) protos
 # that leave `type` unset.
 _KIND_FIELDS = (

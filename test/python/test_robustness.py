@@ -602,3 +602,9 @@ def test_squeeze_with_run_time_axes_is_one_reshape() -> None:
     for bad in ([0, 0], [1, 2], [99, 0]):
         (got,) = c(x, np.array(bad))
         assert got.size == x.size
+
+
+def test_lp_normalization_p_is_1_or_2() -> None:
+    m = _model([h.make_node("LpNormalization", ["x"], ["y"], p=5, name="lp")], [_f("x", [2, 2])], ["y"])
+    with pytest.raises(OnnxcError, match=r"'lp'.*attribute 'p' = 5 is not one of 1, 2"):
+        onnxc.compile(m)
