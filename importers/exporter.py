@@ -32,6 +32,7 @@ from onnxc.dialect.builder import is_subgraph_terminator
 from onnxc.dialect.opinfo import OpInfo
 from onnxc.dialect.table import op_info
 from onnxc.importers.errors import ModelImportError
+from onnxc.importers.tensors import is_sparse_elements
 from onnxc.importers.proto import INITIALIZER_KIND, SPARSE_INITIALIZER_KIND, location_label, opset_entries, type_proto, unb64
 
 AP = onnx.AttributeProto
@@ -486,9 +487,9 @@ class ModelExporter:
         kind = attr_mod.kind_of(attr)
         if kind == "EMPTY_LIST":
             kind = "INTS"
-        if kind == "TENSORS" and any(str(x).startswith("sparse<") for x in ir.ArrayAttr(attr)):
+        if kind == "TENSORS" and any(is_sparse_elements(x) for x in ir.ArrayAttr(attr)):
             kind = "SPARSE_TENSORS"
-        elif kind == "TENSOR" and str(attr).startswith("sparse<"):
+        elif kind == "TENSOR" and is_sparse_elements(attr):
             kind = "SPARSE_TENSOR"
         if kind is None:
             raise self.fail(f"attribute '{name}' ({attr}) has no ONNX attribute kind")
@@ -497,7 +498,7 @@ class ModelExporter:
     def _make_attribute(self, name: str, kind: str, attr: ir.Attribute) -> onnx.AttributeProto:
         a = onnx.AttributeProto(name=name)
         got = attr_mod.kind_of(attr)
-        if kind == "SPARSE_TENSOR" and got == "TENSOR" and not str(attr).startswith("sparse<"):
+        if kind == "SPARSE_TENSOR" and got == "TENSOR" and not is_sparse_elements(attr):
             kind = "TENSOR"  # verifier allows a dense value where a sparse one is expected
         a.type = _KIND_TYPES[kind]
         if kind == "INT":

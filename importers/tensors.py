@@ -525,6 +525,12 @@ def _handle(attr: ir.Attribute) -> _MlirAttribute:
     return _MlirAttribute(_capi_pointer(attr, "Attribute"))
 
 
+def is_sparse_elements(attr: ir.Attribute) -> bool:
+    """Whether `attr` is a `sparse<...>` elements attribute, asked of MLIR's C API (the Python
+    bindings have no class for it, so it would otherwise be recognized by its printed text)."""
+    return bool(_capi().mlirAttributeIsASparseElements(_handle(attr)))
+
+
 def _wrap(h: _MlirAttribute) -> ir.Attribute | None:
     """A plain `ir.Attribute` for a handle, without the bindings' downcast (see `get_attribute`)."""
     if not h.ptr:
