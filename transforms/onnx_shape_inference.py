@@ -188,7 +188,7 @@ def _schema(info: OpInfo) -> onnx.defs.OpSchema | None:
 def _schema_of(op_type: str, version: int, domain: str) -> onnx.defs.OpSchema | None:
     try:
         return onnx.defs.get_schema(op_type, version, domain)
-    except Exception:  # noqa: BLE001 - onnx raises SchemaError for unknown ops
+    except onnx.defs.SchemaError:  # an op, version or domain onnx has no schema for
         return None
 
 

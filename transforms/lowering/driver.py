@@ -71,7 +71,8 @@ def _type_problem(t: ir.Type, what: str) -> str | None:
 def _loc_text(op: ir.Operation) -> str:
     try:
         return str(op.location)
-    except Exception:  # noqa: BLE001
+    except (RuntimeError, ValueError):  # the bindings refusing to print a location: the
+        # diagnostic still names the op, only without its position
         return "loc(unknown)"
 
 
@@ -82,7 +83,7 @@ def _is_subgraph_argument(v: ir.Value) -> bool:
         return False
     try:
         parent = v.owner.owner
-    except Exception:  # noqa: BLE001
+    except (RuntimeError, ValueError):  # a block without a parent op (detached): not a subgraph
         return False
     return parent is not None and _is_onnx(parent.operation if hasattr(parent, "operation") else parent)
 
@@ -203,8 +204,8 @@ class Lowering:
             for name, f in self._old.items():
                 if len(f.regions[0].blocks):
                     self.lower_func(name)
-        except Exception:
-            # Leave the module as it was: drop the functions built so far.
+        except Exception:  # noqa: BLE001 - any failure (a LoweringError or a bug) is re-raised
+            # below; first leave the module as it was: drop the functions built so far.
             self.values.clear()
             for new in self._created:
                 new.erase()
