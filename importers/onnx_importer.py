@@ -68,6 +68,7 @@ from onnxc.dialect.optable import OPS
 from onnxc.errors import OnnxcError
 from onnxc.importers.config import ImportConfig
 from onnxc.importers.errors import ModelImportError
+from onnxc.importers.validate import topological_order, validate_model
 from onnxc.importers.proto import (
     INITIALIZER_KIND,
     SPARSE_INITIALIZER_KIND,
@@ -394,10 +395,6 @@ class ModelImporter:
     def _validate(self) -> None:
         if not self.config.validate:
             return
-        try:
-            from onnxc.importers.validate import validate_model
-        except ModuleNotFoundError:  # pragma: no cover - the validator is a sibling module
-            return
         problems = validate_model(self.model, self.config, self.base_dir)
         if problems:
             raise ModelImportError(f"model{self._model_label()} is invalid ({len(problems)} problem(s))", problems)
@@ -603,10 +600,6 @@ class ModelImporter:
         return results
 
     def _order(self, graph: onnx.GraphProto, scope: Scope) -> list[int]:
-        try:
-            from onnxc.importers.validate import topological_order
-        except ModuleNotFoundError:  # pragma: no cover - sibling module
-            return _topological_order(graph, scope.names())
         return topological_order(graph, scope.names())
 
     # -------------------------------------------------------------- nodes
@@ -995,45 +988,6 @@ def _implied_subgraph_input_types(node: onnx.NodeProto, operands: Sequence[ir.Va
             j = i  # body input i is Loop input i (after M and cond)
             if j < len(operands) and operands[j] is not None:
                 out[i] = operands[j].type
-    return out
-
-
-def _topological_order(graph: onnx.GraphProto, outer: set[str]) -> list[int]:
-    """Kahn's order of the graph's nodes (used only if the validator module is absent)."""
-    available = set(outer) | {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
-    available |= {s.values.name for s in graph.sparse_initializer}
-    available.add("")
-    pending = list(range(len(graph.node)))
-    order: list[int] = []
-    progress = True
-    while pending and progress:
-        progress = False
-        rest = []
-        for i in pending:
-            n = graph.node[i]
-            needs = set(n.input) | _captured(n)
-            if needs <= available:
-                order.append(i)
-                available.update(n.output)
-                progress = True
-            else:
-                rest.append(i)
-        pending = rest
-    if pending:
-        raise ModelImportError("cannot order the graph's nodes", [f"nodes {', '.join(node_label(graph.node[i]) for i in pending)} form a cycle or use undefined values"])
-    return order
-
-
-def _captured(node: onnx.NodeProto) -> set[str]:
-    """Names a node's subgraphs use from outside them."""
-    out: set[str] = set()
-    for a in node.attribute:
-        for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
-            local = {vi.name for vi in g.input} | {t.name for t in g.initializer} | {n for sub in g.node for n in sub.output}
-            for sub in g.node:
-                out |= {x for x in sub.input if x and x not in local}
-                out |= {x for x in _captured(sub) if x not in local}
-            out |= {vi.name for vi in g.output if vi.name not in local}
     return out
 
 
