@@ -8,13 +8,14 @@ padding, as the reference does) and blends them; `exclude_outside` renormalizes 
 weights over the taps inside the input; `tf_crop_and_resize` yields `extrapolation_value`
 outside the region. Axes whose scale is 1 and size unchanged (and no crop) are skipped.
 
-Scales, sizes and roi must be constants (sizes/scales decide the output shape); antialias is
-not lowered.
+Scales, sizes and roi may be constants or run-time values (dynamic output dims). Antialiased
+linear/cubic resizing (a kernel widened by 1/scale when downsampling) is `resize_antialias.py`.
 """
 
 from __future__ import annotations
 
 import math as pymath
+from collections.abc import Callable
 
 from mlir import ir
 from mlir.dialects import arith, math, tensor
@@ -97,8 +98,8 @@ def _plan(node: Node) -> tuple[list[float], list[int], list[float] | None] | str
 def _check_resize(node: Node) -> str | None:
     if node.op_type == "Resize" and node.version < 11:
         return "Resize-10 is not lowered; run onnx-upgrade-ops"
-    if int(node.attr("antialias", 0) or 0):
-        return "antialias is not lowered"
+    if int(node.attr("antialias", 0) or 0) and node.attr("mode", "nearest") == "nearest":
+        return "antialias is not defined for nearest mode"
     mode = node.attr("mode", "nearest")
     if mode not in ("nearest", "linear", "cubic", "bilinear", "trilinear"):
         return f"mode {mode!r}"
@@ -115,22 +116,13 @@ def _check_resize(node: Node) -> str | None:
     return p if isinstance(p, str) else None
 
 
-def _resize_axis(x: ir.Value, axis: int, scale: float | ir.Value, out_w: Dim, node: Node, roi: tuple[float | ir.Value, float | ir.Value] | None) -> ir.Value:
-    """Resize one axis of x to `out_w` with `scale` (python numbers or f64/index values)."""
+def source_coordinate(node: Node, in_w: int, scale: float | ir.Value, out_w: Dim, roi: tuple[float | ir.Value, float | ir.Value] | None) -> Callable[[ir.Value], tuple[ir.Value, ir.Value | None]]:
+    """The `coordinate_transformation_mode` of one axis: builds the values it needs (at the
+    current insertion point, outside any generic body) and returns `map(y) -> (x, outside)`,
+    the f64 source coordinate of output index y (an f64) and, for tf_crop_and_resize, whether
+    it falls outside the input (else None). Shared by the plain and the antialiased resize."""
     f64 = ir.F64Type.get()
-    r = rank_of(x)
-    in_w = static_shape(x.type)[axis]
-    assert in_w is not None
-    mode = node.attr("mode", "nearest")
-    if mode in ("bilinear", "trilinear"):
-        mode = "linear"
     ctm = node.attr("coordinate_transformation_mode", "asymmetric" if node.op_type == "Upsample" else "half_pixel")
-    nearest_mode = node.attr("nearest_mode", "round_prefer_floor")
-    a = float(node.attr("cubic_coeff_a", -0.75))
-    excl = int(node.attr("exclude_outside", 0) or 0)
-    extrap = float(node.attr("extrapolation_value", 0.0))
-    shape = shape_of(x)
-    shape[axis] = out_w
 
     def c(v: float) -> ir.Value:
         return const_scalar(v, f64)
@@ -138,7 +130,6 @@ def _resize_axis(x: ir.Value, axis: int, scale: float | ir.Value, out_w: Dim, no
     def fv(v: float | ir.Value) -> ir.Value:
         return v if isinstance(v, ir.Value) else c(float(v))
 
-    # Values used by the body, built once outside it.
     scale_v = fv(scale)
     out_w_v = arith.sitofp(f64, arith.index_cast(ir.IntegerType.get_signless(64), out_w)) if isinstance(out_w, ir.Value) else c(float(out_w))
     out_wf = arith.mulf(scale_v, c(float(in_w)))  # the unrounded output width
@@ -146,8 +137,7 @@ def _resize_axis(x: ir.Value, axis: int, scale: float | ir.Value, out_w: Dim, no
     r0 = fv(roi[0]) if roi else c(0.0)
     r1 = fv(roi[1]) if roi else c(1.0)
 
-    def body(args: list[ir.Value]) -> list[ir.Value]:
-        y = arith.sitofp(f64, arith.index_cast(ir.IntegerType.get_signless(64), index_of(axis)))
+    def coordinate(y: ir.Value) -> tuple[ir.Value, ir.Value | None]:
         outside = None
         half = arith.subf(arith.divf(arith.addf(y, c(0.5)), scale_v), c(0.5))
         if ctm == "align_corners":
@@ -169,6 +159,39 @@ def _resize_axis(x: ir.Value, axis: int, scale: float | ir.Value, out_w: Dim, no
             xo = arith.addf(offset, half)
         else:  # half_pixel
             xo = half
+        return xo, outside
+
+    return coordinate
+
+
+def _resize_axis(x: ir.Value, axis: int, scale: float | ir.Value, out_w: Dim, node: Node, roi: tuple[float | ir.Value, float | ir.Value] | None) -> ir.Value:
+    """Resize one axis of x to `out_w` with `scale` (python numbers or f64/index values)."""
+    f64 = ir.F64Type.get()
+    r = rank_of(x)
+    in_w = static_shape(x.type)[axis]
+    assert in_w is not None
+    mode = node.attr("mode", "nearest")
+    if mode in ("bilinear", "trilinear"):
+        mode = "linear"
+    if int(node.attr("antialias", 0) or 0):  # linear/cubic with a widened kernel (resize_antialias.py)
+        from onnxc.transforms.lowering.resize_antialias import resize_axis_antialias
+
+        return resize_axis_antialias(x, axis, scale, out_w, node, roi)
+    nearest_mode = node.attr("nearest_mode", "round_prefer_floor")
+    a = float(node.attr("cubic_coeff_a", -0.75))
+    excl = int(node.attr("exclude_outside", 0) or 0)
+    extrap = float(node.attr("extrapolation_value", 0.0))
+    shape = shape_of(x)
+    shape[axis] = out_w
+
+    def c(v: float) -> ir.Value:
+        return const_scalar(v, f64)
+
+    coordinate = source_coordinate(node, in_w, scale, out_w, roi)
+
+    def body(args: list[ir.Value]) -> list[ir.Value]:
+        y = arith.sitofp(f64, arith.index_cast(ir.IntegerType.get_signless(64), index_of(axis)))
+        xo, outside = coordinate(y)
         fl = math.floor(xo)
         ratio = arith.subf(xo, fl)
         base = arith.index_cast(ir.IndexType.get(), arith.fptosi(ir.IntegerType.get_signless(64), fl))
