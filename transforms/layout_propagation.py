@@ -87,7 +87,8 @@ def _elementwise(op: ir.Operation) -> bool:
     if op.name != "linalg.generic":
         return False
     iters = ir.ArrayAttr(op.attributes["iterator_types"])
-    if any("parallel" not in str(a) for a in iters):
+    parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
+    if any(a != parallel for a in iters):
         return False
     n_in = _num_inputs(op)
     maps = _maps(op)

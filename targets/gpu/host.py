@@ -172,7 +172,8 @@ def host_program(module: ir.Module) -> HostProgram:
         elif name == "gpu.launch_func":
             view = op.opview  # gpu.LaunchFuncOp: named accessors for its operand groups
             kernel = ir.SymbolRefAttr(op.attributes["kernel"])
-            path = [str(kernel).split("::")[0].lstrip("@"), str(kernel).split("::")[-1].lstrip("@")]
+            symbols = kernel.value  # [module, kernel] of `@module::@kernel`
+            path = [symbols[0], symbols[-1]]
             if len(view.asyncDependencies) or view.dynamicSharedMemorySize is not None or view.clusterSizeX is not None:
                 raise GpuMappingError(f"{op.location}: async, clustered or dynamic-shared-memory launches are not supported")
             grid = tuple(_index_constant(v, op) for v in (view.gridSizeX, view.gridSizeY, view.gridSizeZ))
