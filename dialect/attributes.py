@@ -105,7 +105,7 @@ def kind_of(attr: ir.Attribute) -> str | None:
     if isinstance(attr, (ir.DenseElementsAttr, ir.DenseResourceElementsAttr)):
         return "TENSOR"
     # Sparse and resource elements attributes are not downcast to a Python class in LLVM 22's
-    # bindings; their type is a tensor type and their spelling says what they are.
+    # bindings; their type (a tensor type) says what they are.
     if isinstance(attr, ir.Attribute) and _is_elements_attr(attr):
         return "TENSOR"
     return None
@@ -113,8 +113,10 @@ def kind_of(attr: ir.Attribute) -> str | None:
 
 def _is_elements_attr(attr: ir.Attribute) -> bool:
     """Resource, sparse and string (`tensor<...x!onnx.string>`) elements attributes, which the
-    bindings leave as plain `Attribute`s."""
-    return str(attr)[:16].startswith(("dense_resource<", "sparse<", "dense<"))
+    bindings leave as plain `Attribute`s: among builtin attributes exactly the elements
+    attributes (dense, dense_resource, sparse) have a shaped type, and untyped attributes report
+    the none type, so the attribute's type decides without printing it."""
+    return isinstance(attr.type, ir.ShapedType)
 
 
 # Attributes MLIR's structure needs that are not ONNX attributes (IRDL's variadic segments).
