@@ -52,6 +52,7 @@ from onnxc.dialect.builder import onnx_op, yield_values
 from onnxc.dialect.opinfo import OpInfo
 from onnxc.dialect.optable import OPS
 from onnxc.dialect.table import lookup, op_info
+from onnxc.dialect.types import element_type
 from onnxc.dialect.verifier import verify_op
 from onnxc.transforms import onnx_utils as U
 from onnxc.transforms.pass_base import ModulePass, PassFailure
@@ -586,9 +587,8 @@ def _label_encoder_2(s: Step) -> None:
     classes = s.pop("classes_strings", None)
     if classes is None:
         return
-    elem = str(s.input_elem(0))
     ids = list(range(len(classes)))
-    if elem == "!onnx.string":
+    if s.input_elem(0) == element_type(onnx.TensorProto.STRING):
         s.set("keys_strings", classes)
         s.set("values_int64s", ids)
     else:

@@ -100,7 +100,7 @@ def _format_one(severity: str, message: str, loc: ir.Location | None, rename: di
     if where is None:
         # No file position (an imported model's node names, say): print the location itself as
         # mlir-opt does, `loc("relu0"("Relu")): error: ...`, except for the unhelpful unknown one.
-        if loc is None or str(loc) == "loc(unknown)":
+        if loc is None or loc == ir.Location.unknown(context=loc.context):
             return f"{severity}: {message}"
         return f"{loc}: {severity}: {message}"
     name, line, col = where
