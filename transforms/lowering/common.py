@@ -757,19 +757,19 @@ def convert_scalar(x: ir.Value, src: ir.Type, dst: ir.Type, saturate: bool = Fal
         return x
     f32 = ir.F32Type.get()
     i32 = ir.IntegerType.get_signless(32)
-    if str(src) == mf.E8M0:
+    if mf.is_e8m0(src):
         return convert_scalar(mf.decode_e8m0(x), f32, dst, saturate)
-    if str(dst) == mf.E8M0:
+    if mf.is_e8m0(dst):
         return mf.encode_e8m0(convert_scalar(x, src, f32), saturate, round_mode)
-    if str(src) in mf.MINIFLOATS:
-        return convert_scalar(mf.decode(x, mf.MINIFLOATS[str(src)]), f32, dst, saturate)
-    if str(src) in mf.SMALL_INTS:
-        bits, signed = mf.SMALL_INTS[str(src)]
+    if (src_mf := mf.minifloat_of(src)) is not None:
+        return convert_scalar(mf.decode(x, src_mf), f32, dst, saturate)
+    if (src_int := mf.small_int_of(src)) is not None:
+        bits, signed = src_int
         return convert_scalar(mf.small_int_to_i32(x, bits, signed), i32, dst, saturate)
-    if str(dst) in mf.MINIFLOATS:
-        return mf.encode(convert_scalar(x, src, f32), mf.MINIFLOATS[str(dst)], saturate)
-    if str(dst) in mf.SMALL_INTS:
-        bits, _ = mf.SMALL_INTS[str(dst)]
+    if (dst_mf := mf.minifloat_of(dst)) is not None:
+        return mf.encode(convert_scalar(x, src, f32), dst_mf, saturate)
+    if (dst_int := mf.small_int_of(dst)) is not None:
+        bits, _ = dst_int
         if is_float(src):
             wide = ir.F64Type.get() if str(src) == "f64" else f32
             xi = arith.fptosi(ir.IntegerType.get_signless(64), convert_scalar(x, src, wide))

@@ -62,9 +62,34 @@ SMALL_INTS: dict[str, tuple[int, bool]] = {"i4": (4, True), "ui4": (4, False), "
 E8M0 = "f8E8M0FNU"
 
 
+def minifloat_of(t: ir.Type) -> MiniFloat | None:
+    """The encoding of a float8/float4 element type of `MINIFLOATS` (None for other types),
+    found by comparing `t` with each type by value (the table is keyed by the types' names
+    because MLIR types exist only inside a context)."""
+    for name, mf in MINIFLOATS.items():
+        if t == ir.Type.parse(name):
+            return mf
+    return None
+
+
+def small_int_of(t: ir.Type) -> tuple[int, bool] | None:
+    """(bits, signed) of an int4/uint4/int2/uint2 element type (`i4`, `ui4`, `i2`, `ui2`), else None."""
+    if not isinstance(t, ir.IntegerType):
+        return None
+    it = ir.IntegerType(t)
+    if it.width not in (2, 4) or not (it.is_signless or it.is_unsigned):
+        return None
+    return it.width, it.is_signless
+
+
+def is_e8m0(t: ir.Type) -> bool:
+    """Whether `t` is float8 E8M0 (`f8E8M0FNU`, a power-of-two scale)."""
+    return t == ir.Float8E8M0FNUType.get()
+
+
 def is_exotic(t: ir.Type) -> bool:
     """Whether an element type is one of the byte-stored types of this module."""
-    return str(t) in MINIFLOATS or str(t) in SMALL_INTS or str(t) == E8M0
+    return minifloat_of(t) is not None or small_int_of(t) is not None or is_e8m0(t)
 
 
 def _i32(v: int) -> ir.Value:
