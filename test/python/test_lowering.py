@@ -507,8 +507,8 @@ def test_loop() -> None:
 def test_precheck_reports_every_unsupported_op() -> None:
     nodes = [
         helper.make_node("Relu", ["x"], ["a"], name="ok_relu"),
-        # Ops with no lowering (yet): Det and STFT. (NonMaxSuppression and Unique were the
-        # examples here until they gained lowerings.)
+        # Ops their lowerings' checks refuse: a non-square Det, an STFT signal without its
+        # (length, 1|2) layout. (No-lowering ops were the examples until they gained lowerings.)
         helper.make_node("Det", ["sq"], ["b"], name="det"),
         helper.make_node("Reshape", ["a", "shape"], ["c"], name="dyn_reshape"),
         helper.make_node("STFT", ["sig", "step"], ["d"], name="stft"),
@@ -519,8 +519,8 @@ def test_precheck_reports_every_unsupported_op() -> None:
         [
             helper.make_tensor_value_info("x", F, [1, 2, 3]),
             helper.make_tensor_value_info("shape", I64, ["K"]),
-            helper.make_tensor_value_info("sq", F, [3, 3]),
-            helper.make_tensor_value_info("sig", F, [1, 64, 1]),
+            helper.make_tensor_value_info("sq", F, [2, 3]),
+            helper.make_tensor_value_info("sig", F, [1, 64]),
         ],
         [helper.make_tensor_value_info(n, F, None) for n in ("b", "c", "d")],
         [onnx.numpy_helper.from_array(np.array(16, np.int64), "step")],
