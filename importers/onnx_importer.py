@@ -814,7 +814,7 @@ class ModelImporter:
                 raise ModelImportError(f"cannot import model{self._model_label()}", [f"{who}: attribute '{a.name}' refers to '{a.ref_attr_name}' outside a function body"])
             binding[a.name] = a
         arg_types = [v.type if v is not None else ir.NoneType.get() for v in operands]
-        key = (fn.domain, fn.name, fn.overload, tuple(str(t) for t in arg_types),
+        key = (fn.domain, fn.name, fn.overload, tuple(arg_types),  # MLIR types hash and compare by value
                tuple(sorted((k, v.SerializeToString(deterministic=True)) for k, v in binding.items())))  # fmt: skip
         spec = self.specializations.get(key)
         if spec is None:
