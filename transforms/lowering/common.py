@@ -771,7 +771,7 @@ def convert_scalar(x: ir.Value, src: ir.Type, dst: ir.Type, saturate: bool = Fal
     if (dst_int := mf.small_int_of(dst)) is not None:
         bits, _ = dst_int
         if is_float(src):
-            wide = ir.F64Type.get() if str(src) == "f64" else f32
+            wide = ir.F64Type.get() if src == ir.F64Type.get() else f32
             xi = arith.fptosi(ir.IntegerType.get_signless(64), convert_scalar(x, src, wide))
             return mf.i64_to_small_int(xi, bits)
         if is_bool(src):
