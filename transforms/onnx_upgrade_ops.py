@@ -54,6 +54,7 @@ from onnxc.dialect.optable import OPS
 from onnxc.dialect.table import lookup, op_info
 from onnxc.dialect.types import element_type
 from onnxc.dialect.verifier import verify_op
+from onnxc.errors import OnnxcError
 from onnxc.transforms import onnx_utils as U
 from onnxc.transforms.pass_base import ModulePass, PassFailure
 
@@ -64,8 +65,10 @@ _DROPPABLE = frozenset({"consumed_inputs"})
 _SEGMENT_ATTRS = frozenset({"operandSegmentSizes", "resultSegmentSizes"})
 
 
-class Unsupported(Exception):
-    """An upgrade step that cannot be done safely; the message says why."""
+class Unsupported(OnnxcError):
+    """An upgrade step that cannot be done safely; the message says why. Caught inside the pass,
+    which turns it into a diagnostic; an OnnxcError so that one escaping by mistake still ends
+    in a message, not a traceback."""
 
 
 @lru_cache(maxsize=None)
