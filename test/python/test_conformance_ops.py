@@ -169,3 +169,17 @@ def test_precheck_refusals_are_diagnostics(node: onnx.NodeProto, inputs: list[on
     model = _model([node], inputs, len(node.output), opset)
     with pytest.raises(OnnxcError, match=expect):
         onnxc.backend.prepare(model, "CPU")
+
+
+@pytest.mark.parametrize("mode,weights", [("TF", False), ("IDF", True), ("TFIDF", True)])  # the reference fails on IDF/TFIDF without weights
+@pytest.mark.parametrize("min_gram,max_gram,skip", [(1, 3, 2), (2, 3, 0), (1, 1, 3)])
+def test_tfidf_vectorizer_grams_skips_weights(mode: str, weights: bool, min_gram: int, max_gram: int, skip: int) -> None:
+    """Uni-, bi- and trigrams (an unloaded size keeps its ids), skips, the three weightings;
+    a dynamic batch and int32 tokens."""
+    pool = [1, 2, 3, 4, 1, 2, 2, 3, 3, 1, 1, 2, 3, 2, 3, 1]  # 4 unigrams, 3 bigrams, 2 trigrams
+    attrs = {"mode": mode, "min_gram_length": min_gram, "max_gram_length": max_gram, "max_skip_count": skip, "ngram_counts": [0, 4, 10], "ngram_indexes": [8, 0, 1, 2, 3, 4, 5, 6, 7], "pool_int64s": pool}
+    if weights:
+        attrs["weights"] = [0.5 + i for i in range(9)]
+    node = helper.make_node("TfIdfVectorizer", ["X"], ["Y"], **attrs)
+    x = RNG.integers(1, 5, size=(3, 11)).astype(np.int32)
+    _check(_model([node], [_vi("X", ["B", 11], TP.INT32)], 1, 9), [{"X": x}, {"X": x[:1]}], rtol=0, atol=0)

@@ -46,6 +46,7 @@ FAMILIES = (
     "roi_align",
     "deform_conv",
     "audio",
+    "tfidf",
 )
 
 
