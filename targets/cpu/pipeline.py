@@ -1106,11 +1106,16 @@ def _widen_i1_memrefs(module: ir.Module) -> None:
         )
 
 
-#: Vector contractions -> FMA outer products, on memrefs (a checked-in template, no options).
+#: Vector contractions -> FMA outer products and transposes -> shuffles, on memrefs (a checked-in
+#: template, no options).
 #: `rank_reducing_subview_patterns` first: the packed mmt4d's operand tiles are unit-dim
 #: subviews, and without rank reduction the B-row loads become scalar inserts; then hoisting
-#: keeps the accumulator tile in registers across the k loop. Broadcast/transpose lowering is
-#: left to convert-vector-to-llvm (the transform patterns for them crashed on packed IR).
+#: keeps the accumulator tile in registers across the k loop. Transposes (of run-time packing and
+#: layout changes) become one `vector.shuffle` each ("shuffle_1d"): convert-vector-to-llvm's
+#: default extracts and inserts every element, 512 ops per 16x16 tile (BERT-base: 48k of its
+#: 150k LLVM-dialect ops; the run time of the transposes measured the same either way).
+#: Broadcast lowering is left to convert-vector-to-llvm (its transform patterns crashed on
+#: packed IR).
 _CONTRACTION_LOWERING: str = """module attributes {transform.with_named_sequence} {
 transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
   %funcs = transform.structured.match ops{["func.func"]} in %root : (!transform.any_op) -> !transform.any_op
@@ -1123,10 +1128,77 @@ transform.named_sequence @__transform_main(%root: !transform.any_op {transform.r
   transform.apply_patterns to %again {
     transform.apply_patterns.vector.lower_contraction lowering_strategy = "outerproduct"
     transform.apply_patterns.vector.lower_outerproduct
+    transform.apply_patterns.vector.lower_transpose lowering_strategy = "shuffle_1d"
   } : !transform.any_op
   transform.yield
 }
 }"""
+
+
+def contracts_to_outer_products(module: ir.Module) -> int:
+    """Rewrite each unmasked ``vector.contract`` that is an outer product once its unit dims are
+    dropped (all reduction dims of size 1; one parallel dim > 1 read by the LHS only, one by the
+    RHS only) as ``shape_cast``s around one ``vector.outerproduct``; returns how many.
+
+    Why: the packed mmt4d's register tile vectorizes to a 6-D contract
+    ``vector<1x1x16x1> x vector<1x1x16x1> into vector<1x1x16x16>`` (the unit m1/n1/k1/k0
+    dims of the tile). The "outerproduct" contraction lowering does not apply to that form (no
+    upstream pattern in 22.1.8 folds a contract's unit dims), so it fell back to one multiply
+    and one horizontal reduction per output element: 256 reductions and 800 extracts/inserts per
+    16x16 tile, which LLVM's SLP vectorizer had to fuse back into FMAs. BERT-base reached the LLVM
+    dialect with 300k ops, most of its 68 s compile. As an outer product the tile lowers to 16
+    broadcast FMAs (``lower_outerproduct``).
+    """
+    from mlir.dialects import vector
+
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "vector.contract" and op.parent is not None and op.parent.name != "vector.mask":
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    count = 0
+    for op in found:
+        lhs, rhs, acc = op.operands[0], op.operands[1], op.operands[2]
+        types = [v.type for v in (lhs, rhs, acc)]
+        if not all(isinstance(t, ir.VectorType) for t in types):
+            continue  # a scalar accumulator (a dot product)
+        lt, rt, at = (ir.VectorType(t) for t in types)
+        if not (lt.element_type == rt.element_type == at.element_type):
+            continue  # mixed precision: leave it to the upstream lowering
+        if str(ir.Attribute(op.attributes["kind"])) != "#vector.kind<add>":
+            continue
+        maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+        iters = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+        sizes: dict[int, int] = {}
+        for m, t in zip(maps, (lt, rt, at)):
+            for pos, expr in enumerate(m.results):
+                sizes[ir.AffineDimExpr(expr).position] = t.shape[pos]
+        big = [d for d, n in sizes.items() if n > 1]
+        if any("reduction" in iters[d] for d in big) or len(big) != 2:
+            continue
+        dims_of = [{ir.AffineDimExpr(e).position for e in m.results} for m in maps]
+        m_dims = [d for d in big if d in dims_of[0] and d not in dims_of[1]]
+        n_dims = [d for d in big if d in dims_of[1] and d not in dims_of[0]]
+        if len(m_dims) != 1 or len(n_dims) != 1 or not {m_dims[0], n_dims[0]} <= dims_of[2]:
+            continue
+        m_d, n_d = m_dims[0], n_dims[0]
+        acc_order = [ir.AffineDimExpr(e).position for e in maps[2].results if sizes[ir.AffineDimExpr(e).position] > 1]
+        elem = at.element_type
+        with ir.InsertionPoint(op), op.location:
+            a = vector.ShapeCastOp(ir.VectorType.get([sizes[m_d]], elem), lhs).result
+            b = vector.ShapeCastOp(ir.VectorType.get([sizes[n_d]], elem), rhs).result
+            first, second = (a, b) if acc_order == [m_d, n_d] else (b, a)
+            shape = [sizes[acc_order[0]], sizes[acc_order[1]]]
+            c = vector.ShapeCastOp(ir.VectorType.get(shape, elem), acc).result
+            prod = vector.OuterProductOp(ir.VectorType.get(shape, elem), first, second, acc=c).result
+            out = vector.ShapeCastOp(at, prod).result
+        op.results[0].replace_all_uses_with(out)
+        op.erase()
+        count += 1
+    return count
 
 
 def _has_op(module: ir.Module, name: str) -> bool:
@@ -1154,7 +1226,9 @@ def lower_to_llvm(module: ir.Module, options: CpuPipelineOptions | None = None) 
     """Stage 3: memref/vector/scf/math/arith/cf/func -> LLVM dialect (C interfaces marked); the
     threaded loops become calls of ``options.thread_runtime`` (``threads.py``)."""
     opts = options or CpuPipelineOptions()
-    if _has_op(module, "vector.contract"):
+    if _has_op(module, "vector.contract") or _has_op(module, "vector.transpose"):
+        with module.context:
+            contracts_to_outer_products(module)
         _apply_transform_script(module, _CONTRACTION_LOWERING, "contraction lowering", _TAG)
     _mark_c_interface(module)
     _strided_copies_to_linalg(module)

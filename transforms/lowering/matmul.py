@@ -145,7 +145,11 @@ def matmul_values(a: ir.Value, b: ir.Value, onnx_elem: ir.Type, _batch_planned: 
             return matmul_values(copies[0], copies[1], onnx_elem, _batch_planned=True)
     if ra >= 3 and rb == 2:
         return _folded_batch_matmul(a, b, onnx_elem)
-    if ra == rb >= 4 and sa[:-2] == sb[:-2] and None not in sa[:-2]:
+    if ra == rb >= 4 and sa[:-2] == sb[:-2] and None not in sa + sb:
+        # Static shapes only: with a dynamic sequence dim, the collapsed product of a transformer
+        # encoder (data tiling + elementwise fusion around it) returned wrong values
+        # (test_differential's encoder_gelu_erf, max error 1.3); not yet understood, so dynamic
+        # shapes keep the contraction generic.
         return _collapsed_batch_matmul(a, b, onnx_elem)
     if ra == 2 and rb == 2 or (ra == 3 and rb == 3 and sa[0] == sb[0] and sa[0] is not None):
         # Named ops for the plain cases.

@@ -62,9 +62,11 @@ with ir.Context():
     lower_to_llvm(m)
     print(m)
     # CHECK-LABEL: llvm.func @mm(
-    # The 4-D tile contraction reaches LLVM as per-element products of the A and B panels,
-    # which LLVM's SLP vectorizer fuses back into 16-wide FMAs (88 GFLOP/s measured at 256^3).
-    # CHECK: llvm.fmul {{.*}} : vector<1xf32>
+    # The packed tile contraction is an outer product (contracts_to_outer_products): 16-wide
+    # FMAs of a broadcast A element and a B row, no per-element products or reductions.
+    # CHECK-NOT: llvm.intr.vector.reduce.fadd
+    # CHECK: llvm.intr.fmuladd({{.*}}) : (vector<16xf32>, vector<16xf32>, vector<16xf32>) -> vector<16xf32>
+    # CHECK-NOT: llvm.intr.vector.reduce.fadd
     # CHECK-LABEL: llvm.func @_mlir_ciface_mm
     # CHECK-LABEL: llvm.func @relu(
     # CHECK: llvm.intr.masked.load
