@@ -489,7 +489,7 @@ def compile(  # noqa: A001 - the public name the design asks for
 
     proto = _load(model)
     if settings.target.name == "cpu":  # an IR 11 multi-device model started by mpirun: one rank here
-        from onnxc.targets.distributed.runtime import compile_if_distributed
+        from onnxc.distributed import compile_if_distributed
 
         distributed = compile_if_distributed(proto, settings.options, source=model)
         if distributed is not None:

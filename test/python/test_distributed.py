@@ -253,14 +253,14 @@ def test_outside_mpi_an_annotated_model_runs_on_one_device() -> None:
 def test_default_threads_are_shared_among_the_ranks_of_a_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     from onnxc.targets.cpu.isa import host_cpu
     from onnxc.targets.cpu.pipeline import CpuPipelineOptions
-    from onnxc.targets.distributed.runtime import _share_cores
+    from onnxc.targets.distributed.runtime import share_cores
 
     cores = host_cpu().cores
     monkeypatch.setenv("MPI_LOCALNRANKS", "2")
-    assert _share_cores(CpuPipelineOptions()).threads == max(1, cores // 2)
-    assert _share_cores(CpuPipelineOptions(threads=1)).threads == 1
+    assert share_cores(CpuPipelineOptions()).threads == max(1, cores // 2)
+    assert share_cores(CpuPipelineOptions(threads=1)).threads == 1
     monkeypatch.delenv("MPI_LOCALNRANKS")
-    assert _share_cores(CpuPipelineOptions()).threads == cores
+    assert share_cores(CpuPipelineOptions()).threads == cores
 
 
 def test_mpi_world_reads_the_launchers_environment() -> None:
