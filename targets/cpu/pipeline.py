@@ -306,6 +306,11 @@ def _elem_bits(t: ir.Type) -> int:
     return 32  # index and others: a safe middle
 
 
+def _LINALG_REDUCTION(context: ir.Context) -> ir.Attribute:  # noqa: N802 - a constant per context
+    """`#linalg.iterator_type<reduction>` in `context` (iterator kinds compared by value)."""
+    return ir.Attribute.parse("#linalg.iterator_type<reduction>", context)
+
+
 def _loop_ranges(op: ir.Operation, maps: list[ir.AffineMap]) -> list[int | None]:
     """Static extent of each loop (None when dynamic or not derivable from a plain dim)."""
     n = maps[0].n_dims if maps else 0
@@ -330,7 +335,7 @@ def _iterators(op: ir.Operation, maps: list[ir.AffineMap], num_inits: int) -> li
     if "iterator_types" in op.attributes:
         out = []
         for a in ir.ArrayAttr(op.attributes["iterator_types"]):
-            out.append("reduction" if "reduction" in str(a) else "parallel")
+            out.append("reduction" if a == _LINALG_REDUCTION(op.context) else "parallel")
         return out
     # Named ops: a loop is parallel iff it indexes an output (true for every named op).
     n = maps[0].n_dims if maps else 0
@@ -421,7 +426,7 @@ def plan_tiles(op: ir.Operation, options: CpuPipelineOptions | None = None) -> T
     # before the 0-d case: a rank-0 bool (a Loop condition) must not become `vector<i1>` either.
     shaped = [v.type for v in list(op.operands) + list(op.results)]
     if any(
-        isinstance(t, ir.ShapedType) and str(ir.ShapedType(t).element_type) == "i1" for t in shaped
+        isinstance(t, ir.ShapedType) and ir.ShapedType(t).element_type == ir.IntegerType.get_signless(1, op.context) for t in shaped
     ):
         return None
     if n == 0:
@@ -699,6 +704,17 @@ def _strip_tags(module: ir.Module, tag: str = _TAG) -> None:
 
 _SPLIT_TAG = "onnxc.split_id"
 
+#: One reduction split (`split_long_reductions`): the op tagged `id` split in `factor` partial sums.
+_SPLIT_STEP = string.Template(
+    """transform.sequence %root : !transform.any_op failures(suppress) {
+^bb0(%r: !transform.any_op):
+  %op = transform.structured.match attributes{$tag = $id : i64} in %r : (!transform.any_op) -> !transform.any_op
+  %s:4 = transform.structured.split_reduction %op { split_factor = $factor, insert_split_dimension = 0 }
+    : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op)
+  transform.yield
+}"""
+)
+
 
 def split_reduction_factor(op: ir.Operation, options: CpuPipelineOptions | None = None) -> int:
     """How many partial sums a long floating-point contraction is split into (0: no split).
@@ -775,24 +791,10 @@ def split_long_reductions(module: ir.Module, options: CpuPipelineOptions | None 
         ident = len(marked)
         op.attributes[_SPLIT_TAG] = ir.IntegerAttr.get(i64, ident)
         marked.append(op)
-        parts.append(
-            "transform.sequence %root : !transform.any_op failures(suppress) {\n"
-            "^bb0(%r: !transform.any_op):\n"
-            f"  %op = transform.structured.match attributes{{{_SPLIT_TAG} = {ident} : i64}} in %r"
-            " : (!transform.any_op) -> !transform.any_op\n"
-            f"  %s:4 = transform.structured.split_reduction %op {{ split_factor = {factor},"
-            " insert_split_dimension = 0 } : (!transform.any_op) -> (!transform.any_op,"
-            " !transform.any_op, !transform.any_op, !transform.any_op)\n"
-            "  transform.yield\n}"
-        )
+        parts.append(_SPLIT_STEP.substitute(tag=_SPLIT_TAG, id=ident, factor=factor))
     if not marked:
         return 0
-    script = (
-        "module attributes {transform.with_named_sequence} {\n"
-        "transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {\n"
-        + "\n".join(parts)
-        + "\ntransform.yield\n}\n}"
-    )
+    script = _SCRIPT_TEMPLATE.substitute(groups="\n".join(parts), mask_lowering="")
     _apply_transform_script(module, script, "reduction splitting", _SPLIT_TAG)
     return len(marked)
 
@@ -1168,16 +1170,17 @@ def contracts_to_outer_products(module: ir.Module) -> int:
         lt, rt, at = (ir.VectorType(t) for t in types)
         if not (lt.element_type == rt.element_type == at.element_type):
             continue  # mixed precision: leave it to the upstream lowering
-        if str(ir.Attribute(op.attributes["kind"])) != "#vector.kind<add>":
+        if op.attributes["kind"] != ir.Attribute.parse("#vector.kind<add>", module.context):
             continue
         maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
-        iters = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+        reduction = ir.Attribute.parse("#vector.iterator_type<reduction>", module.context)
+        iters = ["reduction" if a == reduction else "parallel" for a in ir.ArrayAttr(op.attributes["iterator_types"])]
         sizes: dict[int, int] = {}
         for m, t in zip(maps, (lt, rt, at)):
             for pos, expr in enumerate(m.results):
                 sizes[ir.AffineDimExpr(expr).position] = t.shape[pos]
         big = [d for d, n in sizes.items() if n > 1]
-        if any("reduction" in iters[d] for d in big) or len(big) != 2:
+        if any(iters[d] == "reduction" for d in big) or len(big) != 2:
             continue
         dims_of = [{ir.AffineDimExpr(e).position for e in m.results} for m in maps]
         m_dims = [d for d in big if d in dims_of[0] and d not in dims_of[1]]
