@@ -405,6 +405,16 @@ class ModelExporter:
             node.output.pop()
         nodes.append(node)
 
+    def region_graph(self, region: ir.Region, gname: str) -> onnx.GraphProto:
+        """One op's subgraph region as a standalone GraphProto (for passes that rebuild the op as
+        a NodeProto, e.g. to ask onnx for its function body). A region using values from outside
+        it cannot stand alone: that raises `ModelImportError`."""
+        env: dict[ir.Value, str] = {}
+        try:
+            return self._export_region(region, gname, _Namer(), env, in_function=False)
+        except KeyError as exc:  # an operand defined outside the region has no name in `env`
+            raise self.fail(f"subgraph '{gname}' uses a value from outside it") from exc
+
     def _export_region(self, region: ir.Region, gname: str, namer: _Namer, env: dict[ir.Value, str], in_function: bool) -> onnx.GraphProto:
         block = region.blocks[0]
         sub = onnx.GraphProto(name=gname)

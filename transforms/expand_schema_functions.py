@@ -15,8 +15,10 @@ Version safety: a body is written for an opset (its `opset_import`); the expande
 back under the model's opset. When some body node would bind to a different schema version under the
 model's opset than under the body's, the body is first converted to the model's opset by onnx's
 version converter; if that fails, the op is left alone rather than risking a changed meaning.
-Ops with subgraphs, ops inside functions with their own opsets, and ops whose schemas have no
-body are left alone too. Location of an expanded op: `loc("<op name>/<body node>"("<OpType>"))`.
+An op's subgraphs go to onnx's body builder as GRAPH attributes (FlexAttention's score_mod: the
+builder inlines them); a body that still holds a subgraph, ops inside functions with their own
+opsets, and ops whose schemas have no body are left alone. A body that imports only its own domain
+while using ai.onnx ops (FlexAttention's) binds those at the model's ai.onnx opset. Location of an expanded op: `loc("<op name>/<body node>"("<OpType>"))`.
 """
 
 from __future__ import annotations
@@ -161,14 +163,27 @@ class _Expander:
             if name == "func.func" and "onnx.opset_import" in op.attributes and "onnx.function" in op.attributes:
                 if opsets(opset_entries(op.attributes["onnx.opset_import"])) != self.opsets:
                     return ir.WalkResult.SKIP  # a function with its own opsets: its ops bind differently
-            if name.split(".")[0] in ONNX_DIALECTS and name not in ("onnx.none", "onnx.custom") and not op.regions:
+            if name.split(".")[0] in ONNX_DIALECTS and name not in ("onnx.none", "onnx.custom"):
                 info = op_info(name)
                 if info is not None and (not self.only or info.op_type in self.only):
-                    found.append(op)
+                    if not any(len(r.blocks) for r in op.regions):  # an omitted graph: an empty region
+                        found.append(op)
+                    elif self._has_body(info):
+                        # A subgraph a schema function may take (`expand` exports it as a GRAPH
+                        # attribute: FlexAttention's score_mod). Its nested ops are not candidates:
+                        # expanding the op erases them (they come back in the imported body, for
+                        # the next round). Control flow (If/Loop/Scan) has no body: visited inside.
+                        found.append(op)
+                        return ir.WalkResult.SKIP
             return ir.WalkResult.ADVANCE
 
         self.module.walk(visit, ir.WalkOrder.PRE_ORDER)
         return found
+
+    def _has_body(self, info: OpInfo) -> bool:
+        opset = self.opsets.get(info.domain)
+        schema = None if opset is None else _schema(info, opset)
+        return schema is not None and bool(schema.has_function or schema.has_context_dependent_function)
 
     def expand(self, op: ir.Operation) -> bool:
         info = op_info(op.name)
@@ -194,11 +209,21 @@ class _Expander:
             for key, value in op.attributes.items():
                 if "." not in key:
                     node.attribute.append(self.exporter._attribute(info, key, value, op))
+            # Given subgraphs travel as GRAPH attributes: a context-dependent builder inlines them
+            # (FlexAttention's score_mod/prob_mod); a body that keeps them is left alone below.
+            for region, gname in zip(op.regions, info.regions):
+                if region.blocks:
+                    node.attribute.append(onnx.helper.make_attribute(gname, self.exporter.region_graph(region, gname)))
         except ModelImportError:
             return False
         fp = function_body(info, opset, node, input_types)
         if fp is None:
             return False
+        if "" not in opsets(fp.opset_import) and "" in self.opsets:
+            # Some context-dependent builders (FlexAttention's) import only their own domain
+            # while using ai.onnx ops; those bind at the model's opset, as onnx's own expanded
+            # test models (`*_expanded_ver<model opset>`) bind them.
+            fp.opset_import.add(domain="", version=self.opsets[""])
         binding = _defaults(info, opset)
         binding.update({a.name: a for a in node.attribute})
         present = {fp.input[i] for i, name in enumerate(node.input) if i < len(fp.input) and name}

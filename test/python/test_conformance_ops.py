@@ -183,3 +183,18 @@ def test_tfidf_vectorizer_grams_skips_weights(mode: str, weights: bool, min_gram
     node = helper.make_node("TfIdfVectorizer", ["X"], ["Y"], **attrs)
     x = RNG.integers(1, 5, size=(3, 11)).astype(np.int32)
     _check(_model([node], [_vi("X", ["B", 11], TP.INT32)], 1, 9), [{"X": x}, {"X": x[:1]}], rtol=0, atol=0)
+
+
+def test_flex_attention_with_score_mod_expands_through_its_schema_body() -> None:
+    """FlexAttention has no direct lowering: expand-schema-functions hands its score_mod subgraph
+    to onnx's body builder (a GRAPH attribute), which inlines it; GQA heads, a soft cap."""
+    s_in = helper.make_tensor_value_info("s", TP.FLOAT, None)
+    cap = helper.make_graph(
+        [helper.make_node("Constant", [], ["c"], value_float=5.0), helper.make_node("Div", ["s", "c"], ["d"]), helper.make_node("Tanh", ["d"], ["t"]), helper.make_node("Mul", ["t", "c"], ["o"])],
+        "cap", [s_in], [helper.make_tensor_value_info("o", TP.FLOAT, None)],
+        value_info=[helper.make_tensor_value_info("c", TP.FLOAT, []), helper.make_tensor_value_info("d", TP.FLOAT, None), helper.make_tensor_value_info("t", TP.FLOAT, None)],
+    )
+    node = helper.make_node("FlexAttention", ["Q", "K", "V"], ["Y"], domain="ai.onnx.preview", score_mod=cap)
+    g = helper.make_graph([node], "g", [_vi("Q", [1, 4, 5, 8]), _vi("K", [1, 2, 7, 8]), _vi("V", [1, 2, 7, 8])], [_vi("Y", None)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 26), helper.make_opsetid("ai.onnx.preview", 1)])
+    _check(model, [{"Q": _f32(1, 4, 5, 8, scale=3.0), "K": _f32(1, 2, 7, 8), "V": _f32(1, 2, 7, 8)}])
