@@ -68,8 +68,6 @@ XFAILS: dict[str, str] = {
     "^test_ai_onnx_ml_label_encoder_string_int_no_default_cpu$": "lower: convert-onnx-to-linalg: @test_ai_onnx_ml_label_encoder_string_int_no_default: argument 0 has element type !onnx.string, which the lowering does not handle (+1 more)",
     "^test_ai_onnx_ml_label_encoder_tensor_mapping_cpu$": "lower: convert-onnx-to-linalg: @test_ai_onnx_ml_label_encoder_tensor_mapping: argument 0 has element type !onnx.string, which the lowering does not handle (+1 more)",
     "^test_ai_onnx_ml_label_encoder_tensor_value_only_mapping_cpu$": "lower: convert-onnx-to-linalg: @test_ai_onnx_ml_label_encoder_tensor_value_only_mapping: argument 0 has element type !onnx.string, which the lowering does not handle (+1 more)",
-    "^test_ai_onnx_ml_tree_ensemble_set_membership_cpu$": "lower: convert-onnx-to-linalg: TreeEnsemble (opset 5, onnx_ml.tree_ensemble) node 'Y': no lowering for TreeEnsemble",
-    "^test_ai_onnx_ml_tree_ensemble_single_tree_cpu$": "lower: convert-onnx-to-linalg: TreeEnsemble (opset 5, onnx_ml.tree_ensemble) node 'Y': no lowering for TreeEnsemble",
     "^test_attention_4d_causal_fp16_cpu$": "result: wrong result: Not equal to tolerance rtol=0.001, atol=1e-07; Mismatched elements: 2 / 192 (1.04%)",
     "^test_attention_4d_causal_fp16_expanded_cpu$": "result: wrong result: Not equal to tolerance rtol=0.001, atol=1e-07; Mismatched elements: 2 / 192 (1.04%)",
     "^test_bernoulli_cpu$": "lower: convert-onnx-to-linalg: RandomUniformLike (opset 22, onnx.random_uniform_like) node 'y/X_random': no lowering for RandomUniformLike",

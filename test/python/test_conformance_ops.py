@@ -198,3 +198,26 @@ def test_flex_attention_with_score_mod_expands_through_its_schema_body() -> None
     g = helper.make_graph([node], "g", [_vi("Q", [1, 4, 5, 8]), _vi("K", [1, 2, 7, 8]), _vi("V", [1, 2, 7, 8])], [_vi("Y", None)])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 26), helper.make_opsetid("ai.onnx.preview", 1)])
     _check(model, [{"Q": _f32(1, 4, 5, 8, scale=3.0), "K": _f32(1, 2, 7, 8), "V": _f32(1, 2, 7, 8)}])
+
+
+@pytest.mark.parametrize("aggregate", [0, 1, 2, 3])
+def test_tree_ensemble_modes_missing_values_aggregates(aggregate: int) -> None:
+    """Two trees (one of them a single leaf), every comparison mode, NaN features with and
+    without `missing_value_tracks_true`, the four aggregates; a dynamic batch."""
+    # tree 0: nodes 0..4 (modes LEQ, LT, GTE, GT, EQ on features 0/1); node 5 NEQ; tree 1: node 6, a leaf.
+    attrs = {
+        "n_targets": 2, "aggregate_function": aggregate, "post_transform": 0, "tree_roots": [0, 6],
+        "nodes_modes": nh.from_array(np.array([0, 1, 2, 3, 4, 5, 0], np.uint8), "m"),
+        "nodes_splits": nh.from_array(np.array([0.5, -0.2, 0.1, 1.0, 0.0, 0.3, 0.0], np.float32), "s"),
+        "nodes_featureids": [0, 1, 1, 0, 1, 0, 0],
+        "nodes_truenodeids": [1, 3, 0, 1, 2, 4, 5], "nodes_trueleafs": [0, 1, 1, 1, 1, 1, 1],
+        "nodes_falsenodeids": [2, 4, 5, 0, 3, 6, 5], "nodes_falseleafs": [0, 0, 0, 1, 1, 1, 1],
+        "nodes_missing_value_tracks_true": [1, 0, 0, 1, 0, 0, 0],
+        "leaf_targetids": [0, 1, 0, 1, 0, 1, 0], "leaf_weights": nh.from_array(np.array([1.5, -2.0, 3.0, 0.25, 7.0, -1.0, 0.5], np.float32), "w"),
+    }
+    node = helper.make_node("TreeEnsemble", ["X"], ["Y"], domain="ai.onnx.ml", **attrs)
+    g = helper.make_graph([node], "g", [_vi("X", ["N", 2])], [_vi("Y", None)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("ai.onnx.ml", 5)])
+    x = _f32(9, 2)
+    x[0, 0], x[1, 1], x[2] = np.nan, np.nan, [0.3, 0.0]
+    _check(model, [{"X": x}, {"X": x[:2]}])

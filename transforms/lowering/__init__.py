@@ -47,6 +47,7 @@ FAMILIES = (
     "deform_conv",
     "audio",
     "tfidf",
+    "tree_ensemble",
 )
 
 
