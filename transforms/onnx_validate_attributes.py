@@ -558,6 +558,11 @@ RANKS: dict[str, dict[str, int]] = {
     "Range": {"start": 0, "limit": 0, "delta": 0},
 }
 
+#: Ops whose scalar inputs may also be one-element 1-D tensors: onnx's own function bodies feed
+#: Range such bounds (AffineGrid's expansion: `limit` of shape [1]), and onnx.reference and the
+#: lowering read their one element; a longer tensor is still refused.
+ONE_ELEMENT_SCALARS: frozenset[str] = frozenset({"Range"})
+
 
 def _rank_problems(v: OpView) -> list[Problem]:
     out = []
@@ -565,6 +570,8 @@ def _rank_problems(v: OpView) -> list[Problem]:
         i = v.input_index(name)
         r = None if i is None else v.rank(i)
         if r is not None and r != want:
+            if want == 0 and r == 1 and v.info.op_type in ONE_ELEMENT_SCALARS and v.shape(i) == [1]:
+                continue
             out.append(f"input '{name}' has rank {r}; {v.info.op_type} needs rank {want}")
     return out
 

@@ -544,6 +544,20 @@ def test_scalar_inputs_of_other_ranks_are_refused() -> None:
         onnxc.compile(m)
 
 
+def test_range_bounds_of_one_element_are_read_as_scalars() -> None:
+    """onnx's own AffineGrid function body gives Range a [1]-shaped limit: accepted and read as
+    its element (as onnx.reference does); a longer bound is still refused."""
+    def model(n: int) -> onnx.ModelProto:
+        ins = [h.make_tensor_value_info("start", T.INT64, []), h.make_tensor_value_info("limit", T.INT64, [n]), h.make_tensor_value_info("delta", T.INT64, [])]
+        g = h.make_graph([h.make_node("Range", ["start", "limit", "delta"], ["y"], name="r")], "g", ins, [h.make_tensor_value_info("y", T.INT64, None)])
+        return h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+
+    (y,) = onnxc.compile(model(1))(np.array(2, np.int64), np.array([7], np.int64), np.array(2, np.int64))
+    np.testing.assert_array_equal(y, [2, 4, 6])
+    with pytest.raises(OnnxcError, match="input 'limit' has rank 1; Range needs rank 0"):
+        onnxc.compile(model(2))
+
+
 def test_unsqueeze_with_run_time_axes_is_one_reshape() -> None:
     """Unsqueeze with run-time axes compiled one branch per choice of the axes (C(rank + k, k) nested
     scf.if: 24 s of bufferization for rank 3 and 3 axes, exponential beyond; a compile-fuzzer timeout).
