@@ -149,7 +149,7 @@ def lower_mel_weight_matrix(node: Node) -> list[ir.Value]:
     dft_len = to_index(scalar_of(node.input(1)), node.in_elem(1))
     sample_rate = to_index(scalar_of(node.input(2)), node.in_elem(2))
     edge_elem = node.in_elem(3)
-    ft = f64 if str(edge_elem) == "f64" else ir.F32Type.get()
+    ft = f64 if edge_elem == f64 else ir.F32Type.get()
 
     def c(v: float, t: ir.Type = f64) -> ir.Value:
         return const_scalar(v, t)

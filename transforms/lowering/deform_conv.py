@@ -82,7 +82,7 @@ def _check_deform_conv(node: Node) -> str | None:
 def lower_deform_conv(node: Node) -> list[ir.Value]:
     """DeformConv (see the module docstring)."""
     elem = node.in_elem(0)
-    ct = ir.F64Type.get() if str(elem) == "f64" else ir.F32Type.get()
+    ct = ir.F64Type.get() if elem == ir.F64Type.get() else ir.F32Type.get()
     x = convert_tensor(node.input(0), elem, ct)
     w = convert_tensor(node.input(1), node.in_elem(1), ct)
     off = convert_tensor(node.input(2), node.in_elem(2), ct)

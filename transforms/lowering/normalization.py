@@ -17,13 +17,13 @@ from mlir.dialects import arith, math
 from onnxc.transforms.lowering.common import (
     Dim,
     Node,
+    accumulator_type,
     affine_map,
     dim_add,
     empty,
     filled,
     generic,
     insert_slice,
-    bitwidth,
     const_scalar,
     convert_element,
     convert_tensor,
@@ -43,16 +43,16 @@ from onnxc.transforms.lowering.common import (
 from onnxc.transforms.lowering.conv import _merge_dims, _split_dim
 
 
-def _acc(elem: ir.Type) -> ir.Type:
-    return ir.F32Type.get() if bitwidth(elem) < 32 else elem
+#: The normalizations' accumulation type (f16/bf16 in f32): the one rule of common.accumulator_type.
+_acc = accumulator_type
 
 
 def _widen(v: ir.Value, src: ir.Type, acc: ir.Type) -> ir.Value:
-    return arith.extf(acc, v) if str(src) != str(acc) else v
+    return arith.extf(acc, v) if src != acc else v
 
 
 def _narrow(v: ir.Value, acc: ir.Type, dst: ir.Type) -> ir.Value:
-    return arith.truncf(dst, v) if str(acc) != str(dst) else v
+    return arith.truncf(dst, v) if acc != dst else v
 
 
 def _channel_view(v: ir.Value, rank: int) -> ir.Value:
@@ -194,7 +194,7 @@ def lower_layer_norm(node: Node) -> list[ir.Value | None]:
     for i, v in ((1, mean), (2, rstd)):
         if len(node.op.results) > i and not isinstance(node.op.results[i].type, ir.NoneType):
             want = convert_element(node.out_elem(i))
-            results.append(convert_tensor(v, acc, want) if str(want) != str(acc) else v)
+            results.append(convert_tensor(v, acc, want) if want != acc else v)
         else:
             results.append(None)
     return results

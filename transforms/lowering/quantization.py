@@ -92,11 +92,12 @@ def lower_quantize(node: Node) -> list[ir.Value]:
     has_zp = node.has(2)
     if has_zp:
         ins.append(_along(node, node.input(2), r, x))
-    from onnxc.transforms.lowering.minifloat import MINIFLOATS, SMALL_INTS
+    from onnxc.transforms.lowering.minifloat import minifloat_of, small_int_of
 
-    float_q = str(qe) in MINIFLOATS
-    if str(qe) in SMALL_INTS:
-        w, signed = SMALL_INTS[str(qe)]
+    float_q = minifloat_of(qe) is not None
+    small = small_int_of(qe)
+    if small is not None:
+        w, signed = small
         lo, hi = (-(1 << (w - 1)), (1 << (w - 1)) - 1) if signed else (0, (1 << w) - 1)
     else:
         w = bitwidth(q)

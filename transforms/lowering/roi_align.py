@@ -73,7 +73,7 @@ def _check_roi_align(node: Node) -> str | None:
 def lower_roi_align(node: Node) -> list[ir.Value]:
     """RoiAlign (see the module docstring)."""
     in_elem = node.in_elem(0)
-    ct = ir.F64Type.get() if str(in_elem) == "f64" else ir.F32Type.get()
+    ct = ir.F64Type.get() if in_elem == ir.F64Type.get() else ir.F32Type.get()
     x = convert_tensor(node.input(0), in_elem, ct)
     rois, bidx = node.input(1), node.input(2)
     roi_elem, idx_elem = node.in_elem(1), node.in_elem(2)

@@ -147,7 +147,7 @@ def lower_tree_ensemble(node: Node) -> list[ir.Value]:
     paths, info, n_trees = _forest(node)  # type: ignore[misc]
     n_targets = int(node.attr("n_targets"))
     agg = int(node.attr("aggregate_function", 1))
-    finfo = np.finfo(np.float64 if str(out_elem) == "f64" else np.float32)
+    finfo = np.finfo(np.float64 if out_elem == ir.F64Type.get() else np.float32)
     init = {0: 0.0, 1: 0.0, 2: float(finfo.max), 3: float(finfo.min)}[agg]
     batch = dim(x, 0)
 
