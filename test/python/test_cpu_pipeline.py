@@ -244,11 +244,17 @@ def test_two_threads_equal_one(m: int | str) -> None:
 
 
 @pytest.mark.parametrize("runtime", ["openmp", "async"])
-def test_thread_runtimes_give_the_one_thread_results(runtime: str) -> None:
+def test_thread_runtimes_give_the_one_thread_results(runtime: str, tmp_path) -> None:
     """Both thread runtimes run the forall loops (OpenMP: an omp.parallel region, libiomp5;
-    async: MLIR's async runtime) and match one thread bit for bit;
-    the libraries the JIT loads are the runtime's."""
-    import onnxc
+    async: MLIR's async runtime) and match one thread bit for bit; the libraries the JIT loads
+    are the runtime's. The runs happen in a fresh process per runtime: one process is meant to
+    use one thread runtime (the default), and a crash there fails this test instead of taking the
+    test worker down (a CI run once segfaulted after the async case ran beside OpenMP code)."""
+    import subprocess
+    import sys
+
+    import onnx
+
     from onnxc.targets.cpu.pipeline import runtime_libraries
     from onnxc.targets.cpu.threads import async_runtime_library, openmp_library
 
@@ -267,10 +273,20 @@ def test_thread_runtimes_give_the_one_thread_results(runtime: str) -> None:
     # __kmpc_fork_call.
     assert ("omp.parallel" in llvm_ir) == (runtime == "openmp")
     assert ("mlirAsyncRuntimeExecute" in llvm_ir) == (runtime == "async")
-    a = RNG.standard_normal((64, k)).astype(np.float32)
-    (one,) = onnxc.compile(model, cpu_options=CpuPipelineOptions(threads=1))(a)
-    (two,) = onnxc.compile(model, cpu_options=opts)(a)
-    np.testing.assert_array_equal(one, two)
+    onnx.save(model, tmp_path / "mm.onnx")
+    np.save(tmp_path / "a.npy", RNG.standard_normal((64, k)).astype(np.float32))
+    script = (
+        "import numpy as np, onnxc\n"
+        "from onnxc.targets.cpu import CpuPipelineOptions\n"
+        f"a = np.load({str(tmp_path / 'a.npy')!r})\n"
+        f"m = {str(tmp_path / 'mm.onnx')!r}\n"
+        "(one,) = onnxc.compile(m, cpu_options=CpuPipelineOptions(threads=1))(a)\n"
+        f"(two,) = onnxc.compile(m, cpu_options=CpuPipelineOptions(threads=2, thread_runtime={runtime!r}))(a)\n"
+        "np.testing.assert_array_equal(one, two)\n"
+        "print('equal')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "equal" in proc.stdout, proc.stderr
 
 
 def test_thread_runtime_option_is_validated() -> None:
