@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+from google.protobuf.message import DecodeError
 
 from onnxc.errors import OnnxcError
 from onnxc.targets.backends.base import Backend, BackendError, Graph, Support
@@ -154,7 +155,7 @@ def info(index: int, query: int) -> tuple[int, str, int, Any]:
 def _parse(model: bytes) -> onnx.ModelProto:
     try:
         proto = onnx.ModelProto.FromString(model)
-    except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and friends
+    except DecodeError as e:
         raise _Status("INVALID_PROTOBUF", f"not a serialized ModelProto: {e}") from None
     if not proto.graph.node:
         raise _Status("INVALID_MODEL", "the model has no nodes")

@@ -333,10 +333,8 @@ def _loop_ranges(op: ir.Operation, maps: list[ir.AffineMap]) -> list[int | None]
 
 def _iterators(op: ir.Operation, maps: list[ir.AffineMap], num_inits: int) -> list[str]:
     if "iterator_types" in op.attributes:
-        out = []
-        for a in ir.ArrayAttr(op.attributes["iterator_types"]):
-            out.append("reduction" if a == _LINALG_REDUCTION(op.context) else "parallel")
-        return out
+        reduction = _LINALG_REDUCTION(op.context)
+        return ["reduction" if a == reduction else "parallel" for a in ir.ArrayAttr(op.attributes["iterator_types"])]
     # Named ops: a loop is parallel iff it indexes an output (true for every named op).
     n = maps[0].n_dims if maps else 0
     par = [False] * n
@@ -849,18 +847,13 @@ def insulate_contractions(module: ir.Module) -> int:
     and back: the fusion pass does not look through casts, and the `canonicalize` right after it
     folds the pair away, so no cast survives the stage.
     """
-    contractions: list[ir.Operation] = []
+    def is_contraction(op: ir.Operation) -> bool:
+        try:
+            return bool(linalg.isa_contraction_op(op.opview))
+        except (TypeError, ValueError):  # not a structured op
+            return False
 
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name.startswith("linalg.") and op.name not in ("linalg.yield", "linalg.index"):
-            try:
-                if linalg.isa_contraction_op(op.opview):
-                    contractions.append(op)
-            except (TypeError, ValueError):  # not a structured op
-                pass
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
+    contractions = [op for op in _structured_ops(module) if is_contraction(op)]
     from mlir.dialects import tensor
 
     count = 0
@@ -1161,6 +1154,8 @@ def contracts_to_outer_products(module: ir.Module) -> int:
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
+    add = ir.Attribute.parse("#vector.kind<add>", module.context)
+    reduction = ir.Attribute.parse("#vector.iterator_type<reduction>", module.context)
     count = 0
     for op in found:
         lhs, rhs, acc = op.operands[0], op.operands[1], op.operands[2]
@@ -1170,10 +1165,9 @@ def contracts_to_outer_products(module: ir.Module) -> int:
         lt, rt, at = (ir.VectorType(t) for t in types)
         if not (lt.element_type == rt.element_type == at.element_type):
             continue  # mixed precision: leave it to the upstream lowering
-        if op.attributes["kind"] != ir.Attribute.parse("#vector.kind<add>", module.context):
+        if op.attributes["kind"] != add:
             continue
         maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
-        reduction = ir.Attribute.parse("#vector.iterator_type<reduction>", module.context)
         iters = ["reduction" if a == reduction else "parallel" for a in ir.ArrayAttr(op.attributes["iterator_types"])]
         sizes: dict[int, int] = {}
         for m, t in zip(maps, (lt, rt, at)):
