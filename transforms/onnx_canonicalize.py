@@ -185,9 +185,17 @@ def _remove_noop(op: ir.Operation) -> int:
         # Not Unsqueeze: it always adds dims, so equal types mean a declared result type that
         # contradicts the op (the compile fuzzer: a rank-4 input whose Unsqueeze was declared rank
         # 4 returned the input); the lowering refuses it instead of forwarding it.
-        if _static_equal(src.type, op.results[0].type):
+        if _static_equal(src.type, op.results[0].type) and _shape_known(op, t):
             return _forward(op, src)
     return 0
+
+
+def _shape_known(op: ir.Operation, op_type: str) -> bool:
+    """Whether a Reshape's/Expand's target shape is a constant: one fed at run time may contradict
+    the declared result type, which the lowering then checks at run time (it is not trusted)."""
+    if op_type not in ("Reshape", "Expand") or len(op.operands) < 2:
+        return True
+    return U.constant_value(op.operands[1]) is not None
 
 
 def _forward(op: ir.Operation, value: ir.Value, result_index: int = 0) -> int:

@@ -272,8 +272,12 @@ class Invoker:
         free: Callable[[int], None],
         keepalive: Any = None,
         convention: str = "ciface",
+        after_call: Callable[[], None] | None = None,
     ) -> None:
         self.signature = signature
+        # Runs right after the native call, before any result is read: the run-time status
+        # channel (runtime_checks.py) raises there when the code left early (poison results).
+        self._after_call = after_call
         self._free = free
         self._keepalive = keepalive  # the engine / CDLL owning the code must outlive us
         n_res = len(signature.results)
@@ -322,6 +326,8 @@ class Invoker:
             self._fn(arr)
         else:
             self._fn(*params)
+        if self._after_call is not None:
+            self._after_call()
         del inputs  # the arrays were alive (referenced) during the call
         if res is None:
             return []

@@ -23,12 +23,14 @@ import numpy as np
 from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
+from onnxc.transforms.lowering.runtime_checks import check_table
 from onnxc.transforms.pipeline import Instrumentation, run_pipeline
 
 from .abi import CpuTargetError, FunctionSignature, Invoker, signature_from_func
 from .passes import cpu_pipeline_text
 from .pipeline import CpuPipelineOptions
 from .pipeline import runtime_libraries as cpu_runtime_libraries
+from .runtime_checks import StatusChannel, status_address_from_engine
 
 __all__ = ["CompiledFunction", "compile_module", "copy_module", "runtime_libraries", "select_entry"]
 
@@ -131,14 +133,18 @@ class CompiledFunction:
         address = engine.raw_lookup("_mlir_ciface_" + signature.name)
         if not address:
             raise CpuTargetError(f"JIT: no C interface for @{signature.name}")
-        self._invoke = Invoker(signature, address, _libc.free, keepalive=engine, convention="packed")
+        # The run-time status channel (runtime_checks.py): reset before a call, read after it.
+        self._status = StatusChannel(status_address_from_engine(engine), check_table(llvm_module.operation))
+        self._invoke = Invoker(
+            signature, address, _libc.free, keepalive=engine, convention="packed", after_call=self._status.raise_if_exited
+        )
 
     @property
     def name(self) -> str:
         return self.signature.name
 
     def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
-        return self._invoke(*arrays)
+        return self._status.run(self._invoke, arrays)
 
     def __repr__(self) -> str:
         return f"<CompiledFunction {self.signature}>"

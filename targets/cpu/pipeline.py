@@ -179,21 +179,25 @@ BUFFERIZE_PIPELINE: str = (
 #: first, library calls for the rest), `expand-strided-metadata` + `lower-affine` before
 #: `finalize-memref-to-llvm`, `convert-ub-to-llvm` because vectorization creates `ub.poison`,
 #: `convert-openmp-to-llvm` for the `omp.parallel` regions of OpenMP-threaded code (threads.py).
-LLVM_PIPELINE: str = (
-    "builtin.module("
+#: LLVM_PIPELINE in two halves: `runtime_checks.insert_failure_exits` (the run-time status
+#: channel: allocation tests and early exits) runs between them, on memrefs in CFG form.
+LLVM_PIPELINE_HEAD: str = (
     "func.func(convert-vector-to-scf{full-unroll=true target-rank=1}),"
     "canonicalize,"
     "expand-strided-metadata,lower-affine,"
     "arith-expand{include-bf16=true},"
-    "convert-scf-to-cf,"
+    "convert-scf-to-cf"
+)
+LLVM_PIPELINE_TAIL: str = (
     "convert-math-to-funcs{min-width-of-fpowi-exponent=1},"
     "convert-math-to-llvm,convert-math-to-libm,"
     "convert-vector-to-llvm{vector-contract-lowering=outerproduct},"
     "finalize-memref-to-llvm,"
     "convert-arith-to-llvm,convert-index-to-llvm,convert-cf-to-llvm,"
     "convert-func-to-llvm,convert-openmp-to-llvm,convert-ub-to-llvm,"
-    "canonicalize,reconcile-unrealized-casts)"
+    "canonicalize,reconcile-unrealized-casts"
 )
+LLVM_PIPELINE: str = f"builtin.module({LLVM_PIPELINE_HEAD},{LLVM_PIPELINE_TAIL})"
 
 #: Runs before LLVM_PIPELINE: the remaining (unvectorized) linalg ops on memrefs become loops,
 #: so that `_widen_i1_memrefs` sees only memref.load/store on i1 buffers.
@@ -1239,7 +1243,11 @@ def lower_to_llvm(module: ir.Module, options: CpuPipelineOptions | None = None) 
         raise CpuPipelineError("internal error: module does not verify after i1 widening")
     if _has_op(module, "scf.forall"):
         _run(module, forall_pipeline(opts.thread_runtime, opts.threads), "threads")
-    _run(module, LLVM_PIPELINE, "llvm")
+    from .runtime_checks import insert_failure_exits  # the run-time status channel
+
+    _run(module, f"builtin.module({LLVM_PIPELINE_HEAD})", "llvm")
+    insert_failure_exits(module)
+    _run(module, f"builtin.module({LLVM_PIPELINE_TAIL})", "llvm")
     return module
 
 

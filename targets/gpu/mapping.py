@@ -65,6 +65,7 @@ from mlir.dialects.transform import structured
 from mlir.passmanager import PassManager
 
 from onnxc.errors import OnnxcError
+from onnxc.transforms.lowering.runtime_checks import strip_runtime_checks
 
 from .device import GpuDevice
 
@@ -741,6 +742,7 @@ def map_to_gpu(module: ir.Module, device: GpuDevice) -> ir.Module:
     with module.context, ir.Location.unknown():
         if not module.operation.verify():
             raise GpuMappingError("the input module does not verify")
+        strip_runtime_checks(module.operation)  # no status channel on the GPU host (runtime_checks.py)
         run_pipeline(module, PRE_PIPELINE, "elementwise fusion")
         _insert_slices_to_copies(module)
         try:

@@ -26,6 +26,8 @@ from mlir.dialects import func
 from onnxc.dialect.table import schema_for
 from onnxc.errors import DiagnosticsError
 from onnxc.transforms.lowering.minifloat import is_exotic
+from onnxc.transforms.lowering.strings import STRING_OPS, is_string, mark_boundary, uses_strings
+from onnxc.transforms.lowering.runtime_checks import require_declared_shape
 from onnxc.transforms.lowering.common import (
     LoweringError,
     Node,
@@ -63,7 +65,7 @@ def _type_problem(t: ir.Type, what: str) -> str | None:
         return None
     if not isinstance(t, (ir.RankedTensorType, ir.UnrankedTensorType)):
         return f"{what} has type {t}, which the lowering does not handle"
-    if not element_supported(elem_of(t)):
+    if not element_supported(elem_of(t)) and not is_string(t):
         return f"{what} has element type {elem_of(t)}, which the lowering does not handle"
     return None
 
@@ -110,6 +112,8 @@ def check_op(op: ir.Operation) -> list[str]:
     exotic = [t for t in [v.type for v in op.operands] + [r.type for r in op.results] if isinstance(t, (ir.RankedTensorType, ir.UnrankedTensorType)) and is_exotic(elem_of(t))]
     if exotic and info.op_type not in BYTE_CODED_OPS:
         return [f"{who}: element type {elem_of(exotic[0])} is only lowered for casts, (de)quantization and data movement"]
+    if uses_strings(op) and info.op_type not in STRING_OPS:
+        return [f"{who}: string tensors are only lowered for {', '.join(sorted(STRING_OPS))}"]
     deferred = False
     for i, v in enumerate(op.operands):
         p = _type_problem(v.type, f"input {i}")
@@ -242,10 +246,14 @@ class Lowering:
                 if v is None:
                     raise LoweringError(f"@{name}: returns an omitted optional value")
                 if is_ranked(want) and compatible(v.type, want):
+                    # A declared static dim the lowered value has only at run time is checked
+                    # there (runtime_checks.py): the cast assumes it.
+                    require_declared_shape(v, want, ("", f"@{name}"), f"result {len(final)}")
                     v = cast_to_type(v, want)
                 final.append(v)
             func.ReturnOp(final)
         new.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(arg_types, [v.type for v in final]))
+        mark_boundary(new, ftype)  # string arguments/results: the ABI converts them
         self.lowered[name] = new
         self._in_progress.discard(name)
         return new
@@ -326,6 +334,9 @@ class Lowering:
                     raise node.fail(f"lowering produced {new.type} for result {i} declared {old.type}")
                 # Refine to the declared static dims (shape inference may know more).
                 if any(a is None and b is not None for a, b in zip(static_shape(new.type), static_shape(want))):
+                    # ... and checked at run time: a declared dim that depends on run-time data
+                    # (a Reshape target fed as an input) must not be trusted.
+                    require_declared_shape(new, want, op, f"result {i}")
                     new = cast_to_type(new, want)
             self.bind(old, new)
 

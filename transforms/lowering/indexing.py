@@ -15,6 +15,7 @@ from collections.abc import Callable
 from mlir import ir
 from mlir.dialects import arith, scf, tensor
 
+from onnxc.transforms.lowering.runtime_checks import require_indices
 from onnxc.transforms.lowering.common import (
     Dim,
     Node,
@@ -386,6 +387,8 @@ def lower_gather_nd(node: Node) -> list[ir.Value]:
     out_shape = ishape[:-1] + dshape[b + k :]
     n = len(out_shape)
     ielem = node.in_elem(1)
+    # Out-of-range indices: a run-time error (runtime_checks.py), checked once before the gather.
+    require_indices(node.op, ind, is_unsigned(ielem), [dim_value(d) for d in dshape[b : b + k]], b, [dim_value(d) for d in dshape])
 
     def body(a: list[ir.Value]) -> list[ir.Value]:
         lead = [index_of(i) for i in range(q - 1)]
@@ -467,6 +470,7 @@ def lower_scatter_elements(node: Node) -> list[ir.Value]:
     elem = elem_of(data.type)
     unsigned = is_unsigned(node.in_elem(0))
     size = dim(data, axis)
+    require_indices(node.op, ind, is_unsigned(ielem), [dim_value(size)], axis, [dim_value(d) for d in shape_of(data)])
 
     def body(ivs: list[ir.Value], t: ir.Value) -> ir.Value:
         i = _in_bounds(to_index(tensor.extract(ind, ivs), ielem), size)
@@ -497,6 +501,7 @@ def lower_scatter_nd(node: Node) -> list[ir.Value]:
     elem = elem_of(data.type)
     unsigned = is_unsigned(node.in_elem(0))
     dshape = shape_of(data)
+    require_indices(node.op, ind, is_unsigned(ielem), [dim_value(d) for d in dshape[:k]], 0, [dim_value(d) for d in dshape])
 
     def body(ivs: list[ir.Value], t: ir.Value) -> ir.Value:
         lead = ivs[: q - 1]

@@ -15,6 +15,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
+from onnxc.transforms.lowering.runtime_checks import require, require_indices
 from onnxc.transforms.lowering.common import (
     Dim,
     Node,
@@ -244,12 +245,14 @@ def lower_reshape(node: Node) -> list[ir.Value]:
     dims = [arith.select(arith.cmpi(arith.CmpIPredicate.eq, v, neg1), inferred, v) for v in dims]
     # A run-time shape whose element count is not the input's is invalid (onnx.reference raises),
     # but reshaping to it made a view past the input's buffer: copies of it corrupted the heap
-    # (compile fuzzer: SIGSEGV/abort). It becomes [total, 1, ...] instead: memory-safe; the CPU
-    # code has no channel to report the error at run time (docs/robustness.md).
+    # (compile fuzzer: SIGSEGV/abort). It is a run-time error (runtime_checks.py), and the code
+    # goes on with [total, 1, ...], memory-safe, until the caller reads the status.
     count = one
     for v in dims:
         count = arith.muli(count, v)
     valid = arith.cmpi(arith.CmpIPredicate.eq, count, dim_value(total))
+    require(valid, node.op, "the run-time target shape {target} has {count} elements, the input {total}",
+            [("target", vals), ("count", [count]), ("total", [dim_value(total)])])  # fmt: skip
     dims = [arith.select(valid, v, dim_value(total) if i == 0 else one) for i, v in enumerate(dims)]
     return [reshape(x, dims)]
 
@@ -706,6 +709,12 @@ def _wrap_index(v: ir.Value, onnx_elem: ir.Type, size: Dim) -> ir.Value:
     return arith.maxsi(arith.minsi(i, last), const_index(0))
 
 
+def _check_indices(node: Node, indices: ir.Value, sizes: list[Dim], axis: int) -> None:
+    """The run-time range check of Gather/GatherElements indices (runtime_checks.py)."""
+    data_shape = [dim_value(d) for d in shape_of(node.input(0))]
+    require_indices(node.op, indices, is_unsigned(node.in_elem(1)), [dim_value(s) for s in sizes], axis, data_shape)
+
+
 @lowers("Gather")
 def lower_gather(node: Node) -> list[ir.Value]:
     """Gather along `axis`: a generic over the output, reading data with `tensor.extract`."""
@@ -719,6 +728,7 @@ def lower_gather(node: Node) -> list[ir.Value]:
     init = empty(out_shape, elem_of(data.type))
     imap = affine_map(n, list(range(axis, axis + q)))
     ielem = node.in_elem(1)
+    _check_indices(node, indices, [dshape[axis]], axis)
 
     def body(a: list[ir.Value]) -> list[ir.Value]:
         idx = _wrap_index(a[0], ielem, dshape[axis])
@@ -737,6 +747,7 @@ def lower_gather_elements(node: Node) -> list[ir.Value]:
     init = empty(shape_of(indices), elem_of(data.type))
     ielem = node.in_elem(1)
     size = dim(data, axis)
+    _check_indices(node, indices, [size], axis)
 
     def body(a: list[ir.Value]) -> list[ir.Value]:
         idx = _wrap_index(a[0], ielem, size)
@@ -763,6 +774,7 @@ def lower_expand(node: Node) -> list[ir.Value]:
     xs_p = [1] * (r - len(xs)) + xs
     t_p: list[Dim] = [1] * (r - len(target)) + target
     out: list[Dim] = []
+    checks: list[ir.Value] = []
     for a, b in zip(xs_p, t_p):
         if isinstance(b, int) and b == 1:
             out.append(a)
@@ -775,8 +787,21 @@ def lower_expand(node: Node) -> list[ir.Value]:
         elif isinstance(b, int):
             out.append(b)
         else:
-            # Runtime target dim: max(a, b) covers b == 1 and b == a.
+            # Runtime target dim: max(a, b) covers b == 1 and b == a; any other pair cannot be
+            # broadcast (onnx.reference raises): a run-time error (runtime_checks.py).
             out.append(arith.maxsi(dim_value(a), b))
+            if not (isinstance(a, int) and a == 1):
+                av = dim_value(a)
+                fits = arith.ori(arith.cmpi(arith.CmpIPredicate.eq, b, const_index(1)), arith.cmpi(arith.CmpIPredicate.eq, b, av))
+                if not isinstance(a, int):
+                    fits = arith.ori(fits, arith.cmpi(arith.CmpIPredicate.eq, av, const_index(1)))
+                checks.append(fits)
+    if checks:
+        ok = checks[0]
+        for c in checks[1:]:
+            ok = arith.andi(ok, c)
+        require(ok, node.op, "the input of shape {input} cannot be expanded to the run-time shape {target}",
+                [("input", [dim_value(d) for d in xs]), ("target", [dim_value(t) for t in target])])  # fmt: skip
     return [broadcast_to(x, out)]
 
 

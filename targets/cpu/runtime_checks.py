@@ -1,0 +1,322 @@
+"""The CPU target's run-time status channel: failure exits in the generated code, errors in Python.
+
+What, in the code (`insert_failure_exits`, run on memrefs after `convert-scf-to-cf`, before
+`finalize-memref-to-llvm`):
+
+- every `memref.alloc` is followed by a test of its pointer: a NULL (the allocation failed: a
+  run-time shape of 4e14 bytes) records a failure (`could not allocate N bytes`, naming the node
+  from the alloc's location) in the status words of `onnxc.transforms.lowering.runtime_checks`,
+  sets the *exit* word, and leaves: a function returns `ub.poison` results, an OpenMP region body
+  skips to its terminator. Without it the code stored into NULL (SIGSEGV).
+- every call of a function of the module (the outlined parts) is followed by a test of the exit
+  word: a callee that left early returned poison, which the caller must not use either.
+- a public function `onnxc_status_words() -> i64` gives the status' address to the caller.
+
+The checks the lowering emitted (`require`: contradicting run-time shapes, indices out of
+range) only record a failure; the code goes on with clamped, memory-safe values, and returns real
+buffers, which the caller frees. So after a call (`StatusChannel.check`): exit word set -> the
+results are poison (not read, not freed; the buffers allocated before the failure leak, an
+error path only); status word 0 set -> a `RuntimeCheckError` naming node, op type and values.
+
+Why early exits only for allocation failures: a failed allocation leaves a pointer that cannot
+be used, while a failed shape or index check leaves valid (clamped) values, and exits on every
+check would put branches on the hot path for nothing.
+
+Concurrency: the status is one global per compiled module, so two concurrent calls of one
+compiled function would share it: `StatusChannel` serializes the calls of one function (a lock);
+separate compiled functions, and the OpenMP threads inside one call, are unaffected.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import arith, cf, func, memref, ub
+
+from onnxc.importers.proto import location_label
+from onnxc.transforms.lowering.runtime_checks import (
+    STATUS_GLOBAL,
+    STATUS_WORDS,
+    check_table,
+    ensure_status_global,
+    record_failure,
+    register_check,
+    status_memref_type,
+)
+
+from .abi import CpuTargetError
+
+__all__ = [
+    "EXIT_WORD",
+    "CHECKS_SYMBOL",
+    "STATUS_FUNCTION",
+    "RuntimeCheckError",
+    "StatusChannel",
+    "format_failure",
+    "insert_failure_exits",
+    "status_channel_of_library",
+]
+
+#: Word of the status set when the code left early: its results are poison.
+EXIT_WORD = STATUS_WORDS - 1
+#: The public function returning the status' address (`i64`).
+STATUS_FUNCTION = "onnxc_status_words"
+#: The public constant holding the check table as NUL-terminated JSON.
+CHECKS_SYMBOL = "onnxc_runtime_checks"
+
+
+class RuntimeCheckError(CpuTargetError):
+    """A compiled model found its input invalid at run time (or could not allocate memory)."""
+
+
+# --- the IR side ----------------------------------------------------------------------------------
+
+
+def _functions(module: ir.Module) -> list[ir.Operation]:
+    return [op.operation for op in module.body.operations if op.operation.name == "func.func"]
+
+
+def _defined(fn: ir.Operation) -> bool:
+    return bool(len(fn.regions[0].blocks))
+
+
+def _name(fn: ir.Operation) -> str:
+    return ir.StringAttr(fn.attributes["sym_name"]).value
+
+
+def _element_bytes(t: ir.Type) -> int | None:
+    if isinstance(t, (ir.IntegerType, ir.FloatType)):
+        return max(1, (t.width + 7) // 8)
+    if isinstance(t, ir.IndexType):
+        return 8
+    return None
+
+
+def _exit_word_set() -> ir.Value:
+    i64 = ir.IntegerType.get_signless(64)
+    status = memref.get_global(status_memref_type(), STATUS_GLOBAL)
+    word = memref.load(status, [arith.constant(ir.IndexType.get(), EXIT_WORD)])
+    return arith.cmpi(arith.CmpIPredicate.ne, word, arith.constant(i64, 0))
+
+
+def _set_exit_word() -> None:
+    status = memref.get_global(status_memref_type(), STATUS_GLOBAL)
+    i64 = ir.IntegerType.get_signless(64)
+    memref.store(arith.constant(i64, 1), status, [arith.constant(ir.IndexType.get(), EXIT_WORD)])
+
+
+def _leave(region: ir.Region, fn: ir.Operation) -> bool:
+    """Build, at the insertion point, a terminator that leaves `region` without results:
+    `return poison` in the function body, else a copy of an operand- and successor-less
+    terminator of the region (omp.yield, omp.terminator). False when the region has none."""
+    if region.owner.operation == fn:
+        ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+        func.ReturnOp([ub.PoisonOp(t).result for t in ftype.results])
+        return True
+    for block in region.blocks:
+        ops = list(block.operations)
+        last = ops[-1].operation if ops else None
+        if last is not None and not len(last.operands) and not len(last.successors) and not len(last.regions):
+            last.clone(ip=ir.InsertionPoint.current)
+            return True
+    return False
+
+
+def _split_after(test: ir.Operation, leave: ir.Value, fn: ir.Operation, before_exit: Callable[[], None] | None = None) -> None:
+    """Split the block of `test` (the op computing `leave`, i1) after it and branch to a new exit
+    block when `leave` holds. Where the region cannot be left (no suitable terminator), the exit
+    block records the failure and continues."""
+    block = test.block
+    region = block.region
+    rest: list[ir.Operation] = []
+    seen = False
+    for o in block.operations:
+        o = o.operation
+        if seen:
+            rest.append(o)
+        elif o == test:
+            seen = True
+    cont = block.create_after()
+    for o in rest:
+        cont.append(o)
+    fail = cont.create_after()
+    with ir.InsertionPoint(fail), test.location:
+        if before_exit is not None:
+            before_exit()
+        _set_exit_word()
+        if not _leave(region, fn):
+            cf.BranchOp([], cont)
+    with ir.InsertionPoint(block), test.location:
+        cf.CondBranchOp(leave, [], [], fail, cont)
+
+
+def _alloc_check(op: ir.Operation, module: ir.Module, fn: ir.Operation, ids: dict[tuple[str, str], int]) -> None:
+    node, kind = location_label(op.location)
+    key = (node, kind)
+    if key not in ids:
+        ids[key] = register_check(module.operation, node, kind, "could not allocate {bytes} bytes (out of memory)", [("bytes", 1)])
+    check_id = ids[key]
+    mt = ir.MemRefType(op.results[0].type)
+    with ir.InsertionPoint.after(op), op.location:
+        index = ir.IndexType.get()
+        i64 = ir.IntegerType.get_signless(64)
+        count: ir.Value = arith.constant(i64, max(1, _element_bytes(mt.element_type) or 1))
+        static = 1
+        for i in range(mt.rank):
+            if not mt.is_dynamic_dim(i):
+                static *= mt.get_dim_size(i)
+        count = arith.muli(count, arith.constant(i64, static))
+        for v in op.operands:  # the dynamic sizes (identity layout: no symbol operands)
+            count = arith.muli(count, arith.index_cast(i64, v))
+        ptr = memref.extract_aligned_pointer_as_index(op.results[0])
+        null = arith.cmpi(arith.CmpIPredicate.eq, ptr, arith.constant(index, 0))
+    _split_after(null.owner.operation, null, fn, before_exit=lambda: record_failure(check_id, [count]))
+
+
+def _call_check(op: ir.Operation, fn: ir.Operation) -> None:
+    with ir.InsertionPoint.after(op), op.location:
+        left = _exit_word_set()
+    _split_after(left.owner.operation, left, fn)
+
+
+def insert_failure_exits(module: ir.Module) -> None:
+    """Add the allocation tests, the exit tests after calls and `onnxc_status_words` (module docstring)."""
+    with module.context, ir.Location.unknown():
+        ensure_status_global(module.operation)
+        defined = {_name(f) for f in _functions(module) if _defined(f)}
+        ids: dict[tuple[str, str], int] = {}
+        for fn in _functions(module):
+            if not _defined(fn) or _name(fn) == STATUS_FUNCTION:
+                continue
+            allocs: list[ir.Operation] = []
+            calls: list[ir.Operation] = []
+
+            def visit(op: ir.Operation) -> ir.WalkResult:
+                if op.name == "memref.alloc":
+                    allocs.append(op)
+                elif op.name == "func.call" and ir.FlatSymbolRefAttr(op.attributes["callee"]).value in defined:
+                    calls.append(op)
+                return ir.WalkResult.ADVANCE
+
+            fn.walk(visit)
+            for op in allocs:
+                _alloc_check(op, module, fn, ids)
+            for op in calls:
+                _call_check(op, fn)
+        # The check table travels inside the code too (a NUL-terminated JSON string), so a
+        # library (AOT, or the compile cache's) can name the failing node without MLIR.
+        text = json.dumps(check_table(module.operation), separators=(",", ":")).encode() + b"\0"
+        i8 = ir.IntegerType.get_signless(8)
+        table_type = ir.RankedTensorType.get([len(text)], i8)
+        with ir.InsertionPoint(module.body):
+            memref.GlobalOp(CHECKS_SYMBOL, ir.TypeAttr.get(ir.MemRefType.get([len(text)], i8)), sym_visibility="public",
+                            initial_value=ir.DenseElementsAttr.get(np.frombuffer(text, dtype=np.int8).copy(), type=table_type),
+                            constant=True)  # fmt: skip
+        with ir.InsertionPoint(module.body):
+            i64 = ir.IntegerType.get_signless(64)
+            status_fn = func.FuncOp(STATUS_FUNCTION, ir.FunctionType.get([], [i64]))
+            with ir.InsertionPoint(status_fn.add_entry_block()):
+                g = memref.get_global(status_memref_type(), STATUS_GLOBAL)
+                func.ReturnOp([arith.index_cast(i64, memref.extract_aligned_pointer_as_index(g))])
+
+
+# --- the caller's side ----------------------------------------------------------------------------
+
+
+def format_failure(check: dict[str, Any], values: Sequence[int]) -> str:
+    """The sentence of a failed check: `Reshape node 'r1': the run-time target shape (2, 7) ...`."""
+    named: dict[str, object] = {}
+    at = 0
+    for name, count in check.get("fields", []):
+        vs = [int(v) for v in values[at : at + int(count)]]
+        at += int(count)
+        named[str(name)] = vs[0] if int(count) == 1 and vs else "(" + ", ".join(map(str, vs)) + ("," if len(vs) == 1 else "") + ")"
+    try:
+        what = str(check.get("what", "")).format(**named)
+    except (KeyError, IndexError, ValueError):  # a description that does not fit its values
+        what = f"{check.get('what')} {named}"
+    node, op = str(check.get("node") or ""), str(check.get("op") or "")
+    who = f"{op} node '{node}'" if node and op else (f"node '{node}'" if node else (op or "the model"))
+    return f"{who}: {what} (run-time check)"
+
+
+class StatusChannel:
+    """Reads and resets the status words of one compiled function around its calls.
+
+    address: the status' address (from `onnxc_status_words`); checks: the module's check table
+    (`onnxc.transforms.lowering.runtime_checks.check_table`, or an AOT library's metadata)."""
+
+    def __init__(self, address: int, checks: Sequence[dict[str, Any]]) -> None:
+        self._words = (ctypes.c_int64 * STATUS_WORDS).from_address(address)
+        self.checks = list(checks)
+        self.lock = threading.Lock()
+
+    def reset(self) -> None:
+        ctypes.memset(ctypes.addressof(self._words), 0, ctypes.sizeof(self._words))
+
+    @property
+    def exited(self) -> bool:
+        """Whether the last call left early (its results are poison: neither read nor freed)."""
+        return bool(self._words[EXIT_WORD])
+
+    def raise_if_exited(self) -> None:
+        """The Invoker's hook right after the native call: a call that left early returned poison
+        results, which must be neither read nor freed."""
+        if self.exited:
+            self.check()
+
+    def run(self, call: Callable[..., list[Any]], arrays: Sequence[Any]) -> list[Any]:
+        """`call(*arrays)` with the status reset before and checked after, one call at a time."""
+        with self.lock:
+            self.reset()
+            outs = call(*arrays)
+            self.check()
+            return outs
+
+    def check(self) -> None:
+        """Raise `RuntimeCheckError` for a failure recorded by the last call, and reset."""
+        check_id = int(self._words[0])
+        if not check_id and not self.exited:
+            return
+        values = [int(v) for v in self._words[1:EXIT_WORD]]
+        self.reset()
+        if not 1 <= check_id <= len(self.checks):
+            raise RuntimeCheckError("the compiled code left early without naming a check (run-time check)")
+        raise RuntimeCheckError(format_failure(self.checks[check_id - 1], values))
+
+
+def checks_json(module: ir.Module) -> list[dict[str, Any]]:
+    """The check table of a (lowered) module, JSON-ready (AOT metadata)."""
+    return [dict(c) for c in check_table(module.operation)]
+
+
+def status_address_from_engine(engine: Any) -> int:
+    """Call the JIT's packed wrapper of `onnxc_status_words` once and return the address."""
+    address = engine.raw_lookup(STATUS_FUNCTION)
+    if not address:
+        raise CpuTargetError(f"JIT: the module has no @{STATUS_FUNCTION} (run-time status)")
+    result = ctypes.c_int64(0)
+    slots = (ctypes.c_void_p * 1)(ctypes.addressof(result))
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)(slots)
+    return int(result.value)
+
+
+
+def status_channel_of_library(lib: ctypes.CDLL) -> StatusChannel | None:
+    """The status channel of a loaded library (AOT or the compile cache's); None for a library
+    built before the channel existed (its code has no checks)."""
+    try:
+        words = lib[STATUS_FUNCTION]
+        table = ctypes.cast(lib[CHECKS_SYMBOL], ctypes.c_void_p).value
+    except AttributeError:
+        return None
+    words.argtypes = []
+    words.restype = ctypes.c_int64
+    text = ctypes.string_at(table) if table else b"[]"
+    return StatusChannel(int(words()), json.loads(text.decode()))

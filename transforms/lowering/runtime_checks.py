@@ -1,0 +1,261 @@
+"""Run-time checks emitted by the ONNX -> linalg lowering: the tensor-level half of the status channel.
+
+What: `require(ok, who, what, fields)` emits, where the lowering builds code, a check that runs
+with the model: when the i1 `ok` is false at run time, the first failure of a call is recorded in
+the module's status words (`memref.global @__onnxc_status : memref<16xi64>`): word 0 holds the
+check's id (1-based), the following words the run-time values named by `fields` (a shape, an
+index, a size). The check's description (ONNX node name, op type, the sentence with placeholders
+for the values) goes into the module attribute `onnxc.runtime_checks`, one JSON string per id, so
+a target can turn a status into a sentence naming the node without any text in the generated code.
+`index_range_ok` builds such a check for an index tensor: its minimum and maximum (one
+vectorizable reduction each, over the whole tensor, before the gather reads anything) against
+the size of the axis it indexes.
+
+Why: a declared static shape that depends on run-time data (a Reshape target fed as an input), an
+index out of range, or a Reshape target of another size is invalid input that `onnx.reference`
+refuses; without a way to report it the compiled code could only return a (memory-safe, clamped)
+wrong answer. The check writes a global rather than aborting (`cf.assert` lowers to `abort`) so
+that the process lives and the caller raises a clear error; the code after a failed check still
+runs with the clamped, memory-safe values, and the caller discards its results.
+
+Every emitted `scf.if` carries the unit attribute `onnxc.runtime_check`: a target without a
+status channel (the GPU host program is a whitelist of buffer operations) removes them with
+`strip_runtime_checks`; the CPU target reads them through `onnxc.targets.cpu.runtime_checks`.
+Only upstream ops are emitted (`scf.if`, `memref.get_global/load/store`, `arith`, `linalg`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from mlir import ir
+from mlir.dialects import arith, memref, scf
+
+from onnxc.importers.proto import location_label
+
+__all__ = [
+    "CHECKS_ATTR",
+    "CHECK_MARKER",
+    "STATUS_GLOBAL",
+    "STATUS_WORDS",
+    "check_table",
+    "ensure_status_global",
+    "index_range_ok",
+    "record_failure",
+    "register_check",
+    "require",
+    "require_declared_shape",
+    "require_indices",
+    "status_memref_type",
+    "strip_runtime_checks",
+]
+
+#: The module-level status: word 0 the failing check's id (0: no failure), then its values.
+STATUS_GLOBAL = "__onnxc_status"
+STATUS_WORDS = 16
+#: Module attribute: one JSON description per check id (id i is element i - 1).
+CHECKS_ATTR = "onnxc.runtime_checks"
+#: Unit attribute on every `scf.if` that records a failure (what `strip_runtime_checks` removes).
+CHECK_MARKER = "onnxc.runtime_check"
+
+Field = tuple[str, Sequence[ir.Value]]
+
+
+def status_memref_type() -> ir.MemRefType:
+    """`memref<16xi64>`, the type of the status global."""
+    return ir.MemRefType.get([STATUS_WORDS], ir.IntegerType.get_signless(64))
+
+
+def _module_of(block: ir.Block) -> ir.Operation:
+    op = block.owner.operation
+    while op.name != "builtin.module":
+        parent = op.parent
+        if parent is None:
+            raise ValueError("a run-time check must be built inside a module")
+        op = parent.operation
+    return op
+
+
+def ensure_status_global(module: ir.Operation) -> None:
+    """Add the private, zero-initialized status global to `module` unless it is there."""
+    body = module.regions[0].blocks[0]
+    for op in body.operations:
+        op = op.operation
+        if op.name == "memref.global" and ir.StringAttr(op.attributes["sym_name"]).value == STATUS_GLOBAL:
+            return
+    i64 = ir.IntegerType.get_signless(64)
+    zero = ir.DenseElementsAttr.get_splat(ir.RankedTensorType.get([STATUS_WORDS], i64), ir.IntegerAttr.get(i64, 0))
+    with ir.InsertionPoint.at_block_begin(body), ir.Location.unknown():
+        memref.GlobalOp(STATUS_GLOBAL, ir.TypeAttr.get(status_memref_type()), sym_visibility="private", initial_value=zero)
+
+
+def register_check(module: ir.Operation, node: str, op_type: str, what: str, fields: Sequence[tuple[str, int]]) -> int:
+    """Append a check's description to `module`'s table; return its id (1-based).
+
+    `what` is a sentence with `{name}` placeholders, one per field; a field of count 1 is an
+    integer, a longer one a tuple (a shape)."""
+    table = list(ir.ArrayAttr(module.attributes[CHECKS_ATTR])) if CHECKS_ATTR in module.attributes else []
+    text = json.dumps({"node": node, "op": op_type, "what": what, "fields": [[n, int(c)] for n, c in fields]})
+    table.append(ir.StringAttr.get(text))
+    module.attributes[CHECKS_ATTR] = ir.ArrayAttr.get(table)
+    return len(table)
+
+
+def check_table(module: ir.Operation) -> list[dict[str, object]]:
+    """The descriptions of `module`'s checks, index i for id i + 1."""
+    if CHECKS_ATTR not in module.attributes:
+        return []
+    return [json.loads(ir.StringAttr(a).value) for a in ir.ArrayAttr(module.attributes[CHECKS_ATTR])]
+
+
+def _i64(v: ir.Value) -> ir.Value:
+    i64 = ir.IntegerType.get_signless(64)
+    if isinstance(v.type, ir.IndexType):
+        return arith.index_cast(i64, v)
+    if v.type != i64:
+        return arith.extsi(i64, v)
+    return v
+
+
+def record_failure(check_id: int, values: Sequence[ir.Value]) -> None:
+    """At the insertion point: store `check_id` and `values` in the status unless a failure is
+    recorded already (the first failure of a call is its cause; later ones follow from it).
+    Branch-free (selects), so it can be built in structured and in CFG code alike."""
+    i64 = ir.IntegerType.get_signless(64)
+    index = ir.IndexType.get()
+    status = memref.get_global(status_memref_type(), STATUS_GLOBAL)
+    zero_i = arith.constant(index, 0)
+    old = memref.load(status, [zero_i])
+    first = arith.cmpi(arith.CmpIPredicate.eq, old, arith.constant(i64, 0))
+    memref.store(arith.select(first, arith.constant(i64, check_id), old), status, [zero_i])
+    for k, v in enumerate(values[: STATUS_WORDS - 2]):  # the last word is the target's exit flag
+        at = arith.constant(index, k + 1)
+        memref.store(arith.select(first, v, memref.load(status, [at])), status, [at])
+
+
+def require(ok: ir.Value, who: ir.Operation | tuple[str, str], what: str, fields: Sequence[Field] = ()) -> None:
+    """Emit at the current insertion point: if `ok` (i1) is false at run time, record the failure.
+
+    who: the ONNX op being lowered (its location names the node and op type) or (node, op type).
+    what: the sentence, with `{name}` for each of `fields` ((name, values): index or integer
+    scalars, one for a number, several for a shape)."""
+    block = ir.InsertionPoint.current.block
+    module = _module_of(block)
+    if isinstance(who, tuple):
+        node, op_type = who
+    else:
+        node, op_type = location_label(who.location)
+    ensure_status_global(module)
+    values = [_i64(v) for _, vs in fields for v in vs]
+    check_id = register_check(module, node, op_type, what, [(n, len(vs)) for n, vs in fields])
+    failed = arith.xori(ok, arith.constant(ir.IntegerType.get_signless(1), 1))
+    guard = scf.IfOp(failed)
+    guard.operation.attributes[CHECK_MARKER] = ir.UnitAttr.get()
+    with ir.InsertionPoint(guard.then_block):
+        record_failure(check_id, values)
+        scf.YieldOp([])
+
+
+def require_declared_shape(v: ir.Value, declared: ir.Type, who: ir.Operation | tuple[str, str], label: str) -> None:
+    """Check at run time that the dims of `v` that are dynamic but static in `declared` (a
+    ranked tensor type of the same rank) have the declared sizes: what a `tensor.cast` from
+    `v` to `declared` assumes. Nothing is emitted when no such dim exists."""
+    from mlir.dialects import tensor
+
+    vt, dt = ir.RankedTensorType(v.type), ir.RankedTensorType(declared)
+    ok: ir.Value | None = None
+    for i in range(vt.rank):
+        if vt.is_dynamic_dim(i) and not dt.is_dynamic_dim(i):
+            same = arith.cmpi(arith.CmpIPredicate.eq, tensor.dim(v, arith.constant(ir.IndexType.get(), i)),
+                              arith.constant(ir.IndexType.get(), dt.get_dim_size(i)))  # fmt: skip
+            ok = same if ok is None else arith.andi(ok, same)
+    if ok is None:
+        return
+    dims = [tensor.dim(v, arith.constant(ir.IndexType.get(), i)) for i in range(vt.rank)]
+    want = tuple(None if dt.is_dynamic_dim(i) else dt.get_dim_size(i) for i in range(dt.rank))
+    shown = "(" + ", ".join("?" if d is None else str(d) for d in want) + ("," if len(want) == 1 else "") + ")"
+    label = label.replace("{", "{{").replace("}", "}}")
+    require(ok, who, f"{label} has the run-time shape {{shape}}, the model declares {shown}", [("shape", dims)])
+
+
+def index_range_ok(indices: ir.Value, unsigned: bool, sizes: Sequence[ir.Value]) -> tuple[ir.Value, ir.Value]:
+    """(ok, offending value) for an index tensor whose entries must lie in [-size, size).
+
+    One size: every entry is checked against it. Several (GatherND/ScatterND): entry [..., j] of
+    the last dim is checked against `sizes[j]`. The minimum and maximum are two reductions over
+    the index tensor (vectorized like any reduction), not a test per gathered element, so the
+    gather's own loop stays as it was. The offending value is the minimum when it is below
+    -size, else the maximum."""
+    from onnxc.transforms.lowering.common import affine_map, filled, generic, rank_of
+
+    i64 = ir.IntegerType.get_signless(64)
+    r = rank_of(indices)
+    per_column = len(sizes) > 1
+    out_shape = [len(sizes)] if per_column else []
+    out_map = affine_map(r, [r - 1] if per_column else [])
+    iters = ["reduction"] * (r - 1) + (["parallel"] if per_column else ["reduction"] * min(r, 1))
+    imin, imax = (1 << 63) - 1, -(1 << 63)
+
+    def reduce(init: int, combine: str) -> ir.Value:
+        def body(a: list[ir.Value]) -> list[ir.Value]:
+            v = a[0]
+            if v.type != i64:
+                v = arith.extui(i64, v) if unsigned else arith.extsi(i64, v)
+            return [arith.minsi(a[1], v) if combine == "min" else arith.maxsi(a[1], v)]
+
+        return generic([indices], [filled(out_shape, i64, init)], [affine_map(r, list(range(r))), out_map], iters, body)[0]
+
+    lo, hi = reduce(imin, "min"), reduce(imax, "max")
+    from mlir.dialects import tensor
+
+    ok: ir.Value | None = None
+    bad: ir.Value | None = None
+    for j, size in enumerate(sizes):
+        at = [arith.constant(ir.IndexType.get(), j)] if per_column else []
+        mn, mx = tensor.extract(lo, at), tensor.extract(hi, at)
+        s = _i64(size)
+        low_ok = arith.cmpi(arith.CmpIPredicate.sge, mn, arith.subi(arith.constant(i64, 0), s))
+        high_ok = arith.cmpi(arith.CmpIPredicate.slt, mx, s)
+        this_ok = arith.andi(low_ok, high_ok)
+        this_bad = arith.select(low_ok, mx, mn)
+        bad = this_bad if bad is None else arith.select(ok, this_bad, bad)  # type: ignore[arg-type]
+        ok = this_ok if ok is None else arith.andi(ok, this_ok)
+    assert ok is not None and bad is not None
+    return ok, bad
+
+
+def require_indices(who: ir.Operation, indices: ir.Value, unsigned: bool, sizes: Sequence[ir.Value], first_axis: int, data_shape: Sequence[ir.Value]) -> None:
+    """A run-time error for an entry of `indices` outside [-size, size) (`index_range_ok`: one
+    size, or one per column of the last dim) indexing the data from `first_axis` on: onnx.reference
+    refuses it; the gather/scatter itself clamps (memory-safe) and the caller raises."""
+    ok, bad = index_range_ok(indices, unsigned, sizes)
+    where = f"axis {first_axis}" if len(sizes) == 1 else f"axes {first_axis}..{first_axis + len(sizes) - 1}"
+    require(ok, who, f"index {{index}} is out of range for {where} of the data's shape {{shape}}",
+            [("index", [bad]), ("shape", list(data_shape))])  # fmt: skip
+
+
+def strip_runtime_checks(module: ir.Operation) -> int:
+    """Erase every run-time check (and the status global) from `module`; return how many.
+
+    For targets without a status channel: their code then behaves as before the checks existed
+    (memory-safe, clamped indices; a contradicting declared shape is trusted)."""
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if CHECK_MARKER in op.attributes:
+            found.append(op)
+            return ir.WalkResult.SKIP
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit, ir.WalkOrder.PRE_ORDER)
+    for op in found:
+        op.erase()
+    body = module.regions[0].blocks[0]
+    for op in list(body.operations):
+        op = op.operation
+        if op.name == "memref.global" and ir.StringAttr(op.attributes["sym_name"]).value == STATUS_GLOBAL:
+            op.erase()
+    if CHECKS_ATTR in module.attributes:
+        del module.attributes[CHECKS_ATTR]
+    return len(found)
