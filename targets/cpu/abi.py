@@ -68,6 +68,8 @@ _DTYPES: dict[str, str] = {
     "ui32": "uint32",
     "ui64": "uint64",
     "bf16": "bfloat16",
+    # ONNX strings: i64 handles in the compiled code, numpy object arrays outside (strings.py).
+    "string": "object",
 }
 
 
@@ -203,7 +205,21 @@ def signature_from_func(func_op: Any) -> FunctionSignature:
 
     ins = tuple(spec(t, f"argument {i}") for i, t in enumerate(ftype.inputs))
     outs = tuple(spec(t, f"result {i}") for i, t in enumerate(ftype.results))
+    # String tensors are i64 handles in the code; the lowering marks them `onnxc.string`.
+    ins = tuple(_string_marked(op, "arg_attrs", i, s) for i, s in enumerate(ins))
+    outs = tuple(_string_marked(op, "res_attrs", i, s) for i, s in enumerate(outs))
     return FunctionSignature(name, ins, outs)
+
+
+def _string_marked(op: Any, key: str, i: int, spec: TensorSpec) -> TensorSpec:
+    """`spec` as a string tensor when argument/result `i` carries the `onnxc.string` marker."""
+    from mlir import ir
+
+    if key in op.attributes:
+        attrs = ir.ArrayAttr(op.attributes[key])
+        if i < len(attrs) and "onnxc.string" in ir.DictAttr(attrs[i]):
+            return TensorSpec(spec.shape, "string")
+    return spec
 
 
 # --- ctypes descriptors -----------------------------------------------------------------------
@@ -272,9 +288,13 @@ class Invoker:
         free: Callable[[int], None],
         keepalive: Any = None,
         convention: str = "ciface",
+        string_runtime: Any = None,
         after_call: Callable[[], None] | None = None,
     ) -> None:
         self.signature = signature
+        # strings.StringRuntime when the code calls the string runtime or has string tensors
+        # at its boundary (handles in, handles out, the arena freed after the copy).
+        self._strings = string_runtime
         # Runs right after the native call, before any result is read: the run-time status
         # channel (runtime_checks.py) raises there when the code left early (poison results).
         self._after_call = after_call
@@ -307,8 +327,25 @@ class Invoker:
             self._fn = proto(fn_address)
 
     def __call__(self, *arrays: Any) -> list[np.ndarray]:
+        if self._strings is None:
+            return self._call(arrays)
+        with self._strings.lock:  # one run at a time owns the string arena (strings.py)
+            try:
+                outs = self._call(arrays)
+            except BaseException:
+                self._strings.finish(report=False)
+                raise
+            self._strings.finish()  # frees the run's strings; raises what a kernel reported
+            return outs
+
+    def _call(self, arrays: Sequence[Any]) -> list[np.ndarray]:
         sig = self.signature
         inputs = sig.validate(arrays)
+        keep = []
+        for i, spec in enumerate(sig.inputs):
+            if spec.element_type == "string":
+                inputs[i], blob = self._strings.encode(inputs[i], f"argument {i} of @{sig.name}")
+                keep.append(blob)
         descs = [_descriptor_for(a) for a in inputs]
         params: list[Any] = [ctypes.cast(ctypes.pointer(d), ctypes.c_void_p) for d in descs]
         res = None
@@ -328,7 +365,6 @@ class Invoker:
             self._fn(*params)
         if self._after_call is not None:
             self._after_call()
-        del inputs  # the arrays were alive (referenced) during the call
         if res is None:
             return []
         results = [res] if len(sig.results) == 1 else [
@@ -338,7 +374,10 @@ class Invoker:
         freed: set[int] = set()
         try:
             for desc, spec in zip(results, sig.results):
-                outs.append(_copy_out(desc, spec))
+                if spec.element_type == "string":
+                    outs.append(self._strings.decode(_copy_out(desc, TensorSpec(spec.shape, "i64"))))
+                else:
+                    outs.append(_copy_out(desc, spec))
         finally:
             # Every returned buffer is a fresh allocation owned by us (the deallocation
             # pipeline clones what it does not own); one buffer returned twice is freed once.
@@ -347,4 +386,5 @@ class Invoker:
                 if p and p not in freed:
                     freed.add(p)
                     self._free(p)
+        del inputs, keep  # alive (referenced) during the call and while string outputs were read
         return outs

@@ -30,6 +30,7 @@ from .abi import CpuTargetError, FunctionSignature, Invoker, signature_from_func
 from .passes import cpu_pipeline_text
 from .pipeline import CpuPipelineOptions
 from .pipeline import runtime_libraries as cpu_runtime_libraries
+from .strings import load_runtime, module_uses_runtime
 from .runtime_checks import StatusChannel, status_address_from_engine
 
 __all__ = ["CompiledFunction", "compile_module", "copy_module", "runtime_libraries", "select_entry"]
@@ -124,7 +125,8 @@ class CompiledFunction:
     """
 
     def __init__(
-        self, signature: FunctionSignature, engine: ExecutionEngine, llvm_module: ir.Module
+        self, signature: FunctionSignature, engine: ExecutionEngine, llvm_module: ir.Module,
+        string_runtime: Any = None,
     ) -> None:
         self.signature = signature
         self.engine = engine
@@ -136,7 +138,8 @@ class CompiledFunction:
         # The run-time status channel (runtime_checks.py): reset before a call, read after it.
         self._status = StatusChannel(status_address_from_engine(engine), check_table(llvm_module.operation))
         self._invoke = Invoker(
-            signature, address, _libc.free, keepalive=engine, convention="packed", after_call=self._status.raise_if_exited
+            signature, address, _libc.free, keepalive=engine, convention="packed", string_runtime=string_runtime,
+            after_call=self._status.raise_if_exited,
         )
 
     @property
@@ -181,13 +184,17 @@ def compile_module(
         # call). Loaded globally, the JIT resolves its symbols and the runtime starts lazily.
         for lib in cpu_runtime_libraries(options):
             _load_global(lib)
+        # String tensors (strings.py): the kernels' C runtime, loaded globally like the above.
+        strings = None
+        if module_uses_runtime(lowered) or any(s.element_type == "string" for s in (*signature.inputs, *signature.results)):
+            strings = load_runtime()
         try:
             engine = ExecutionEngine(lowered, opt_level=level, shared_libs=libs)
         except RuntimeError as e:  # translation to LLVM IR failed: a pipeline bug
             raise CpuTargetError(
                 f"JIT: cannot create the execution engine for @{signature.name}: {e}"
             ) from None
-    return CompiledFunction(signature, engine, lowered)
+    return CompiledFunction(signature, engine, lowered, string_runtime=strings)
 
 
 def run(module: ir.Module, *arrays: np.ndarray, entry: str | None = None) -> list[np.ndarray]:

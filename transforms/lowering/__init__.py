@@ -48,6 +48,7 @@ FAMILIES = (
     "audio",
     "tfidf",
     "tree_ensemble",
+    "strings",  # string tensors (Equal/Constant on strings compose with the numeric patterns)
 )
 
 

@@ -146,6 +146,10 @@ def convert_element(t: ir.Type) -> ir.Type:
 
     if is_exotic(t):
         return ir.IntegerType.get_signless(8)
+    from onnxc.transforms.lowering.strings import is_string
+
+    if is_string(t):  # ONNX strings are i64 handles in lowered code (strings.py)
+        return ir.IntegerType.get_signless(64)
     if isinstance(t, ir.IntegerType) and not ir.IntegerType(t).is_signless:
         return ir.IntegerType.get_signless(ir.IntegerType(t).width)
     return t
