@@ -47,6 +47,7 @@ __all__ = [
     "nvvm_pipeline",
     "nvvm_pipeline_element",
     "prepare_for_nvvm",
+    "register_budget_hints",
     "ptx_of",
 ]
 
@@ -110,12 +111,43 @@ def nvvm_pipeline(options: CudaOptions) -> str:
     return f"builtin.module({nvvm_pipeline_element(options)})"
 
 
+#: Registers per thread each kernel is guaranteed (`register_budget_hints`): twice what a
+#: contraction's 2x4 register tile with its addresses needs, half the hardware's 255.
+REGISTER_BUDGET = 128
+#: Registers of one SM on sm_80..sm_90.
+SM_REGISTERS = 65536
+
+
+def register_budget_hints(module: ir.Module) -> int:
+    """Give every kernel `nvvm.minctasm` (PTX `.minnctapersm`) = max(1, SM_REGISTERS /
+    (REGISTER_BUDGET x its threads)): the number of its blocks that must fit on one SM.
+
+    Why: with only `.maxntid` (from the launch's known block size) ptxas -O3 picks a register
+    count by its own occupancy heuristic and may spill to get there (the promoted contractions
+    were capped at 48 registers with 16-20 bytes of spills on some shapes and chips, none at 64
+    on others). An explicit minimum of resident blocks makes the register bound explicit: a
+    kernel of 256 threads gets 128 registers (2 blocks per SM), one of 1024 threads 64."""
+    from onnxc.targets.gpu.mapping import collect
+
+    count = 0
+    for func in collect(module.operation, lambda op: op.name == "gpu.func" and "known_block_size" in op.attributes):
+        threads = 1
+        for d in ir.DenseI32ArrayAttr(func.attributes["known_block_size"]):
+            threads *= int(d)
+        blocks = max(1, SM_REGISTERS // (REGISTER_BUDGET * threads))
+        func.attributes["nvvm.minctasm"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), blocks)
+        count += 1
+    return count
+
+
 def prepare_for_nvvm(module: ir.Module) -> ir.Module:
     """The kernel-side steps before `gpu-lower-to-nvvm-pipeline` (in place): workgroup buffers
-    (tree reductions' partials) become workgroup attributions, i.e. shared memory, and kernel
-    bodies become loops over loads and stores."""
+    (tree reductions' partials, promoted contraction operands) become workgroup attributions,
+    i.e. shared memory, each kernel gets its register budget (`register_budget_hints`), and
+    kernel bodies become loops over loads and stores."""
     with module.context, ir.Location.unknown():
         workgroup_allocs_to_attributions(module)
+        register_budget_hints(module)
         lower_kernels_to_loops(module, CudaLoweringError)
     return module
 

@@ -36,6 +36,11 @@ class GpuDevice:
     matmul_block_tile: (m, n) output tile of one workgroup for contractions.
     matmul_thread_tile: (m, n) output tile of one thread inside it (register tile: each A and B
         element loaded is reused tn and tm times).
+    matmul_k_tile: the K-step of a contraction whose operand slices are promoted to workgroup
+        memory: each step the workgroup copies A[bm, k_tile] and B[k_tile, bn] into shared memory
+        together, then every thread reads its register tile's operands from there (each global
+        element is loaded once per workgroup instead of once per thread that needs it). 0: no
+        promotion. The two slices (4-byte elements) must fit in `shared_memory_bytes`.
     """
 
     name: str
@@ -45,6 +50,12 @@ class GpuDevice:
     workgroup_size: int
     matmul_block_tile: tuple[int, int]
     matmul_thread_tile: tuple[int, int]
+    matmul_k_tile: int = 0
+
+    def promoted_bytes(self, element_bytes: int = 4) -> int:
+        """Workgroup memory one contraction's promoted A and B slices take."""
+        bm, bn = self.matmul_block_tile
+        return (bm + bn) * self.matmul_k_tile * element_bytes
 
     def validate(self) -> None:
         """Reject tile sizes that would give an invalid launch (checked before MLIR sees them)."""
@@ -60,23 +71,31 @@ class GpuDevice:
             raise GpuDeviceError(f"device {self.name}: matmul block tile {self.matmul_block_tile} must be a multiple of the thread tile {self.matmul_thread_tile}")
         if (bm // tm) * (bn // tn) > self.max_workgroup_size:
             raise GpuDeviceError(f"device {self.name}: matmul tiles give {(bm // tm) * (bn // tn)} threads, over {self.max_workgroup_size}")
+        if self.matmul_k_tile < 0 or self.promoted_bytes() > self.shared_memory_bytes:
+            raise GpuDeviceError(
+                f"device {self.name}: matmul_k_tile {self.matmul_k_tile} must be >= 0 and its promoted slices "
+                f"({self.promoted_bytes()} bytes) fit in {self.shared_memory_bytes} bytes of workgroup memory"
+            )
 
 
 # NVIDIA: warp 32, 1024 threads per block, 48 KiB static shared memory per block (more needs
 # dynamic opt-in). 256 threads per block keeps 8 blocks per SM within the 2048-thread limit.
+# K-step 32: (32 + 64) x 32 f32 = 12 KiB of shared memory per block, so 8 blocks still fit in an
+# SM's 164 KiB (sm_80); a warp's 32 lanes read 32 consecutive floats of a B row (one transaction).
 _CUDA = dict(subgroup_size=32, max_workgroup_size=1024, shared_memory_bytes=48 * 1024, workgroup_size=256,
-             matmul_block_tile=(32, 64), matmul_thread_tile=(2, 4))
+             matmul_block_tile=(32, 64), matmul_thread_tile=(2, 4), matmul_k_tile=32)
 
 #: The devices onnxc maps to. Vulkan's row is what every Vulkan 1.1 device guarantees
 #: (maxComputeWorkGroupInvocations >= 128, maxComputeSharedMemorySize >= 16 KiB) with a
 #: subgroup of 8 (lavapipe on AVX2; larger subgroups only make these sizes more conservative).
+#: K-step 16: (16 + 32) x 16 f32 = 3 KiB, well inside the guaranteed 16 KiB.
 DEVICES: dict[str, GpuDevice] = {
     "sm_80": GpuDevice("sm_80", **_CUDA),
     "sm_86": GpuDevice("sm_86", **_CUDA),
     "sm_89": GpuDevice("sm_89", **_CUDA),
     "sm_90": GpuDevice("sm_90", **_CUDA),
     "vulkan": GpuDevice("vulkan", subgroup_size=8, max_workgroup_size=128, shared_memory_bytes=16 * 1024,
-                        workgroup_size=128, matmul_block_tile=(16, 32), matmul_thread_tile=(2, 2)),
+                        workgroup_size=128, matmul_block_tile=(16, 32), matmul_thread_tile=(2, 2), matmul_k_tile=16),
 }
 
 

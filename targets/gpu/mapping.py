@@ -10,14 +10,16 @@ How (the recipe checked on the MLIR 22.1.8 wheels, see GUIDE.md):
    Add->Relu->Mul chain is one kernel and its intermediates never reach memory.
 2. Named ops are generalized (`linalg-generalize-named-ops`) after each op's kind (contraction or
    not) is read, so one planner reads loop extents from indexing maps for every op.
-3. One transform script (built with the `mlir.dialects.transform` bindings, no script text): for
+3. Transform scripts (built with the `mlir.dialects.transform` bindings, no script text): for
    every root op (each linalg op but the `linalg.fill`s that only initialize another op's
    output), `tile_using_forall` with tile sizes mapped to `#gpu.block<z/y/x>`, the fills producing
    its init fused into that forall (`fuse_into_containing_op`), then a second `tile_using_forall`
    with `num_threads` mapped to `#gpu.thread<z/y/x>` and the fill fused into it too. A static
    thread count per workgroup (`num_threads`, not tile sizes) keeps the thread forall's trip
    count static even for the partial tiles at a loop's end, which `map_nested_forall_to_threads`
-   requires.
+   requires. A promoted contraction instead gets its K loop tiled (`tile_using_for`) in the
+   first script; its workgroup copies are inserted on tensors; a second script tiles the K
+   step's op and the copies to threads.
 4. One-shot bufferization across function boundaries (identity layouts); tree reductions'
    partials are allocated in `#gpu.address_space<workgroup>` first.
 5. A second script: each top-level `scf.forall` -> `map_forall_to_blocks generate_gpu_launch`, then
@@ -39,8 +41,14 @@ Contractions (matmul, batch matmul): a `matmul_block_tile` per workgroup and a
 `matmul_thread_tile` register tile per thread; convolutions: the generic scheme over their
 output loops, the window loops sequential per thread. A thread's reduction accumulates in a
 private buffer when its output tile has a static shape (`_private_accumulators`: registers
-instead of a global-memory load/store per reduction step). Shared-memory promotion of matmul/conv
-operand tiles is not done yet. Parallel loops beyond the three mapped ones run sequentially in
+instead of a global-memory load/store per reduction step). Contractions whose only reduction
+loop is the innermost get workgroup-memory promotion when the device has a `matmul_k_tile`
+(`_promote_operands`): the K loop becomes an `scf.for` stepping by it inside the workgroup, and
+each step the workgroup's threads copy the A and B slices into `#gpu.address_space<workgroup>`
+buffers (chunks of the workgroup's shape, one element per thread: coalesced), a barrier, then the
+register tiles read from them, and a barrier before the next step; the output tile is filled
+before the loop by its own thread loop. Convolutions are not promoted yet (their input window has
+a halo whose static bound the promotion does not compute). Parallel loops beyond the three mapped ones run sequentially in
 each thread. Pad and Concat (`tensor.insert_slice`) become copy kernels
 (`_insert_slices_to_copies`).
 
@@ -113,6 +121,8 @@ OUTLINE_PIPELINE = "builtin.module(func.func(gpu-launch-sink-index-computations)
 _ROOT_TAG = "onnxc.gpu_root"
 _FILL_TAG = "onnxc.gpu_fill"
 _KERNEL_TAG = "onnxc.gpu_kernel"
+_COPY_TAG = "onnxc.gpu_copy"
+_COPY_LOOP_TAG = "onnxc.gpu_copy_loop"
 _CONTRACTIONS = ("linalg.matmul", "linalg.batch_matmul")
 
 
@@ -171,12 +181,16 @@ class KernelPlan:
     threads: per loop, the threads of a workgroup along it (0: not split across threads).
     tree_threads: for a row reduction, the threads that split the reduced loop inside one
         workgroup (0: one thread per output element instead).
+    k_tile: for a contraction on the block/thread scheme, the step of its (single, innermost)
+        reduction loop; each step's A and B slices are copied to workgroup memory by all threads
+        of the workgroup before they compute on them (0: no promotion).
     Mapped loops (non-zero in both) are listed outer to inner; the innermost is `x`.
     """
 
     block_tiles: tuple[int, ...]
     threads: tuple[int, ...]
     tree_threads: int = 0  # > 0: a per-workgroup tree reduction with this many threads (see plan_kernel)
+    k_tile: int = 0  # > 0: a contraction whose K loop steps by this, operands promoted (see _promote_operands)
 
     @property
     def workgroup_size(self) -> int:
@@ -208,11 +222,20 @@ def _iterators(op: ir.Operation) -> list[str]:
     return [next(k for k, v in kinds.items() if a == v) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
 
 
-def plan_kernel(extents: Sequence[int], iterators: Sequence[str], contraction: bool, device: GpuDevice, tree_ok: bool = False) -> KernelPlan:
+def plan_kernel(
+    extents: Sequence[int],
+    iterators: Sequence[str],
+    contraction: bool,
+    device: GpuDevice,
+    tree_ok: bool = False,
+    element_bytes: int = 4,
+) -> KernelPlan:
     """The workgroup tiles and thread counts of one op with loop `extents` (see module doc).
 
     `tree_ok`: the op is a simple single-result reduction (`_is_simple_reduction`), which may
-    use a per-workgroup tree when its only reduction loop is the innermost and long enough."""
+    use a per-workgroup tree when its only reduction loop is the innermost and long enough.
+    `element_bytes`: the widest input element of a contraction, which bounds the workgroup
+    memory its promoted operand slices take (no promotion when they would not fit)."""
     parallel = [i for i, it in enumerate(iterators) if it == "parallel"]
     if not parallel:  # `_add_unit_parallel_loop` gives every op one before planning
         raise GpuMappingError("an op without a parallel loop cannot be mapped to workgroups")
@@ -238,11 +261,19 @@ def plan_kernel(extents: Sequence[int], iterators: Sequence[str], contraction: b
         return KernelPlan(tuple(block), tuple(threads), tree)
     if contraction and len(mapped) >= 2:
         (m, n), (bm, bn), (tm, tn) = mapped[-2:], device.matmul_block_tile, device.matmul_thread_tile
+        k_tile = 0
+        if reductions == [len(extents) - 1] and device.matmul_k_tile and device.promoted_bytes(element_bytes) <= device.shared_memory_bytes:
+            k_tile = min(device.matmul_k_tile, extents[-1])
         for d, b, t in ((m, bm, tm), (n, bn, tn)):
-            block[d] = min(b, extents[d])
+            # With promotion the workgroup keeps the table's shape even when the matrix is
+            # smaller (a whole number of warps that all share the copies; an odd count such as
+            # 9x11 makes ptxas cap registers and spill); the thread loop then gives each thread
+            # ceil(extent / threads) <= t rows or columns.
+            block[d] = b if k_tile else min(b, extents[d])
             threads[d] = -(-block[d] // t)
         for d in mapped[:-2]:  # batch: one workgroup per batch element
             block[d], threads[d] = 1, 1
+        return KernelPlan(tuple(block), tuple(threads), k_tile=k_tile)
     else:
         budget = device.workgroup_size
         for d in reversed(mapped):  # innermost first: it gets the longest run of threads
@@ -656,8 +687,9 @@ def _tile_to_blocks_and_threads(module: ir.Module, device: GpuDevice) -> int:
         if op.name != "linalg.generic":
             raise GpuMappingError(f"{op.location}: {op.name} is not mapped to the GPU")
         extents = _loop_extents(op)  # its errors name the op's location already
+        widest = max((_element_bytes(v.type) for v in op.opview.inputs), default=4)
         try:
-            plans.append(plan_kernel(extents, _iterators(op), contraction[i], device, _is_simple_reduction(op)))
+            plans.append(plan_kernel(extents, _iterators(op), contraction[i], device, _is_simple_reduction(op), widest))
         except GpuMappingError as e:
             raise GpuMappingError(f"{op.location}: {root_names[i]}: {e}") from None
         op.attributes[f"{_ROOT_TAG}_{i}"] = ir.UnitAttr.get()
@@ -681,13 +713,130 @@ def _tile_to_blocks_and_threads(module: ir.Module, device: GpuDevice) -> int:
             if plan.tree_threads:
                 _build_tree_reduction(tiled.tiled_op, fused, plan)
                 continue
+            if plan.k_tile:
+                # The K loop (scf.for) inside the workgroup; the fill stays before it, on its
+                # own thread loop, and the step's tiled op is tiled to threads after promotion.
+                sizes = [0] * (len(plan.block_tiles) - 1) + [plan.k_tile]
+                structured.TileUsingForOp([_any_op()], tiled.tiled_op, sizes=sizes)
+                out_threads = _output_threads(roots[i], plan)
+                for f in fused:
+                    structured.TileUsingForallOp(_any_op(), _any_op(), f, num_threads=out_threads, mapping=_mapping("thread", sum(1 for t in out_threads if t)))
+                continue
             n_thread = sum(1 for t in plan.threads if t)
             per_thread = structured.TileUsingForallOp(_any_op(), _any_op(), tiled.tiled_op, num_threads=list(plan.threads), mapping=_mapping("thread", n_thread))
             for f in fused:
                 structured.FuseIntoContainingOp(_any_op(), _any_op(), f, per_thread.forall_op)
 
     _apply(module, build, "tiling to workgroups and threads")
+    promoted = [i for i, plan in enumerate(plans) if plan.k_tile]
+    if promoted:
+        copies = {i: _promote_operands(module, f"{_ROOT_TAG}_{i}", f"{_COPY_TAG}_{i}", plans[i]) for i in promoted}
+
+        def build_threads(root: ir.Value) -> None:
+            for i in promoted:
+                plan = plans[i]
+                n_thread = sum(1 for t in plan.threads if t)
+                op = _unit_attr_match(root, f"{_ROOT_TAG}_{i}")
+                structured.TileUsingForallOp(_any_op(), _any_op(), op, num_threads=list(plan.threads), mapping=_mapping("thread", n_thread))
+                for j, threads in enumerate(copies[i]):
+                    # Chunks of the workgroup's shape (a sequential loop), one element of a
+                    # chunk per thread: neighbouring threads x read neighbouring elements of a
+                    # row (coalesced), and each thread's code is a single guarded load/store.
+                    copy = _unit_attr_match(root, f"{_COPY_TAG}_{i}_{j}")
+                    chunks = structured.TileUsingForOp([_any_op()] * sum(1 for t in threads if t), copy, sizes=threads)
+                    structured.TileUsingForallOp(_any_op(), _any_op(), chunks.tiled_linalg_op, num_threads=threads, mapping=_mapping("thread", sum(1 for t in threads if t)))
+                    transform.AnnotateOp(chunks.loops[0], _COPY_LOOP_TAG)
+
+        _apply(module, build_threads, "tiling promoted contractions to threads")
     return len(plans)
+
+
+def _element_bytes(t: ir.Type) -> int:
+    """Bytes of one element of a shaped type (4 for anything narrower than a byte or unknown)."""
+    if not isinstance(t, ir.ShapedType):
+        return 4
+    e = t.element_type
+    width = e.width if isinstance(e, (ir.IntegerType, ir.FloatType)) else 32
+    return max(1, width // 8)
+
+
+def _output_threads(op: ir.Operation, plan: KernelPlan) -> list[int]:
+    """Thread counts per output dim of a contraction (its fill's loops), from the plan's counts
+    per loop through the output's indexing map."""
+    out_map = ir.AffineMapAttr(list(ir.ArrayAttr(op.attributes["indexing_maps"]))[-1]).value
+    return [plan.threads[ir.AffineDimExpr(e).position] for e in out_map.results]
+
+
+def _promote_operands(module: ir.Module, root_tag: str, copy_tag: str, plan: KernelPlan) -> list[list[int]]:
+    """Workgroup-memory promotion of the two inputs of one K-step of a contraction (tensor level).
+
+    The op tagged `root_tag` (the K loop's tiled op, inside its workgroup's forall) reads slices
+    of A and B; each becomes `linalg.copy ins(slice) outs(extract_slice(alloc_tensor))` with the
+    alloc_tensor in `#gpu.address_space<workgroup>` and of the slice's static bound (block tile
+    and K-step; a partial tile at the end of a loop uses the leading part), and the op reads the
+    copy. Each copy is tagged `copy_tag_<j>`; the returned thread counts per copy dim (the
+    workgroup's y and x counts on the copy's two innermost dims) tile it over all threads of the
+    workgroup, so every thread copies a piece and `map_nested_forall_to_threads` puts a barrier
+    between the copies and the compute (and after the compute, before the next step's copies).
+    """
+    from mlir.dialects import bufferization, linalg, tensor
+
+    found = collect(module.operation, lambda op: root_tag in op.attributes)
+    if len(found) != 1:
+        raise GpuMappingError(f"GPU mapping: expected one K-step op tagged {root_tag}, found {len(found)}")
+    op = found[0]
+    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    k_loop = len(plan.block_tiles) - 1
+    bound = [plan.k_tile if d == k_loop else plan.block_tiles[d] for d in range(len(plan.block_tiles))]
+    mapped = [t for t in plan.threads if t]
+    ty, tx = (mapped[-2], mapped[-1]) if len(mapped) >= 2 else (1, mapped[-1])
+    space = ir.Attribute.parse("#gpu.address_space<workgroup>")
+    dynamic = ir.ShapedType.get_dynamic_size()
+    threads: list[list[int]] = []
+    for j in range(2):  # A and B
+        value = op.operands[j]
+        t = ir.RankedTensorType(value.type)
+        dims = [ir.AffineDimExpr(e).position for e in maps[j].results]
+        static = [t.shape[r] if not t.is_dynamic_dim(r) else bound[d] for r, d in enumerate(dims)]
+        if any(b <= 0 for b in static):
+            raise GpuMappingError(f"{op.location}: no static bound for a promoted operand of shape {t}")
+        with ir.InsertionPoint(op), op.location:
+            buf = bufferization.AllocTensorOp(ir.RankedTensorType.get(static, t.element_type), [], memory_space=space).result
+            if t.has_static_shape:
+                view = buf
+            else:
+                sizes = [tensor.dim(value, _index_const(r)) for r in range(t.rank) if t.is_dynamic_dim(r)]
+                view = tensor.ExtractSliceOp(t, buf, [], sizes, [], [0] * t.rank, [dynamic if t.is_dynamic_dim(r) else t.shape[r] for r in range(t.rank)], [1] * t.rank).result
+            copied = linalg.copy(value, outs=[view])
+        copied.owner.attributes[f"{copy_tag}_{j}"] = ir.UnitAttr.get()
+        op.operands[j] = copied
+        threads.append([0] * (t.rank - 2) + [ty, tx] if t.rank >= 2 else [tx])
+    return threads
+
+
+def _one_barrier_per_copy(module: ir.Module) -> int:
+    """Move the barriers out of each promoted copy's chunk loops: one `gpu.barrier` after the
+    loop nest instead of one per chunk. `map_nested_forall_to_threads` puts a barrier after
+    every thread loop, which is inside the chunk loops; chunks write disjoint parts of the
+    workgroup buffer and nobody reads it until the copy ends, so only the barrier after the
+    whole copy is needed (every thread runs the same chunk loops: their bounds depend on the
+    workgroup only, so the barrier stays uniform)."""
+    from mlir.dialects import gpu
+
+    loops = collect(module.operation, lambda op: op.name == "scf.for" and _COPY_LOOP_TAG in op.attributes)
+    for loop in loops:
+        for barrier in collect(loop, lambda op: op.name == "gpu.barrier"):
+            barrier.erase()
+        with ir.InsertionPoint.after(loop), loop.location:
+            gpu.BarrierOp()
+        del loop.attributes[_COPY_LOOP_TAG]
+    return len(loops)
+
+
+def _index_const(v: int) -> ir.Value:
+    from mlir.dialects import arith
+
+    return arith.ConstantOp(ir.IndexType.get(), v).result
 
 
 def _thread_counts(forall: ir.Operation) -> list[int]:
@@ -753,7 +902,8 @@ def map_to_gpu(module: ir.Module, device: GpuDevice) -> ir.Module:
             _thread_allocs_to_private(module)
             _private_accumulators(module)
             _map_to_launches(module, device)
+            _one_barrier_per_copy(module)
         finally:
-            _strip(module, (_ROOT_TAG, _FILL_TAG, _KERNEL_TAG))
+            _strip(module, (_ROOT_TAG, _FILL_TAG, _KERNEL_TAG, _COPY_TAG, _COPY_LOOP_TAG))
         run_pipeline(module, OUTLINE_PIPELINE, "kernel outlining")
     return module

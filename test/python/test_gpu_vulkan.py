@@ -149,6 +149,30 @@ def driver_mlp() -> onnx.ModelProto:
     return _model(nodes, [_f32("x", [2, 4])], [_f32("y", [2, 3]), _f32("z", [2, 3])], [w, b, two])
 
 
+def matmul_partial_k() -> onnx.ModelProto:
+    """A MatMul whose K (83) is no multiple of any device's K-step and whose M and N (45, 39)
+    leave partial workgroup tiles, both operands graph inputs: the workgroup-memory promotion's
+    last K-step and edge tiles copy and read only the valid part of their buffers."""
+    return _model([helper.make_node("MatMul", ["a", "b"], ["y"])], [_f32("a", [45, 83]), _f32("b", [83, 39])], [_f32("y", [45, 39])], [])
+
+
+def batch_matmul() -> onnx.ModelProto:
+    """A batched MatMul [3, 21, 40] @ [3, 40, 35] (linalg.batch_matmul: one workgroup per batch
+    element along z, promoted A and B slices with a unit batch dim) plus a 4-D one
+    [2, 2, 9, 20] @ [2, 2, 20, 11] and a K smaller than every K-step (5)."""
+    nodes = [
+        helper.make_node("MatMul", ["a", "b"], ["y"]),
+        helper.make_node("MatMul", ["c", "d"], ["z"]),
+        helper.make_node("MatMul", ["e", "f"], ["w"]),
+    ]
+    return _model(
+        nodes,
+        [_f32("a", [3, 21, 40]), _f32("b", [3, 40, 35]), _f32("c", [2, 2, 9, 20]), _f32("d", [2, 2, 20, 11]), _f32("e", [17, 5]), _f32("f", [5, 33])],
+        [_f32("y", [3, 21, 35]), _f32("z", [2, 2, 9, 11]), _f32("w", [17, 33])],
+        [],
+    )
+
+
 #: Name -> builder; no model's graph inputs have initializer defaults.
 MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "elementwise_chain": elementwise_chain,
@@ -160,6 +184,8 @@ MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "driver_mlp": driver_mlp,
     "gelu_erf": gelu_erf,
     "gather_argmax": gather_argmax,
+    "matmul_partial_k": matmul_partial_k,
+    "batch_matmul": batch_matmul,
 }
 
 

@@ -127,8 +127,8 @@ func.func @mm_even(%a: tensor<32x48xf32>, %b: tensor<48x64xf32>) -> tensor<32x64
 """
 
 # CHECK-LABEL: func.func @mm_even
-# Tiles that divide the shape: each thread's 2x2 accumulator is private (an alloca), copied in
-# after the fill, accumulated over K, copied out once.
+# Tiles that divide the shape: each thread's 2x2 accumulator is private (an alloca), copied in,
+# accumulated over one K-step of the promoted operands (promotion.py), copied out.
 # CHECK: gpu.func @mm_even_kernel
 # CHECK: %[[ACC:.*]] = memref.alloca() : memref<2x2xf32>
 # CHECK: linalg.copy {{.*}}ins(%{{.*}} : memref<2x2xf32, strided<[64, 1], offset: ?>>) outs(%[[ACC]] : memref<2x2xf32>)
