@@ -30,6 +30,8 @@ from .abi import CpuTargetError, FunctionSignature, Invoker, signature_from_func
 from .passes import cpu_pipeline_text
 from .pipeline import CpuPipelineOptions
 from .pipeline import runtime_libraries as cpu_runtime_libraries
+from .runtime_hooks import register as register_hooks
+from .runtime_hooks import run_with_hooks
 from .strings import load_runtime, module_uses_runtime
 from .runtime_checks import StatusChannel, status_address_from_engine
 
@@ -147,7 +149,8 @@ class CompiledFunction:
         return self.signature.name
 
     def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
-        return self._status.run(self._invoke, arrays)
+        # run_with_hooks: raises what a run-time hook (runtime_hooks.py: ImageDecoder) reported.
+        return run_with_hooks(self._status.run, self._invoke, arrays)
 
     def __repr__(self) -> str:
         return f"<CompiledFunction {self.signature}>"
@@ -194,6 +197,7 @@ def compile_module(
             raise CpuTargetError(
                 f"JIT: cannot create the execution engine for @{signature.name}: {e}"
             ) from None
+        register_hooks(engine, lowered)  # Python run-time functions the code calls (before any lookup)
     return CompiledFunction(signature, engine, lowered, string_runtime=strings)
 
 

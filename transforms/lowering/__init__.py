@@ -10,7 +10,7 @@ Scatter*, TopK, CumSum, Compress, ...), quantization, resize, rnn (RNN/GRU/LSTM)
 (GridSample, AffineGrid), spectral (DFT), training (Adagrad/Momentum/Adam), ml (Binarizer,
 ArrayFeatureExtractor), random (RandomUniform/Normal(Like), Bernoulli, Multinomial, Dropout:
 a Philox generator in the generated code), data_dependent (NonZero, Unique, NonMaxSuppression:
-outputs sized at run time).
+outputs sized at run time), image (ImageDecoder: decoded at run time by a call out to Pillow).
 
 `load_patterns()` imports every family module so their `@lowers` registrations are in
 `common.PATTERNS`; `lowered_op_types()` lists what they cover.
@@ -49,6 +49,7 @@ FAMILIES = (
     "tfidf",
     "tree_ensemble",
     "strings",  # string tensors (Equal/Constant on strings compose with the numeric patterns)
+    "image",
 )
 
 
