@@ -152,10 +152,12 @@ def compile_aot(
     from .jit import copy_module, select_entry
     from .passes import cpu_pipeline_text
     from .runtime_hooks import refuse_hooks
+    from .strings import refuse_strings
 
     out = Path(path)
     sig = select_entry(module, entry)
     refuse_hooks(module, f"the AOT library {out.name}")  # Python run-time functions exist only in the JIT
+    refuse_strings(module, sig, f"the AOT library {out.name}")  # the string runtime lives in the JIT's process
     lowered = copy_module(module)
     run_pipeline(lowered, cpu_pipeline_text(options), instrumentation=instrumentation, reraise=True)
     metadata = json.dumps(

@@ -195,6 +195,8 @@ class ModelCache:
         signature = getattr(function, "signature", None)
         if engine is None or signature is None:
             return None
+        if getattr(function, "uses_string_runtime", False):  # its arena is this process's (strings.py)
+            return None
         try:
             cc = find_cc()
         except CpuTargetError:

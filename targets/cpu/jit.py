@@ -133,6 +133,7 @@ class CompiledFunction:
         self.signature = signature
         self.engine = engine
         self.llvm_module = llvm_module
+        self.uses_string_runtime = string_runtime is not None  # not stored by the compile cache
         # raw_lookup returns the engine's packed wrapper `_mlir__mlir_ciface_<name>(void**)`.
         address = engine.raw_lookup("_mlir_ciface_" + signature.name)
         if not address:

@@ -162,3 +162,13 @@ def module_uses_runtime(module: Any) -> bool:
             if ir.StringAttr(op.attributes["sym_name"]).value.startswith(RUNTIME_PREFIX):
                 return True
     return False
+
+
+def refuse_strings(module: Any, signature: Any, where: str) -> None:
+    """Raise a `CpuTargetError` when `module` uses string tensors: AOT libraries and the compile
+    cache do not carry the string runtime (its arena and run lock live in this process's loaded
+    copy, see the module docstring); the JIT runs such models."""
+    strings = [f"{what} {i}" for what, specs in (("argument", signature.inputs), ("result", signature.results)) for i, s in enumerate(specs) if s.element_type == "string"]
+    if strings or module_uses_runtime(module):
+        detail = f" ({', '.join(strings)} of @{signature.name} are strings)" if strings else ""
+        raise CpuTargetError(f"{where}: models with string tensors run only in the JIT{detail}; compile them with onnxc.compile(..., target='cpu')")

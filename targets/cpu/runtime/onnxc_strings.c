@@ -275,9 +275,7 @@ static int64_t split_walk(const char *s, const char *delim, int64_t maxsplit, in
         if (i >= n) break;
         size_t end = i;
         if (maxsplit >= 0 && splits >= maxsplit) {
-            /* the rest, trailing whitespace stripped */
-            end = n;
-            while (end > i && is_space((unsigned char)s[end - 1])) end--;
+            end = n; /* the rest, as it is (Python keeps its trailing whitespace) */
         } else {
             while (end < n && !is_space((unsigned char)s[end])) end++;
         }

@@ -1,0 +1,357 @@
+"""String tensors in compiled code (transforms/lowering/strings.py, targets/cpu/strings.py and the
+C runtime targets/cpu/runtime/onnxc_strings.c): each string op against onnx.reference, with
+broadcasting, empty and 0-d tensors, UTF-8; the ABI's conversions and diagnostics; what is
+refused (ops that would read handles as numbers, AOT libraries)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx.reference import ReferenceEvaluator
+
+import onnxc
+from onnxc.errors import OnnxcError
+
+S = T.STRING
+
+
+def _model(nodes: list[onnx.NodeProto], inputs: list[tuple[str, int, list | None]], outputs: list[tuple[str, int, list | None]], ml: bool = False) -> onnx.ModelProto:
+    g = h.make_graph(
+        nodes,
+        "g",
+        [h.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+        [h.make_tensor_value_info(n, t, s) for n, t, s in outputs],
+    )
+    opsets = [h.make_opsetid("", 20)] + ([h.make_opsetid("ai.onnx.ml", 4)] if ml else [])
+    return h.make_model(g, opset_imports=opsets)
+
+
+def _strs(*values: object, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    a = np.empty(len(values), dtype=object)
+    a[:] = list(values)
+    return a.reshape(shape if shape is not None else (len(values),))
+
+
+def _same(got: np.ndarray, want: np.ndarray) -> None:
+    want = np.asarray(want)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    if want.dtype.kind in "OU":
+        assert got.dtype == object
+        assert [str(x) for x in got.reshape(-1)] == [str(x) for x in want.reshape(-1)]
+    else:
+        assert got.dtype == want.dtype, (got.dtype, want.dtype)
+        np.testing.assert_array_equal(got, want)
+
+
+def _check(model: onnx.ModelProto, feeds: dict[str, np.ndarray], **compile_kwargs: object) -> list[np.ndarray]:
+    """Compile, run, compare every output with the reference evaluator; return onnxc's."""
+    compiled = onnxc.compile(model, **compile_kwargs)
+    got = compiled(**feeds)
+    want = ReferenceEvaluator(model).run(None, feeds)
+    for g, w in zip(got, want):
+        _same(g, w)
+    return got
+
+
+def _arena_count() -> int:
+    from onnxc.targets.cpu.strings import load_runtime
+
+    return load_runtime().arena_count()
+
+
+# --- Equal, StringConcat ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        (_strs("a", "bb", "", "é"), _strs("a", "b", "", "é")),
+        (_strs("x", "y", "x", "z", "x", "q", shape=(2, 3)), _strs("x", "q", "z")),  # broadcast
+        (_strs("日本", shape=()), _strs("日本", "日", "")),  # 0-d against 1-d
+        (np.empty((0, 3), dtype=object), _strs("a", "b", "c")),  # empty
+    ],
+)
+def test_equal(a: np.ndarray, b: np.ndarray) -> None:
+    out_shape = list(np.broadcast_shapes(a.shape, b.shape))
+    m = _model([h.make_node("Equal", ["a", "b"], ["y"])], [("a", S, list(a.shape)), ("b", S, list(b.shape))], [("y", T.BOOL, out_shape)])
+    _check(m, {"a": a, "b": b})
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        (_strs("a", "", "ü"), _strs("b", "c", "ß")),
+        (_strs("x", "y", shape=(2, 1)), _strs("1", "2", "3")),  # broadcast both ways
+        (_strs("only", shape=()), _strs("", shape=())),  # 0-d
+        (np.empty((0,), dtype=object), _strs("a", shape=())),
+    ],
+)
+def test_string_concat(a: np.ndarray, b: np.ndarray) -> None:
+    out_shape = list(np.broadcast_shapes(a.shape, b.shape))
+    m = _model([h.make_node("StringConcat", ["a", "b"], ["y"])], [("a", S, list(a.shape)), ("b", S, list(b.shape))], [("y", S, out_shape)])
+    _check(m, {"a": a, "b": b})
+    assert _arena_count() == 0  # the run's strings were freed after the copy
+
+
+def test_dynamic_shapes_and_bytes_input() -> None:
+    """Dynamic dims; bytes elements are taken as UTF-8 as they are."""
+    m = _model([h.make_node("StringConcat", ["a", "b"], ["y"])], [("a", S, ["n"]), ("b", S, ["n"])], [("y", S, ["n"])])
+    c = onnxc.compile(m)
+    for n in (0, 1, 7):
+        a = _strs(*[f"é{i}" for i in range(n)])
+        b = _strs(*[f"-{i}".encode() for i in range(n)])
+        (y,) = c(a, b)
+        assert list(y) == [f"é{i}-{i}" for i in range(n)]
+
+
+def test_threads_share_the_arena() -> None:
+    """Threaded code calls the runtime from several threads at once."""
+    n = 5000
+    a = _strs(*[str(i) for i in range(n)])
+    m = _model([h.make_node("StringConcat", ["a", "a"], ["y"])], [("a", S, [n])], [("y", S, [n])])
+    _check(m, {"a": a}, threads=2)
+    assert _arena_count() == 0
+
+
+# --- RegexFullMatch -----------------------------------------------------------------------------
+
+WORDS = _strs("abc", "ABC", "a1", "12345", "hello world", "www.google.com", "user@gmail.com", "", "héllo", "a.b", "x\ny", "a]b", "a-b", "a^b", "_", "tab\there")
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"abc",
+        r"(?i)abc",
+        r"[a-z]+",
+        r"\d+",
+        r"\D*",
+        r"\w+",
+        r"\S+\s\S+",
+        r"a|ABC|a1",
+        r"(a|b)+c",
+        r"(?:ab)c?",
+        r"(?P<w>a).*",
+        r"a.*?",
+        r"[\w.-]+@(yahoo|gmail)\.com",
+        r"www\.[\w.-]+\.\bcom\b",
+        r"h.llo",  # '.' is one code point (é is two bytes)
+        r"x.y",  # '.' does not match a newline
+        r"\d{2,4}5",
+        r"[^a-z]*",
+        r"a[\]^-]b",
+        r"tab\there",
+        r"\x5f",
+        r"",
+        r"^abc$",
+    ],
+)
+def test_regex_full_match(pattern: str) -> None:
+    m = _model([h.make_node("RegexFullMatch", ["x"], ["y"], pattern=pattern)], [("x", S, [len(WORDS)])], [("y", T.BOOL, [len(WORDS)])])
+    _check(m, {"x": WORDS})
+
+
+def test_regex_shapes() -> None:
+    for x in (_strs("ab", shape=()), np.empty((2, 0), dtype=object), _strs("a", "bb", "b", "ab", shape=(2, 2))):
+        m = _model([h.make_node("RegexFullMatch", ["x"], ["y"], pattern="a?b")], [("x", S, list(x.shape))], [("y", T.BOOL, list(x.shape))])
+        _check(m, {"x": x})
+
+
+@pytest.mark.parametrize(
+    "pattern, message",
+    [("a(b", "invalid regular expression"), (r"\p{L}+", r"escape \\p"), ("(?s).*", "group flag"), (r"[\D]", r"\\D inside a bracket")],
+)
+def test_regex_refused(pattern: str, message: str) -> None:
+    m = _model([h.make_node("RegexFullMatch", ["x"], ["y"], pattern=pattern)], [("x", S, [2])], [("y", T.BOOL, [2])])
+    with pytest.raises(OnnxcError, match=message):
+        onnxc.compile(m)
+
+
+# --- StringSplit --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "x, attrs",
+    [
+        (_strs("a,b,c", "", "a,,b", ",x,"), {"delimiter": ","}),
+        (_strs("one  two\tthree", "  lead and trail  ", "", "single"), {}),
+        (_strs("a--b--c--d", "--", "x"), {"delimiter": "--", "maxsplit": 2}),
+        (_strs("  a b  c  ", "d"), {"maxsplit": 1}),
+        (_strs("é|ü|日本", "|", shape=(1, 2)), {"delimiter": "|"}),
+        (np.empty((0,), dtype=object), {"delimiter": " "}),
+        (_strs("abc", "de"), {"delimiter": "", "maxsplit": 0}),
+    ],
+)
+def test_string_split(x: np.ndarray, attrs: dict[str, object]) -> None:
+    m = _model(
+        [h.make_node("StringSplit", ["x"], ["y", "z"], **attrs)],
+        [("x", S, list(x.shape))],
+        [("y", S, None), ("z", T.INT64, list(x.shape))],
+    )
+    _check(m, {"x": x})
+    assert _arena_count() == 0
+
+
+def test_string_split_scalar() -> None:
+    """A 0-d input gives a 1-d Y (the reference evaluator fails on it: expected values by hand)."""
+    m = _model([h.make_node("StringSplit", ["x"], ["y", "z"])], [("x", S, [])], [("y", S, None), ("z", T.INT64, [])])
+    y, z = onnxc.compile(m)(_strs(" a  b ", shape=()))
+    assert y.shape == (2,) and list(y) == ["a", "b"]
+    assert z.shape == () and int(z) == 2
+
+
+def test_split_feeds_later_ops() -> None:
+    """The data-dependent output of StringSplit is consumed by another string op."""
+    m = _model(
+        [h.make_node("StringSplit", ["x"], ["y", "z"], delimiter="/"), h.make_node("StringConcat", ["y", "s"], ["w"])],
+        [("x", S, [3]), ("s", S, [])],
+        [("w", S, None), ("z", T.INT64, [3])],
+    )
+    _check(m, {"x": _strs("a/b", "c", "d/e/f"), "s": _strs("!", shape=())})
+
+
+# --- StringNormalizer ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "x, attrs",
+    [
+        (_strs("monday", "tuesday", "wednesday", "thursday"), {"case_change_action": "LOWER", "is_case_sensitive": 1, "stopwords": ["monday"]}),
+        (_strs("Monday", "TUESDAY", "wednesday"), {"case_change_action": "UPPER", "is_case_sensitive": 0, "stopwords": ["monday", "Tuesday"]}),
+        (_strs("monday", "Monday", shape=(1, 2)), {"case_change_action": "NONE", "is_case_sensitive": 1, "stopwords": ["monday", "Monday"]}),  # all removed
+        (_strs("monday", shape=(1, 1)), {"case_change_action": "UPPER", "is_case_sensitive": 0, "stopwords": ["MONDAY"]}),
+        (_strs("a", "B", "c", shape=(1, 3)), {"case_change_action": "UPPER", "stopwords": ["b"]}),
+        (_strs("x", "y"), {}),
+    ],
+)
+def test_string_normalizer(x: np.ndarray, attrs: dict[str, object]) -> None:
+    m = _model([h.make_node("StringNormalizer", ["x"], ["y"], **attrs)], [("x", S, list(x.shape))], [("y", S, None)])
+    _check(m, {"x": x})
+
+
+@pytest.mark.parametrize(
+    "x, action, want",
+    [
+        (_strs("Café", "Ökonomie", "straße", "ÉTÉ", "ΣΊΣΥΦΟΣ"), "LOWER", ["café", "ökonomie", "straße", "été", "σίσυφοσ"]),
+        (_strs("café", "ökonomie", "été", "日本"), "UPPER", ["CAFÉ", "ÖKONOMIE", "ÉTÉ", "日本"]),
+    ],
+)
+def test_string_normalizer_utf8(x: np.ndarray, action: str, want: list[str]) -> None:
+    """Case change of non-ASCII letters, code point by code point (the reference evaluator
+    strips accents first, which the spec does not ask for: expected values by hand)."""
+    m = _model([h.make_node("StringNormalizer", ["x"], ["y"], case_change_action=action, locale="en_US")], [("x", S, [len(x)])], [("y", S, None)])
+    (y,) = onnxc.compile(m)(x)
+    assert list(y) == want
+
+
+def test_string_normalizer_keeps_what_the_reference_drops() -> None:
+    """Stopwords are whole elements (spec, onnxruntime): an element holding a stopword among
+    other words stays, and an empty input string stays (the reference drops both)."""
+    m = _model([h.make_node("StringNormalizer", ["x"], ["y"], stopwords=["a"], is_case_sensitive=1)], [("x", S, [4])], [("y", S, None)])
+    (y,) = onnxc.compile(m)(_strs("a", "a b", "", "c"))
+    assert list(y) == ["a b", "", "c"]
+
+
+def test_string_normalizer_refuses_batches() -> None:
+    m = _model([h.make_node("StringNormalizer", ["x"], ["y"])], [("x", S, [2, 3])], [("y", S, None)])
+    with pytest.raises(OnnxcError, match=r"\[C\] or \[1, C\]"):
+        onnxc.compile(m)
+
+
+# --- LabelEncoder -------------------------------------------------------------------------------
+
+
+def _tensor(name: str, dtype: int, values: list) -> onnx.TensorProto:
+    return h.make_tensor(name, dtype, (len(values),), values)
+
+
+@pytest.mark.parametrize(
+    "x, out_type, attrs",
+    [
+        (_strs("a", "b", "d", "é"), T.INT64, {"keys_strings": ["a", "b", "é"], "values_int64s": [1, 2, 3], "default_int64": 42}),
+        (_strs("a", "zz", shape=(1, 2)), T.FLOAT, {"keys_strings": ["a"], "values_floats": [0.5]}),
+        (_strs("a", "b", "q"), S, {"keys_strings": ["a", "b"], "values_strings": ["x", "ü"], "default_string": "none"}),
+        (np.array([3, 1, 7], dtype=np.int64), S, {"keys_int64s": [1, 3], "values_strings": ["one", "three"]}),
+        (np.array([4, 5], dtype=np.int64), T.INT64, {"keys_int64s": [5], "values_int64s": [50]}),
+        (_strs("a", "b", "d"), T.INT16, {"keys_tensor": _tensor("k", S, ["a", "b"]), "values_tensor": _tensor("v", T.INT16, [7, 8]), "default_tensor": _tensor("d", T.INT16, [-3])}),
+        (_strs("a", "b", "d"), S, {"keys_strings": ["a", "b"], "values_tensor": _tensor("v", S, ["A", "B"]), "default_tensor": _tensor("d", S, ["?"])}),
+        (np.empty((0,), dtype=object), T.INT64, {"keys_strings": ["a"], "values_int64s": [1]}),
+    ],
+)
+def test_label_encoder(x: np.ndarray, out_type: int, attrs: dict[str, object]) -> None:
+    in_type = S if x.dtype == object else onnx.helper.np_dtype_to_tensor_dtype(x.dtype)
+    m = _model([h.make_node("LabelEncoder", ["x"], ["y"], domain="ai.onnx.ml", **attrs)], [("x", in_type, list(x.shape))], [("y", out_type, list(x.shape))], ml=True)
+    _check(m, {"x": x})
+
+
+def test_label_encoder_nan_key() -> None:
+    """A NaN key matches NaN inputs (LabelEncoder-4; the reference's dict lookup misses it)."""
+    attrs = {"keys_floats": [0.5, float("nan")], "values_strings": ["half", "nan"], "default_string": "-"}
+    m = _model([h.make_node("LabelEncoder", ["x"], ["y"], domain="ai.onnx.ml", **attrs)], [("x", T.FLOAT, [4])], [("y", S, [4])], ml=True)
+    (y,) = onnxc.compile(m)(np.array([0.5, np.nan, 2.0, -np.nan], dtype=np.float32))
+    assert list(y) == ["half", "nan", "-", "nan"]
+
+
+# --- strings through other ops, constants -------------------------------------------------------
+
+
+def test_data_movement_and_constants() -> None:
+    """Handles move through Reshape/Transpose/Gather/Concat/Where unchanged; a string Constant."""
+    const = h.make_node("Constant", [], ["c"], value=h.make_tensor("c", S, (2,), [b"k0", "k1é".encode()]))
+    nodes = [
+        const,
+        h.make_node("Concat", ["x", "c"], ["cat"], axis=0),
+        h.make_node("Reshape", ["cat", "shape"], ["r"]),
+        h.make_node("Transpose", ["r"], ["t"], perm=[1, 0]),
+        h.make_node("Gather", ["cat", "idx"], ["g"], axis=0),
+        h.make_node("Where", ["cond", "g", "c"], ["w"]),
+    ]
+    m = _model(
+        nodes,
+        [("x", S, [4]), ("shape", T.INT64, [2]), ("idx", T.INT64, [2]), ("cond", T.BOOL, [2])],
+        [("t", S, None), ("w", S, [2])],
+    )
+    m.graph.initializer.append(onnx.numpy_helper.from_array(np.array([3, 2], dtype=np.int64), "shape"))
+    _check(m, {"x": _strs("a", "b", "c", "d"), "idx": np.array([5, 0], dtype=np.int64), "cond": np.array([True, False])})
+
+
+@pytest.mark.parametrize(
+    "node, out_type",
+    [(h.make_node("Cast", ["x"], ["y"], to=T.FLOAT), T.FLOAT), (h.make_node("Unique", ["x"], ["y"]), S)],
+)
+def test_ops_reading_handles_are_refused(node: onnx.NodeProto, out_type: int) -> None:
+    m = _model([node], [("x", S, [3])], [("y", out_type, None)])
+    with pytest.raises(OnnxcError, match="string tensors are only lowered for"):
+        onnxc.compile(m)
+
+
+# --- the boundary ---------------------------------------------------------------------------------
+
+
+def _concat_model() -> onnx.ModelProto:
+    return _model([h.make_node("StringConcat", ["a", "b"], ["y"])], [("a", S, [2]), ("b", S, [2])], [("y", S, [2])])
+
+
+def test_invalid_inputs() -> None:
+    c = onnxc.compile(_concat_model())
+    with pytest.raises(OnnxcError, match="element 1 is a int"):
+        c(_strs("a", 3), _strs("b", "c"))
+    with pytest.raises(OnnxcError, match="NUL character"):
+        c(_strs("a\0b", "x"), _strs("b", "c"))
+    with pytest.raises(OnnxcError, match="dtype object"):
+        c(np.array([1, 2]), _strs("b", "c"))
+    (y,) = c(_strs("a", "b"), _strs("c", "d"))  # still usable after refused calls
+    assert list(y) == ["ac", "bd"]
+    assert _arena_count() == 0
+
+
+def test_aot_refuses_strings(tmp_path: object) -> None:
+    from onnxc.compiler import lower
+    from onnxc.targets.cpu.aot import compile_aot
+
+    module = lower(_concat_model(), stage="linalg")
+    with pytest.raises(OnnxcError, match="string tensors run only in the JIT"):
+        compile_aot(module, str(tmp_path) + "/m.so")  # type: ignore[operator]
