@@ -47,7 +47,9 @@ def test_rows_point_at_the_registrations() -> None:
     assert 5 in reshape.adapters and (source_of(reshape.adapters[5]) or "").startswith("transforms/onnx_upgrade_ops.py:")
     assert (source_of(reshape.shape_rule) or "").startswith("transforms/onnx_shape_inference.py:")
     label = table[("ai.onnx.ml", "LabelEncoder", (4, 4))]
-    assert label.lowering is None and not label.lowers_directly
+    assert (source_of(label.lowering) or "").startswith("transforms/lowering/strings.py:") and label.lowers_directly
+    castmap = table[("ai.onnx.ml", "CastMap", (1, 1))]
+    assert castmap.lowering is None and not castmap.lowers_directly
 
 
 def test_find_test_files_finds_lit_and_pytest_files() -> None:
