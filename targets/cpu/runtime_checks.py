@@ -233,10 +233,11 @@ def format_failure(check: dict[str, Any], values: Sequence[int]) -> str:
     """The sentence of a failed check: `Reshape node 'r1': the run-time target shape (2, 7) ...`."""
     named: dict[str, object] = {}
     at = 0
-    for name, count in check.get("fields", []):
-        vs = [int(v) for v in values[at : at + int(count)]]
-        at += int(count)
-        named[str(name)] = vs[0] if int(count) == 1 and vs else "(" + ", ".join(map(str, vs)) + ("," if len(vs) == 1 else "") + ")"
+    for name, count in check.get("fields", []):  # count n: a number (n = 1); -n: a tuple of n
+        n = abs(int(count))
+        vs = [int(v) for v in values[at : at + n]]
+        at += n
+        named[str(name)] = vs[0] if int(count) == 1 and vs else "(" + ", ".join(map(str, vs)) + ("," if n == 1 else "") + ")"
     try:
         what = str(check.get("what", "")).format(**named)
     except (KeyError, IndexError, ValueError):  # a description that does not fit its values

@@ -59,7 +59,8 @@ CHECKS_ATTR = "onnxc.runtime_checks"
 #: Unit attribute on every `scf.if` that records a failure (what `strip_runtime_checks` removes).
 CHECK_MARKER = "onnxc.runtime_check"
 
-Field = tuple[str, Sequence[ir.Value]]
+#: (name, values): one `ir.Value` is a number in the message, a sequence a tuple (a shape).
+Field = tuple[str, "ir.Value | Sequence[ir.Value]"]
 
 
 def status_memref_type() -> ir.MemRefType:
@@ -94,7 +95,7 @@ def register_check(module: ir.Operation, node: str, op_type: str, what: str, fie
     """Append a check's description to `module`'s table; return its id (1-based).
 
     `what` is a sentence with `{name}` placeholders, one per field; a field of count 1 is an
-    integer, a longer one a tuple (a shape)."""
+    integer, a count of -n a tuple of n values (a shape)."""
     table = list(ir.ArrayAttr(module.attributes[CHECKS_ATTR])) if CHECKS_ATTR in module.attributes else []
     text = json.dumps({"node": node, "op": op_type, "what": what, "fields": [[n, int(c)] for n, c in fields]})
     table.append(ir.StringAttr.get(text))
@@ -138,8 +139,8 @@ def require(ok: ir.Value, who: ir.Operation | tuple[str, str], what: str, fields
     """Emit at the current insertion point: if `ok` (i1) is false at run time, record the failure.
 
     who: the ONNX op being lowered (its location names the node and op type) or (node, op type).
-    what: the sentence, with `{name}` for each of `fields` ((name, values): index or integer
-    scalars, one for a number, several for a shape)."""
+    what: the sentence, with `{name}` for each of `fields` ((name, value) for a number, (name,
+    [values]) for a shape; index or integer scalars)."""
     block = ir.InsertionPoint.current.block
     module = _module_of(block)
     if isinstance(who, tuple):
@@ -147,8 +148,9 @@ def require(ok: ir.Value, who: ir.Operation | tuple[str, str], what: str, fields
     else:
         node, op_type = location_label(who.location)
     ensure_status_global(module)
-    values = [_i64(v) for _, vs in fields for v in vs]
-    check_id = register_check(module, node, op_type, what, [(n, len(vs)) for n, vs in fields])
+    seqs = [(n, [vs] if isinstance(vs, ir.Value) else list(vs), isinstance(vs, ir.Value)) for n, vs in fields]
+    values = [_i64(v) for _, vs, _ in seqs for v in vs]
+    check_id = register_check(module, node, op_type, what, [(n, len(vs) if scalar else -len(vs)) for n, vs, scalar in seqs])
     failed = arith.xori(ok, arith.constant(ir.IntegerType.get_signless(1), 1))
     guard = scf.IfOp(failed)
     guard.operation.attributes[CHECK_MARKER] = ir.UnitAttr.get()
@@ -232,7 +234,7 @@ def require_indices(who: ir.Operation, indices: ir.Value, unsigned: bool, sizes:
     ok, bad = index_range_ok(indices, unsigned, sizes)
     where = f"axis {first_axis}" if len(sizes) == 1 else f"axes {first_axis}..{first_axis + len(sizes) - 1}"
     require(ok, who, f"index {{index}} is out of range for {where} of the data's shape {{shape}}",
-            [("index", [bad]), ("shape", list(data_shape))])  # fmt: skip
+            [("index", bad), ("shape", list(data_shape))])  # fmt: skip
 
 
 def strip_runtime_checks(module: ir.Operation) -> int:

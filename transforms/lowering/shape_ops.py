@@ -252,7 +252,7 @@ def lower_reshape(node: Node) -> list[ir.Value]:
         count = arith.muli(count, v)
     valid = arith.cmpi(arith.CmpIPredicate.eq, count, dim_value(total))
     require(valid, node.op, "the run-time target shape {target} has {count} elements, the input {total}",
-            [("target", vals), ("count", [count]), ("total", [dim_value(total)])])  # fmt: skip
+            [("target", vals), ("count", count), ("total", dim_value(total))])  # fmt: skip
     dims = [arith.select(valid, v, dim_value(total) if i == 0 else one) for i, v in enumerate(dims)]
     return [reshape(x, dims)]
 
