@@ -6,8 +6,10 @@ batch 1, "same" padding):
   kernel the registers, shared memory and spill bytes from `ptxas -v`, the launch's block and
   grid sizes, and the occupancy they allow (estimated from the per-SM limits of the chip:
   64 warps, 65536 registers allocated per warp in units of 256, 32 blocks, 164 KiB (sm_80) or
-  228 KiB (sm_90) of shared memory). Running the PTX needs a GPU and onnxc's CUDA runtime, which
-  does not exist yet: no CUDA FLOP/s are reported.
+  228 KiB (sm_90) of shared memory). GEMMs are reported twice: the default f32 (SIMT) kernel,
+  whose A and B slices are promoted to shared memory, and the tensor-core kernel that
+  `allow_tf32=True` gives (mma.sync m16n8k4 tf32) where the shape is whole tiles. Running the
+  PTX needs a GPU and onnxc's CUDA runtime, which does not exist yet: no CUDA FLOP/s are reported.
 - Vulkan, where a Vulkan device exists (Mesa's lavapipe here, a CPU driver): the median time of
   `--repeat` calls of `onnxc.compile(model, target="vulkan")` and of the CPU target on the same
   model in the same process, and their ratio (vulkan / cpu). On lavapipe this only shows that the
@@ -115,17 +117,20 @@ def cuda_report(case: Case, model: onnx.ModelProto) -> None:
     from onnxc.targets.cuda import CudaOptions, compile_ptx
 
     linalg = lower(model, "linalg")
+    variants = [("f32", False)] + ([("tf32", True)] if case.kind == "gemm" else [])
     for chip in ("sm_80", "sm_90"):
-        artifact = compile_ptx(linalg, CudaOptions(chip, "+ptx80"))
-        reports = artifact.assemble()
-        for step in artifact.program.steps:
-            k = reports[step.module].kernels[0]
-            threads = step.block[0] * step.block[1] * step.block[2]
-            print(
-                f"  cuda {chip} {step.module:<14} block {step.block} grid {step.grid} regs {k.registers:3d} "
-                f"smem {k.shared_bytes:6d} B spill {k.spill_stores + k.spill_loads:4d} B "
-                f"occupancy ~{occupancy(chip, threads, k.registers, k.shared_bytes):.2f}"
-            )
+        for label, tf32 in variants:
+            artifact = compile_ptx(linalg, CudaOptions(chip, "+ptx80", allow_tf32=tf32))
+            reports = artifact.assemble()
+            for step in artifact.program.steps:
+                k = reports[step.module].kernels[0]
+                threads = step.block[0] * step.block[1] * step.block[2]
+                mma = " mma.sync" if "mma.sync" in artifact.ptx[step.module] else ""
+                print(
+                    f"  cuda {chip} {label:4} {step.module:<14} block {step.block} grid {step.grid} regs {k.registers:3d} "
+                    f"smem {k.shared_bytes:6d} B spill {k.spill_stores + k.spill_loads:4d} B "
+                    f"occupancy ~{occupancy(chip, threads, k.registers, k.shared_bytes):.2f}{mma}"
+                )
 
 
 def main(argv: list[str]) -> int:

@@ -73,7 +73,7 @@ def compile_ptx(module: ir.Module, options: CudaOptions | None = None) -> CudaAr
 
     lowered = copy_module(module)
     with lowered.context:
-        map_to_gpu(lowered, device_for(opts.chip))
+        map_to_gpu(lowered, device_for(opts.chip), frozenset(opts.mma_types()))
         program = host_program(lowered)
         lower_to_ptx(lowered, opts)
         return CudaArtifact(opts, ptx_of(lowered), program)

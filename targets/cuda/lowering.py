@@ -76,10 +76,25 @@ class CudaOptions:
     chip: the GPU architecture (`sm_80`, `sm_86`, `sm_89`, `sm_90`); also the tile-size table
         row of `onnxc.targets.gpu.device`.
     features: the PTX ISA version as an LLVM feature, `+ptxNN` (8.0 = `+ptx80`).
+    tensor_cores: "auto" (contractions whose element kinds `mma_types` allows and whose shape is
+        whole tensor-core tiles run as mma.sync on tensor cores) or "off" (every contraction on
+        the SIMT path).
+    allow_tf32: also run f32 contractions on tensor cores as tf32 (m16n8k4): the products keep
+        10 mantissa bits instead of 23, so this changes results and is off unless asked for.
+        f16 contractions use them only when they accumulate in f16 (what upstream's mma.sync
+        rewrite builds); ONNX MatMul on f16 accumulates in f32 and stays on the SIMT path.
     """
 
     chip: str = "sm_80"
     features: str = "+ptx80"
+    tensor_cores: str = "auto"
+    allow_tf32: bool = False
+
+    def mma_types(self) -> tuple[str, ...]:
+        """The tensor-core element kinds the GPU mapping may use (`mapping.MMA_TYPES` keys)."""
+        if self.tensor_cores == "off":
+            return ()
+        return ("f16", "tf32") if self.allow_tf32 else ("f16",)
 
     def ptx_version(self) -> int:
         m = _FEATURES.match(self.features)
@@ -97,6 +112,10 @@ class CudaOptions:
             raise CudaLoweringError(f"features {self.features}: {self.chip} needs PTX {lo // 10}.{lo % 10} or newer (+ptx{lo})")
         if v > MAX_PTX:
             raise CudaLoweringError(f"features {self.features}: PTX newer than {MAX_PTX // 10}.{MAX_PTX % 10} is not supported")
+        if self.tensor_cores not in ("auto", "off"):
+            raise CudaLoweringError(f"tensor_cores must be 'auto' or 'off', got {self.tensor_cores!r}")
+        if not isinstance(self.allow_tf32, bool):
+            raise CudaLoweringError(f"allow_tf32 must be a bool, got {self.allow_tf32!r}")
 
 
 def nvvm_pipeline_element(options: CudaOptions) -> str:
@@ -119,18 +138,26 @@ SM_REGISTERS = 65536
 
 
 def register_budget_hints(module: ir.Module) -> int:
-    """Give every kernel `nvvm.minctasm` (PTX `.minnctapersm`) = max(1, SM_REGISTERS /
+    """Give every kernel that uses shared memory (workgroup attributions: promoted contraction
+    operands, tree reductions) `nvvm.minctasm` (PTX `.minnctapersm`) = max(1, SM_REGISTERS /
     (REGISTER_BUDGET x its threads)): the number of its blocks that must fit on one SM.
 
     Why: with only `.maxntid` (from the launch's known block size) ptxas -O3 picks a register
     count by its own occupancy heuristic and may spill to get there (the promoted contractions
     were capped at 48 registers with 16-20 bytes of spills on some shapes and chips, none at 64
     on others). An explicit minimum of resident blocks makes the register bound explicit: a
-    kernel of 256 threads gets 128 registers (2 blocks per SM), one of 1024 threads 64."""
+    kernel of 256 threads gets 128 registers (2 blocks per SM), one of 1024 threads 64. Kernels
+    without shared memory keep ptxas's choice: given the budget, ptxas unrolls their window
+    loops (a convolution went from 30 to 125 registers, a quarter of the occupancy)."""
     from onnxc.targets.gpu.mapping import collect
 
+    def wanted(op: ir.Operation) -> bool:
+        if op.name != "gpu.func" or "known_block_size" not in op.attributes or "workgroup_attributions" not in op.attributes:
+            return False
+        return ir.IntegerAttr(op.attributes["workgroup_attributions"]).value > 0
+
     count = 0
-    for func in collect(module.operation, lambda op: op.name == "gpu.func" and "known_block_size" in op.attributes):
+    for func in collect(module.operation, wanted):
         threads = 1
         for d in ir.DenseI32ArrayAttr(func.attributes["known_block_size"]):
             threads *= int(d)

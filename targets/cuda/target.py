@@ -1,7 +1,8 @@
 """The CUDA target as an `onnxc.targets.base.Target`: `onnxc.compile(model, target="cuda")`.
 
 Pipeline (text, runnable by `onnx-opt -p`): `onnxc-approximate-math{functions={erf,erfc}}` (no
-erf in PTX, libdevice is not linked), `gpu-map{device=<chip>},gpu-nvvm-prepare,
+erf in PTX, libdevice is not linked), `gpu-map{device=<chip> mma={f16[,tf32]}}` (the tensor-core
+kinds `CudaOptions.mma_types` allows), `gpu-nvvm-prepare,
 gpu-lower-to-nvvm-pipeline{cubin-chip=<chip> cubin-features=+ptxNN cubin-format=isa}`; stages `gpu` and `ptx` (`onnxc compile --target cuda --emit ptx` works without
 a GPU). `compile` lowers to PTX first (so an unsupported model fails with its own error), then
 says that no GPU is present, or that running on one is not implemented yet (see `__init__.py`).
@@ -47,7 +48,10 @@ class CudaTarget(Target):
         o: CudaOptions = self.options(options)
         from onnxc.targets.gpu.passes import GPU_MATH_APPROXIMATION
 
-        text = GPU_MATH_APPROXIMATION + "," + element_text("gpu-map", {"device": o.chip})
+        mapping: dict[str, object] = {"device": o.chip}
+        if o.mma_types():
+            mapping["mma"] = o.mma_types()
+        text = GPU_MATH_APPROXIMATION + "," + element_text("gpu-map", mapping)
         if stop_after != "gpu":
             text += ",gpu-nvvm-prepare," + nvvm_pipeline_element(o)
         return text

@@ -79,6 +79,7 @@ from .device import GpuDevice
 
 __all__ = [
     "BUFFERIZE_PIPELINE",
+    "MMA_TYPES",
     "GpuMappingError",
     "KERNEL_LOOPS_PIPELINE",
     "lower_kernels_to_loops",
@@ -184,6 +185,9 @@ class KernelPlan:
     k_tile: for a contraction on the block/thread scheme, the step of its (single, innermost)
         reduction loop; each step's A and B slices are copied to workgroup memory by all threads
         of the workgroup before they compute on them (0: no promotion).
+    mma, warps: a tensor-core contraction (CUDA only, `_mma_plan`): the workgroup is `warps`
+        warps of 32 lanes (x = lane), each computing its share of the block tile as mma.sync
+        instructions of shape `mma`.
     Mapped loops (non-zero in both) are listed outer to inner; the innermost is `x`.
     """
 
@@ -191,6 +195,8 @@ class KernelPlan:
     threads: tuple[int, ...]
     tree_threads: int = 0  # > 0: a per-workgroup tree reduction with this many threads (see plan_kernel)
     k_tile: int = 0  # > 0: a contraction whose K loop steps by this, operands promoted (see _promote_operands)
+    mma: tuple[int, ...] = ()  # (m, n, k) of the tensor-core instruction each warp issues (see _mma_plan)
+    warps: tuple[int, ...] = ()  # (along m, along n): warps of a tensor-core workgroup
 
     @property
     def workgroup_size(self) -> int:
@@ -660,7 +666,7 @@ def _one_consumer_per_fill(module: ir.Module) -> int:
     return count
 
 
-def _tile_to_blocks_and_threads(module: ir.Module, device: GpuDevice) -> int:
+def _tile_to_blocks_and_threads(module: ir.Module, device: GpuDevice, mma_types: frozenset[str] = frozenset()) -> int:
     """Tag roots and fills, plan each root, and run the tensor-level tiling script (step 3)."""
     _drop_empty_ops(module)
     _one_consumer_per_fill(module)
@@ -689,7 +695,8 @@ def _tile_to_blocks_and_threads(module: ir.Module, device: GpuDevice) -> int:
         extents = _loop_extents(op)  # its errors name the op's location already
         widest = max((_element_bytes(v.type) for v in op.opview.inputs), default=4)
         try:
-            plans.append(plan_kernel(extents, _iterators(op), contraction[i], device, _is_simple_reduction(op), widest))
+            mma = _mma_plan(op, root_names[i], extents, device, mma_types) if contraction[i] else None
+            plans.append(mma or plan_kernel(extents, _iterators(op), contraction[i], device, _is_simple_reduction(op), widest))
         except GpuMappingError as e:
             raise GpuMappingError(f"{op.location}: {root_names[i]}: {e}") from None
         op.attributes[f"{_ROOT_TAG}_{i}"] = ir.UnitAttr.get()
@@ -737,7 +744,10 @@ def _tile_to_blocks_and_threads(module: ir.Module, device: GpuDevice) -> int:
                 plan = plans[i]
                 n_thread = sum(1 for t in plan.threads if t)
                 op = _unit_attr_match(root, f"{_ROOT_TAG}_{i}")
-                structured.TileUsingForallOp(_any_op(), _any_op(), op, num_threads=list(plan.threads), mapping=_mapping("thread", n_thread))
+                if plan.mma:
+                    _build_mma_step(op, plan)
+                else:
+                    structured.TileUsingForallOp(_any_op(), _any_op(), op, num_threads=list(plan.threads), mapping=_mapping("thread", n_thread))
                 for j, threads in enumerate(copies[i]):
                     # Chunks of the workgroup's shape (a sequential loop), one element of a
                     # chunk per thread: neighbouring threads x read neighbouring elements of a
@@ -814,6 +824,68 @@ def _promote_operands(module: ir.Module, root_tag: str, copy_tag: str, plan: Ker
     return threads
 
 
+#: Tensor-core element kinds: "f16" (f16 operands accumulated in f16: mma.sync m16n8k16) and
+#: "tf32" (f32 operands rounded to tf32, accumulated in f32: m16n8k4), the two cases upstream's
+#: `transform.nvgpu.rewrite_matmul_as_mma_sync` builds. tf32 changes f32 results (10 mantissa
+#: bits per product), so a target enables it only when its user allows it.
+MMA_TYPES: dict[str, tuple[int, int, int]] = {"f16": (16, 8, 16), "tf32": (16, 8, 4)}
+#: A tensor-core workgroup: a 32x32 output tile for 2x2 warps (each 16x16: two m16n8 tiles).
+_MMA_BLOCK = (32, 32)
+_MMA_WARPS = (2, 2)
+
+
+def _mma_plan(op: ir.Operation, name: str, extents: Sequence[int], device: GpuDevice, mma_types: frozenset[str]) -> KernelPlan | None:
+    """A tensor-core plan for a 2-D `linalg.matmul` (generalized: loops m, n, k) when its element
+    kinds are allowed and its shape is whole tiles, else None (the SIMT plan).
+
+    Why whole tiles only: the upstream rewrite needs each warp's operation to be exactly one
+    static m16n8kK instruction, and the workgroup's x dimension to be the 32 lanes of a warp
+    (it takes the lane id from thread id x)."""
+    if not mma_types or name != "linalg.matmul" or len(extents) != 3 or device.subgroup_size != 32 or not device.matmul_k_tile:
+        return None
+    f16, f32 = ir.F16Type.get(), ir.F32Type.get()
+    elems = [ir.ShapedType(v.type).element_type for v in op.operands]
+    kind = "f16" if all(e == f16 for e in elems) else "tf32" if all(e == f32 for e in elems) else None
+    if kind is None or kind not in mma_types:
+        return None
+    m, n, k = extents
+    (bm, bn), kt = _MMA_BLOCK, device.matmul_k_tile
+    if m % bm or n % bn or k % kt or kt % MMA_TYPES[kind][2]:
+        return None
+    warps = _MMA_WARPS[0] * _MMA_WARPS[1]
+    return KernelPlan((bm, bn, 0), (warps, device.subgroup_size, 0), k_tile=kt, mma=MMA_TYPES[kind], warps=_MMA_WARPS)
+
+
+def _build_mma_step(op: ir.Value, plan: KernelPlan) -> None:
+    """One K-step of a tensor-core contraction (transform ops): the block tile split over the
+    warps (`#gpu.warp<y/x>`), each warp's tile into static mma-shaped pieces (scf.for over m, n
+    and k), each piece turned back into a named `linalg.matmul` (`specialize`), which
+    `_rewrite_mma` turns into nvgpu.mma.sync after bufferization."""
+    # Linear warp ids (the workgroup is 32 lanes on x times warps on y, so the 3-D warp id
+    # along x would always be 0), delinearized over the warp grid.
+    linear = ir.ArrayAttr.get([ir.Attribute.parse(f"#gpu.warp<linear_dim_{d}>") for d in (1, 0)])
+    per_warp = structured.TileUsingForallOp(_any_op(), _any_op(), op, num_threads=list(plan.warps) + [0], mapping=linear)
+    pieces = structured.TileUsingForOp([_any_op()] * 3, per_warp.tiled_op, sizes=list(plan.mma))
+    structured.SpecializeOp(_any_op(), pieces.tiled_linalg_op)
+
+
+def _rewrite_mma(module: ir.Module) -> int:
+    """Every `linalg.matmul` left in a kernel (the mma-shaped pieces of `_build_mma_step`: all
+    other named ops were generalized) -> `nvgpu.mma.sync` with its lane-distributed loads and
+    stores (`transform.nvgpu.rewrite_matmul_as_mma_sync`)."""
+    from mlir.dialects.transform import nvgpu as tnvgpu
+
+    count = len(collect(module.operation, lambda op: op.name == "linalg.matmul"))
+    if count:
+
+        def build(root: ir.Value) -> None:
+            pieces = structured.MatchOp.match_op_names(root, ["linalg.matmul"])
+            tnvgpu.RewriteMatmulAsMmaSyncOp(pieces)
+
+        _apply(module, build, "rewriting matmuls as mma.sync")
+    return count
+
+
 def _one_barrier_per_copy(module: ir.Module) -> int:
     """Move the barriers out of each promoted copy's chunk loops: one `gpu.barrier` after the
     loop nest instead of one per chunk. `map_nested_forall_to_threads` puts a barrier after
@@ -885,9 +957,15 @@ def _strip(module: ir.Module, prefixes: Sequence[str]) -> None:
     module.operation.walk(visit)
 
 
-def map_to_gpu(module: ir.Module, device: GpuDevice) -> ir.Module:
-    """Rewrite a linalg-on-tensors `module` in place into host code + outlined GPU kernels."""
+def map_to_gpu(module: ir.Module, device: GpuDevice, mma_types: frozenset[str] = frozenset()) -> ir.Module:
+    """Rewrite a linalg-on-tensors `module` in place into host code + outlined GPU kernels.
+
+    `mma_types`: the contractions that may use tensor cores (`MMA_TYPES`; CUDA only: the
+    result has nvgpu.mma.sync ops, which only the NVVM lowering handles)."""
     device.validate()
+    unknown = set(mma_types) - set(MMA_TYPES)
+    if unknown:
+        raise GpuMappingError(f"unknown tensor-core element kinds {sorted(unknown)} (known: {', '.join(MMA_TYPES)})")
     with module.context, ir.Location.unknown():
         if not module.operation.verify():
             raise GpuMappingError("the input module does not verify")
@@ -895,7 +973,7 @@ def map_to_gpu(module: ir.Module, device: GpuDevice) -> ir.Module:
         run_pipeline(module, PRE_PIPELINE, "elementwise fusion")
         _insert_slices_to_copies(module)
         try:
-            _tile_to_blocks_and_threads(module, device)
+            _tile_to_blocks_and_threads(module, device, frozenset(mma_types))
             run_pipeline(module, "builtin.module(canonicalize,cse)", "cleanup")
             _partials_to_workgroup_memory(module)
             run_pipeline(module, BUFFERIZE_PIPELINE, "bufferization")
@@ -903,6 +981,7 @@ def map_to_gpu(module: ir.Module, device: GpuDevice) -> ir.Module:
             _private_accumulators(module)
             _map_to_launches(module, device)
             _one_barrier_per_copy(module)
+            _rewrite_mma(module)
         finally:
             _strip(module, (_ROOT_TAG, _FILL_TAG, _KERNEL_TAG, _COPY_TAG, _COPY_LOOP_TAG))
         run_pipeline(module, OUTLINE_PIPELINE, "kernel outlining")

@@ -39,9 +39,10 @@ class GpuMapPass(ModulePass):
 
     name = "gpu-map"
     device: str = "vulkan"  # a row of onnxc.targets.gpu.device.DEVICES: its tile sizes are used
+    mma: tuple[str, ...] = ()  # tensor-core element kinds (mapping.MMA_TYPES keys; CUDA only)
 
     def run(self, module: ir.Operation) -> None:
         from .device import device_for
         from .mapping import map_to_gpu
 
-        map_to_gpu(module_view(module, self.name), device_for(self.device))
+        map_to_gpu(module_view(module, self.name), device_for(self.device), frozenset(self.mma))

@@ -66,12 +66,6 @@ XFAILS: dict[str, str] = {
     "^test_affine_grid_3d_align_corners_expanded_cpu$": "lower: data-dependent rank: with align_corners the expanded function computes each step with an If on the run-time size (D == 1) whose branches yield a scalar and a 1-D tensor, so the rank of the result is decided at run time, which a statically ranked lowering cannot represent (the AffineGrid op itself lowers: test_affine_grid_3d*_cpu pass)",
     "^test_attention_4d_causal_fp16_cpu$": "result: wrong result: Not equal to tolerance rtol=0.001, atol=1e-07; Mismatched elements: 2 / 192 (1.04%)",
     "^test_attention_4d_causal_fp16_expanded_cpu$": "result: wrong result: Not equal to tolerance rtol=0.001, atol=1e-07; Mismatched elements: 2 / 192 (1.04%)",
-    "^test_bernoulli_cpu$": "lower: convert-onnx-to-linalg: RandomUniformLike (opset 22, onnx.random_uniform_like) node 'y/X_random': no lowering for RandomUniformLike",
-    "^test_bernoulli_double_cpu$": "lower: convert-onnx-to-linalg: RandomUniformLike (opset 22, onnx.random_uniform_like) node 'y/X_random': no lowering for RandomUniformLike",
-    "^test_bernoulli_double_expanded_cpu$": "lower: convert-onnx-to-linalg: RandomUniformLike (opset 22, onnx.random_uniform_like) node 'Bernoulli_test_bernoulli_double_expanded_function_X_random': no lowering for RandomUniformLike",
-    "^test_bernoulli_expanded_cpu$": "lower: convert-onnx-to-linalg: RandomUniformLike (opset 22, onnx.random_uniform_like) node 'Bernoulli_test_bernoulli_expanded_function_X_random': no lowering for RandomUniformLike",
-    "^test_bernoulli_seed_cpu$": "lower: convert-onnx-to-linalg: RandomUniformLike (opset 22, onnx.random_uniform_like) node 'y/X_random': no lowering for RandomUniformLike",
-    "^test_bernoulli_seed_expanded_cpu$": "lower: convert-onnx-to-linalg: RandomUniformLike (opset 22, onnx.random_uniform_like) node 'Bernoulli_test_bernoulli_seed_expanded_function_X_random': no lowering for RandomUniformLike",
     "^test_dft_inverse_cpu$": "result: the expected output holds float32 FFT rounding (numpy 2 runs pocketfft on complex64: 1.9e-7 where the exact inverse is 0, on the Nyquist bin), above the case's atol 1e-7; onnxc computes the DFT in f64 and is within 4e-15 of the exact value",
     "^test_dft_inverse_opset19_cpu$": "result: the expected output holds float32 FFT rounding (numpy 2 runs pocketfft on complex64: 1.9e-7 where the exact inverse is 0, on the Nyquist bin), above the case's atol 1e-7; onnxc computes the DFT in f64 and is within 4e-15 of the exact value",
     "^test_gradient_of_add_and_mul_cpu$": "lower: convert-onnx-to-linalg: Gradient (opset 1, onnx_training.gradient) node 'my_gradient': no lowering for Gradient",
@@ -83,10 +77,6 @@ XFAILS: dict[str, str] = {
     "^test_sequence_model1_cpu$": "lower: convert-onnx-to-linalg: SequenceEmpty (opset 11, onnx.sequence_empty) node 'Seq_empty': no lowering for SequenceEmpty (+4 more)",
     "^test_split_to_sequence_1_cpu$": "onnx-passes: output 'seq': a sequence whose length is not known when compiling",
     "^test_split_to_sequence_2_cpu$": "onnx-passes: output 'seq': a sequence whose length is not known when compiling",
-    "^test_training_dropout_cpu$": "lower: convert-onnx-to-linalg: Dropout (opset 22, onnx.dropout) node 'y': training_mode must be a constant false (or the ratio a constant 0)",
-    "^test_training_dropout_default_cpu$": "lower: convert-onnx-to-linalg: Dropout (opset 22, onnx.dropout) node 'y': training_mode must be a constant false (or the ratio a constant 0)",
-    "^test_training_dropout_default_mask_cpu$": "lower: convert-onnx-to-linalg: Dropout (opset 22, onnx.dropout) node 'y': training_mode must be a constant false (or the ratio a constant 0)",
-    "^test_training_dropout_mask_cpu$": "lower: convert-onnx-to-linalg: Dropout (opset 22, onnx.dropout) node 'y': training_mode must be a constant false (or the ratio a constant 0)",
 }
 
 #: Test name pattern -> why it is not run at all.

@@ -132,3 +132,67 @@ def test_driver_emit_ptx_writes_ptx(tmp_path, ptxas: str) -> None:
         name, _, ptx = section.partition("\n")
         assert ".entry" in ptx and ".target sm_80" in ptx, name
         assert assemble(ptx, "sm_80", ptxas).kernels, name
+
+
+def _matmul_model(m: int, k: int, n: int, elem: int = 1):  # -> onnx.ModelProto; 1 = FLOAT
+    import onnx
+    from onnx import helper
+
+    nodes = [helper.make_node("MatMul", ["a", "b"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "mm",
+        [helper.make_tensor_value_info("a", elem, [m, k]), helper.make_tensor_value_info("b", elem, [k, n])],
+        [helper.make_tensor_value_info("y", elem, [m, n])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+@pytest.mark.parametrize("chip", ["sm_80", "sm_90"])
+def test_tf32_tensor_cores_when_allowed(chip: str, ptxas: str) -> None:
+    """An f32 MatMul of whole tensor-core tiles (64x96 @ 96x64) runs as mma.sync m16n8k4 tf32
+    only with allow_tf32 (tf32 rounds the products: a precision change the user must ask for);
+    the PTX assembles for the chip, with the promoted operands in shared memory."""
+    from onnxc.targets.cuda import CudaOptions, assemble, compile_ptx
+
+    linalg = lower(_matmul_model(64, 96, 64), "linalg")
+    (ptx,) = compile_ptx(linalg, CudaOptions(chip, "+ptx80", allow_tf32=True)).ptx.values()
+    assert "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32" in ptx
+    result = assemble(ptx, chip, ptxas)
+    assert result.kernels[0].shared_bytes == (32 + 32) * 32 * 4 and result.kernels[0].spill_stores == 0, result.log
+    for opts in (CudaOptions(chip, "+ptx80"), CudaOptions(chip, "+ptx80", tensor_cores="off", allow_tf32=True)):
+        (ptx,) = compile_ptx(linalg, opts).ptx.values()
+        assert "mma.sync" not in ptx, opts
+
+
+def test_tensor_cores_need_whole_tiles(ptxas: str) -> None:
+    """Shapes that leave partial tiles (the upstream rewrite needs static m16n8 pieces) stay on
+    the SIMT path, with promoted operands, and still assemble."""
+    from onnxc.targets.cuda import CudaOptions, assemble, compile_ptx
+
+    (ptx,) = compile_ptx(lower(_matmul_model(45, 83, 39), "linalg"), CudaOptions("sm_80", allow_tf32=True)).ptx.values()
+    assert "mma.sync" not in ptx
+    assert assemble(ptx, "sm_80", ptxas).kernels[0].shared_bytes > 0
+
+
+def test_f16_matmul_accumulates_in_f32_without_tensor_cores(ptxas: str) -> None:
+    """ONNX MatMul on f16 accumulates in f32 (common.accumulator_type); upstream's mma.sync
+    rewrite builds f16 accumulation only, so such a MatMul is not put on tensor cores (which
+    would round every partial sum to f16): no mma.sync, and the PTX assembles."""
+    from onnxc.targets.cuda import CudaOptions, assemble, compile_ptx
+
+    texts = compile_ptx(lower(_matmul_model(64, 64, 64, 10), "linalg"), CudaOptions("sm_80")).ptx.values()
+    assert texts
+    for ptx in texts:
+        assert "mma.sync" not in ptx
+        assert assemble(ptx, "sm_80", ptxas).kernels
+
+
+def test_bad_tensor_core_options_are_refused() -> None:
+    from onnxc.targets.cuda import CudaLoweringError, CudaOptions
+
+    with pytest.raises(CudaLoweringError, match="tensor_cores must be 'auto' or 'off'"):
+        CudaOptions(tensor_cores="on").validate()
+    with pytest.raises(CudaLoweringError, match="allow_tf32 must be a bool"):
+        CudaOptions(allow_tf32="yes").validate()  # type: ignore[arg-type]
