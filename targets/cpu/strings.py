@@ -49,10 +49,12 @@ _SOURCE = Path(__file__).parent / "runtime" / "onnxc_strings.c"
 
 
 def _compiler() -> str:
-    for candidate in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if candidate and shutil.which(candidate):
-            return candidate
-    raise CpuTargetError("string tensors need a C compiler to build onnxc's string runtime (set CC, or install cc/gcc/clang)")
+    from onnxc.targets.backends.cbuild import CBuildError, compiler
+
+    try:
+        return compiler()
+    except CBuildError as exc:
+        raise CpuTargetError(f"string tensors need a C compiler to build onnxc's string runtime: {exc}") from None
 
 
 def runtime_library(cache_dir: str | os.PathLike[str] | None = None) -> Path:

@@ -295,6 +295,44 @@ def test_label_encoder_nan_key() -> None:
     assert list(y) == ["half", "nan", "-", "nan"]
 
 
+@pytest.mark.parametrize(
+    "x, out_type",
+    [(_strs("a", "c", "zz", "b", shape=(2, 2)), T.INT64), (np.array([[2, 9, 1]], dtype=np.int64), S)],
+)
+def test_category_mapper(x: np.ndarray, out_type: int) -> None:
+    attrs = {"cats_strings": ["a", "b", "c"], "cats_int64s": [1, 2, 3], "default_int64": 99, "default_string": "?"}
+    in_type = S if x.dtype == object else T.INT64
+    m = _model([h.make_node("CategoryMapper", ["x"], ["y"], domain="ai.onnx.ml", **attrs)], [("x", in_type, list(x.shape))], [("y", out_type, list(x.shape))], ml=True)
+    (got,) = onnxc.compile(m)(x)
+    # onnx.reference has no CategoryMapper: onnxruntime is the reference (an IR it reads).
+    ort = pytest.importorskip("onnxruntime")
+    m.ir_version = 9
+    m.opset_import[0].version = 19
+    m.opset_import[1].version = 3
+    (want,) = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    _same(got, want)
+
+
+@pytest.mark.parametrize(
+    "mode, x",
+    [
+        ("TF", _strs("a", "b", "c", "a", "b", "x", "c")),
+        ("TFIDF", _strs("a", "b", "a", "a", "c", "b", "b", "x", shape=(2, 4))),
+        ("IDF", _strs("c", "c", "a", "b", "d", "a", shape=(2, 3))),
+    ],
+)
+def test_tfidf_string_tokens(mode: str, x: np.ndarray) -> None:
+    """String tokens against pool_strings (uni- and bigrams, skips)."""
+    attrs = {
+        "mode": mode, "min_gram_length": 1, "max_gram_length": 2, "max_skip_count": 1,
+        "pool_strings": ["a", "b", "c", "a", "b", "b", "c"], "ngram_counts": [0, 3], "ngram_indexes": [0, 1, 2, 3, 4],
+        "weights": [1.0, 2.0, 0.5, 1.5, 3.0],
+    }  # fmt: skip
+    out = [5] if x.ndim == 1 else [x.shape[0], 5]
+    m = _model([h.make_node("TfIdfVectorizer", ["x"], ["y"], **attrs)], [("x", S, list(x.shape))], [("y", T.FLOAT, out)])
+    _check(m, {"x": x})
+
+
 # --- strings through other ops, constants -------------------------------------------------------
 
 

@@ -1,5 +1,7 @@
 """String tensors: Equal, StringConcat, RegexFullMatch, StringSplit, StringNormalizer,
-LabelEncoder (every key/value kind), Constant of strings; and which other ops may move strings.
+LabelEncoder (every key/value kind) and CategoryMapper, TfIdfVectorizer on string tokens (the
+tokens become pool ids, then tfidf.py's integer lowering counts), Constant of strings; and which
+other ops may move strings.
 
 The representation: the dialect keeps `!onnx.string`; the lowering (`common.convert_element`)
 maps it to **i64 handles**, each the address of a NUL-terminated UTF-8 string. The kernels are
@@ -57,6 +59,7 @@ from onnxc.dialect.types import element_type as onnx_element
 from onnxc.importers.tensors import attribute_to_array
 from onnxc.transforms.lowering import elementwise as _elementwise  # noqa: F401 - registers Equal first
 from onnxc.transforms.lowering import shape_ops as _shape_ops  # noqa: F401 - registers Constant first
+from onnxc.transforms.lowering import tfidf as _tfidf  # noqa: F401 - registers TfIdfVectorizer first
 from onnxc.transforms.lowering.common import (
     PATTERNS,
     LoweringError,
@@ -92,6 +95,7 @@ ML = "ai.onnx.ml"
 # elements without looking at them (an i64 handle moves like any i64).
 STRING_OPS = frozenset(
     {"Equal", "StringConcat", "RegexFullMatch", "StringSplit", "StringNormalizer", "LabelEncoder", "Constant",
+     "CategoryMapper", "TfIdfVectorizer",
      "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Slice", "Gather",
      "GatherElements", "GatherND", "Split", "Expand", "Tile", "Shape", "Size", "Where", "Compress"}
 )  # fmt: skip
@@ -587,20 +591,14 @@ def _check_label_encoder(node: Node) -> str | None:
     return None
 
 
-@lowers("LabelEncoder", check=_check_label_encoder, min_version=2, domain=ML)
-def lower_label_encoder(node: Node) -> list[ir.Value]:
-    """LabelEncoder: the index of each element among the keys (the string table's search, or a
-    chain of compares for numbers; NaN keys match NaN), then the value at that index, the
-    default where there is none (a table of K + 1 values whose last is the default)."""
-    x = node.input(0)
-    keys, values, default = _keys_values(node)
-    out_onnx = node.out_elem(0)
-    if default is None:
-        default = _default_for(out_onnx)
+def _encode(node: Node, x: ir.Value, in_onnx: ir.Type, keys: np.ndarray, values: np.ndarray, default: object, out_onnx: ir.Type) -> ir.Value:
+    """Elementwise lookup: the index of each element of `x` among `keys` (the string table's
+    search, or a chain of compares for numbers; NaN keys match NaN), then the value at that
+    index, `default` where there is none (a table of K + 1 values whose last is the default)."""
     k = len(keys)
-    in_elem = convert_element(node.in_elem(0))
-    if is_string(node.in_elem(0)):
-        table = string_table(node, [bytes(s) if isinstance(s, (bytes, np.bytes_)) else str(s) for s in keys])
+    in_elem = convert_element(in_onnx)
+    if is_string(in_onnx):
+        table = string_table(node, [_item(s) for s in keys])
         zero, empty_locale = const_scalar(0, _i32()), string_constant(node, "")
 
         def index(s: ir.Value) -> ir.Value:
@@ -631,12 +629,46 @@ def lower_label_encoder(node: Node) -> list[ir.Value]:
         return arith.select(arith.cmpi(arith.CmpIPredicate.slt, i, zero64), last, i)
 
     if is_string(out_onnx):
-        vtable = string_table(node, [bytes(s) if isinstance(s, (bytes, np.bytes_)) else str(s) for s in [*values, default]])
-        return [elementwise([x], _i64(), lambda v: call(node, "onnxc_str_table_get", [vtable, slot(v)]))]
+        vtable = string_table(node, [_item(s) for s in [*values, default]])
+        return elementwise([x], _i64(), lambda v: call(node, "onnxc_str_table_get", [vtable, slot(v)]))
     out_elem = convert_element(out_onnx)
-    table_values = np.concatenate([values.astype(np.float64 if is_float(out_elem) else np.int64), np.array([default], dtype=np.float64 if is_float(out_elem) else np.int64)])
+    np_type = np.float64 if is_float(out_elem) else np.int64
+    table_values = np.concatenate([values.astype(np_type), np.array([default], dtype=np_type)])
     vconst = const_tensor(table_values, out_elem)
-    return [elementwise([x], out_elem, lambda v: tensor.extract(vconst, [arith.index_cast(ir.IndexType.get(), slot(v))]))]
+    return elementwise([x], out_elem, lambda v: tensor.extract(vconst, [arith.index_cast(ir.IndexType.get(), slot(v))]))
+
+
+def _item(s: object) -> str | bytes:
+    """A string element of an attribute (bytes from tensor attributes, str from lists)."""
+    return bytes(s) if isinstance(s, (bytes, np.bytes_)) else str(s)
+
+
+@lowers("LabelEncoder", check=_check_label_encoder, min_version=2, domain=ML)
+def lower_label_encoder(node: Node) -> list[ir.Value]:
+    """LabelEncoder: each element's value among the keys, else the default (`_encode`)."""
+    keys, values, default = _keys_values(node)
+    out_onnx = node.out_elem(0)
+    if default is None:
+        default = _default_for(out_onnx)
+    return [_encode(node, node.input(0), node.in_elem(0), keys, values, default, out_onnx)]
+
+
+def _check_category_mapper(node: Node) -> str | None:
+    cats_s, cats_i = node.attr("cats_strings", []) or [], node.attr("cats_int64s", []) or []
+    if len(cats_s) != len(cats_i):
+        return f"{len(cats_s)} cats_strings but {len(cats_i)} cats_int64s"
+    return None
+
+
+@lowers("CategoryMapper", check=_check_category_mapper, domain=ML)
+def lower_category_mapper(node: Node) -> list[ir.Value]:
+    """CategoryMapper: strings to int64 (cats_strings -> cats_int64s, else default_int64) or
+    int64 to strings (the other way, else default_string), as LabelEncoder's lookup."""
+    strings = np.array(node.attr("cats_strings", []) or [], dtype=object)
+    ints = np.array(node.attr("cats_int64s", []) or [], dtype=np.int64)
+    if is_string(node.in_elem(0)):
+        return [_encode(node, node.input(0), node.in_elem(0), strings, ints, int(node.attr("default_int64", -1)), node.out_elem(0))]
+    return [_encode(node, node.input(0), node.in_elem(0), ints, strings, str(node.attr("default_string", "_Unused")), node.out_elem(0))]
 
 
 # --- Constant ------------------------------------------------------------------------------------------
@@ -660,5 +692,57 @@ def lower_string_constant(node: Node) -> list[ir.Value]:
     return [reshape(flat, list(array.shape))]
 
 
+# --- TfIdfVectorizer on strings ----------------------------------------------------------------------
+
+
+class _TokenIdNode(Node):
+    """A TfIdfVectorizer node seen with integer tokens: the string input replaced by token ids
+    (`ids`, None during the pre-check) and `pool_strings` by the ids of the pool's strings, so
+    the integer lowering (tfidf.py) counts the n-grams."""
+
+    def __init__(self, node: Node, ids: ir.Value | None, pool_ids: list[int]) -> None:
+        super().__init__(node.op, node.info, list(node.inputs), node.lowering)
+        t = node.onnx_types[0]
+        if isinstance(t, ir.RankedTensorType):
+            self.onnx_types[0] = ir.RankedTensorType.get(list(t.shape), _i64())
+        if ids is not None:
+            self.inputs[0] = ids
+        self._pool_ids = pool_ids
+
+    def attr(self, name: str, default: object = None) -> object:
+        if name == "pool_int64s":
+            return self._pool_ids
+        if name == "pool_strings":
+            return None
+        return super().attr(name, default)
+
+
+def _string_pool(node: Node) -> tuple[list[str | bytes], list[int]]:
+    """(the distinct strings of pool_strings, the pool as their ids)."""
+    distinct: dict[str | bytes, int] = {}
+    ids = [distinct.setdefault(_item(s), len(distinct)) for s in (node.attr("pool_strings", []) or [])]
+    return list(distinct), ids
+
+
+def _check_tfidf_strings(node: Node) -> str | None:
+    base = PATTERNS[("", "TfIdfVectorizer")]
+    _, ids = _string_pool(node)
+    if not ids:
+        return "string input needs pool_strings"
+    return base.check(_TokenIdNode(node, None, ids)) if base.check is not None else None
+
+
+def lower_tfidf_strings(node: Node) -> list[ir.Value | None]:
+    """TfIdfVectorizer on strings: each token becomes the id of its string in the pool (-1, which
+    matches no n-gram, when absent), then the integer lowering runs."""
+    base = PATTERNS[("", "TfIdfVectorizer")]
+    distinct, ids = _string_pool(node)
+    table = string_table(node, distinct)
+    zero, empty_locale = const_scalar(0, _i32()), string_constant(node, "")
+    tokens = elementwise([node.input(0)], _i64(), lambda s: call(node, "onnxc_str_table_find", [table, s, zero, empty_locale]))
+    return list(base.fn(_TokenIdNode(node, tokens, ids)))
+
+
+_with_strings("TfIdfVectorizer", lower_tfidf_strings, _check_tfidf_strings)
 _with_strings("Equal", lower_equal_strings)
 _with_strings("Constant", lower_string_constant)
