@@ -356,6 +356,30 @@ def test_data_movement_and_constants() -> None:
     _check(m, {"x": _strs("a", "b", "c", "d"), "idx": np.array([5, 0], dtype=np.int64), "cond": np.array([True, False])})
 
 
+@pytest.mark.parametrize("cond", [True, False])
+def test_if_branches_yield_strings(cond: bool) -> None:
+    then_g = h.make_graph([h.make_node("StringConcat", ["a", "b"], ["t"])], "then", [], [h.make_tensor_value_info("t", S, [2])])
+    else_g = h.make_graph([h.make_node("Identity", ["a"], ["e"])], "else", [], [h.make_tensor_value_info("e", S, [2])])
+    m = _model([h.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)], [("c", T.BOOL, []), ("a", S, [2]), ("b", S, [2])], [("y", S, [2])])
+    _check(m, {"c": np.array(cond), "a": _strs("x", "é"), "b": _strs("1", "2")})
+
+
+def test_loop_carries_strings() -> None:
+    """A string value carried through Loop iterations, and a string scan output."""
+    body = h.make_graph(
+        [h.make_node("Identity", ["cond_in"], ["cond_out"]), h.make_node("StringConcat", ["s_in", "bang"], ["s_out"]), h.make_node("Identity", ["s_out"], ["scan"])],
+        "body",
+        [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("cond_in", T.BOOL, []), h.make_tensor_value_info("s_in", S, [2])],
+        [h.make_tensor_value_info("cond_out", T.BOOL, []), h.make_tensor_value_info("s_out", S, [2]), h.make_tensor_value_info("scan", S, [2])],
+    )
+    m = _model(
+        [h.make_node("Loop", ["n", "c", "s"], ["final", "all"], body=body)],
+        [("n", T.INT64, []), ("c", T.BOOL, []), ("s", S, [2]), ("bang", S, [])],
+        [("final", S, [2]), ("all", S, None)],
+    )
+    _check(m, {"n": np.array(3, dtype=np.int64), "c": np.array(True), "s": _strs("a", "b"), "bang": _strs("!", shape=())})
+
+
 @pytest.mark.parametrize(
     "node, out_type",
     [(h.make_node("Cast", ["x"], ["y"], to=T.FLOAT), T.FLOAT), (h.make_node("Unique", ["x"], ["y"]), S)],

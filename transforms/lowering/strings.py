@@ -91,11 +91,12 @@ from onnxc.transforms.lowering.data_dependent import compact, count_where
 
 ML = "ai.onnx.ml"
 
-# Ops that may see string tensors: those lowered here, and data movement whose lowering copies
-# elements without looking at them (an i64 handle moves like any i64).
+# Ops that may see string tensors: those lowered here, and data movement and control flow (If,
+# Loop) whose lowerings copy or carry elements without looking at them (a handle moves like any
+# i64).
 STRING_OPS = frozenset(
     {"Equal", "StringConcat", "RegexFullMatch", "StringSplit", "StringNormalizer", "LabelEncoder", "Constant",
-     "CategoryMapper", "TfIdfVectorizer",
+     "CategoryMapper", "TfIdfVectorizer", "If", "Loop",
      "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Slice", "Gather",
      "GatherElements", "GatherND", "Split", "Expand", "Tile", "Shape", "Size", "Where", "Compress"}
 )  # fmt: skip
