@@ -268,7 +268,11 @@ def plan_kernel(
     if contraction and len(mapped) >= 2:
         (m, n), (bm, bn), (tm, tn) = mapped[-2:], device.matmul_block_tile, device.matmul_thread_tile
         k_tile = 0
-        if reductions == [len(extents) - 1] and device.matmul_k_tile and device.promoted_bytes(element_bytes) <= device.shared_memory_bytes:
+        # Parallel loops no workgroup splits (batch loops beyond the three mapped ones) are
+        # whole in each workgroup's slices: they multiply the promoted buffers (an upper bound:
+        # one operand may not have them).
+        whole = math.prod(extents[d] for d in unmapped_long)
+        if reductions == [len(extents) - 1] and device.matmul_k_tile and whole * device.promoted_bytes(element_bytes) <= device.shared_memory_bytes:
             k_tile = min(device.matmul_k_tile, extents[-1])
         for d, b, t in ((m, bm, tm), (n, bn, tn)):
             # With promotion the workgroup keeps the table's shape even when the matrix is
@@ -348,6 +352,24 @@ def _is_simple_reduction(op: ir.Operation) -> bool:
         return False
     uses = list(out.uses)
     return len(uses) == 1 and uses[0].owner == owner
+
+
+def _is_plain_contraction(op: ir.Operation) -> bool:
+    """A `linalg.generic` that is a (batched) matmul in all but name: a contraction (upstream's
+    `isa_contraction_op`: a mul-add body over two inputs) with one m, one n and one k loop, k the
+    innermost loop and m, n the two innermost parallel ones, e.g. a 4-D MatMul whose collapsed
+    batch_matmul elementwise fusion turned back into a generic. It gets the contraction plan
+    (register tiles, promoted operands) like the named ops."""
+    from mlir.dialects import linalg
+
+    if op.name != "linalg.generic" or len(op.results) != 1 or not linalg.isa_contraction_op(op):
+        return False
+    dims = linalg.infer_contraction_dimensions(op)
+    if dims is None or len(dims.m) != 1 or len(dims.n) != 1 or len(dims.k) != 1:
+        return False
+    iterators = _iterators(op)
+    parallel = [i for i, it in enumerate(iterators) if it == "parallel"]
+    return list(dims.k) == [len(iterators) - 1] and [dims.m[0], dims.n[0]] == parallel[-2:]
 
 
 def _is_init_only_fill(op: ir.Operation) -> bool:
@@ -673,7 +695,7 @@ def _tile_to_blocks_and_threads(module: ir.Module, device: GpuDevice, mma_types:
     # Generalization drops discardable attributes, so each op's kind is read before it and
     # matched after it by position (the pass rewrites ops in place, keeping their order).
     before = _linalg_ops(module)
-    kinds = [(op.name in _CONTRACTIONS, _is_init_only_fill(op)) for op in before]
+    kinds = [(op.name in _CONTRACTIONS or _is_plain_contraction(op), _is_init_only_fill(op)) for op in before]
     names = [op.name for op in before]
     run_pipeline(module, "builtin.module(func.func(linalg-generalize-named-ops))", "generalization")
     after = _linalg_ops(module)

@@ -196,3 +196,15 @@ def test_bad_tensor_core_options_are_refused() -> None:
         CudaOptions(tensor_cores="on").validate()
     with pytest.raises(CudaLoweringError, match="allow_tf32 must be a bool"):
         CudaOptions(allow_tf32="yes").validate()  # type: ignore[arg-type]
+
+
+def test_contractions_promote_operands(ptxas: str) -> None:
+    """Every contraction kernel of batch_matmul (a batch_matmul, a 4-D MatMul that fusion turns
+    into a generic contraction, a K smaller than the K-step) keeps its A and B slices in shared
+    memory: (32 + 64) x min(K, 32) floats per step on sm_80, times the batch loop (2) that no
+    workgroup splits in the 4-D one."""
+    from onnxc.targets.cuda import CudaOptions, compile_ptx
+
+    artifact = compile_ptx(lower(MODELS["batch_matmul"](), "linalg"), CudaOptions("sm_80"))
+    shared = sorted(r.kernels[0].shared_bytes for r in artifact.assemble().values())
+    assert shared == sorted([96 * 32 * 4, 2 * 96 * 20 * 4, 96 * 5 * 4]), shared
