@@ -60,6 +60,7 @@ __all__ = [
     "StatusChannel",
     "format_failure",
     "insert_failure_exits",
+    "mark_checked_allocations",
     "status_channel_of_library",
 ]
 
@@ -67,6 +68,8 @@ __all__ = [
 EXIT_WORD = STATUS_WORDS - 1
 #: The public function returning the status' address (`i64`).
 STATUS_FUNCTION = "onnxc_status_words"
+#: Unit attribute on the allocations `mark_checked_allocations` chose (and on the module).
+ALLOC_MARKER = "onnxc.checked_alloc"
 #: The public constant holding the check table as NUL-terminated JSON.
 CHECKS_SYMBOL = "onnxc_runtime_checks"
 
@@ -185,11 +188,35 @@ def _call_check(op: ir.Operation, fn: ir.Operation) -> None:
     _split_after(left.owner.operation, left, fn)
 
 
+def mark_checked_allocations(module: ir.Module) -> int:
+    """On structured memrefs (before `convert-scf-to-cf`): mark the allocations to test, those of a
+    function's body (outside loops) and those of a dynamic size anywhere. A static-size buffer in a
+    loop is a tile's scratch (small, and one it failed to get would fail at the top too), while an
+    exit edge out of a hot loop would stop LLVM's loop optimizations. Returns how many."""
+    count = 0
+    with module.context:
+        for fn in _functions(module):
+            if not _defined(fn):
+                continue
+
+            def visit(op: ir.Operation) -> ir.WalkResult:
+                nonlocal count
+                if op.name == "memref.alloc" and (op.parent.operation == fn or len(op.operands)):
+                    op.attributes[ALLOC_MARKER] = ir.UnitAttr.get()
+                    count += 1
+                return ir.WalkResult.ADVANCE
+
+            fn.walk(visit)
+        module.operation.attributes[ALLOC_MARKER] = ir.UnitAttr.get()
+    return count
+
+
 def insert_failure_exits(module: ir.Module) -> None:
     """Add the allocation tests, the exit tests after calls and `onnxc_status_words` (module docstring)."""
     with module.context, ir.Location.unknown():
         ensure_status_global(module.operation)
         defined = {_name(f) for f in _functions(module) if _defined(f)}
+        marked = ALLOC_MARKER in module.operation.attributes  # else: test every allocation
         ids: dict[tuple[str, str], int] = {}
         for fn in _functions(module):
             if not _defined(fn) or _name(fn) == STATUS_FUNCTION:
@@ -198,7 +225,7 @@ def insert_failure_exits(module: ir.Module) -> None:
             calls: list[ir.Operation] = []
 
             def visit(op: ir.Operation) -> ir.WalkResult:
-                if op.name == "memref.alloc":
+                if op.name == "memref.alloc" and (ALLOC_MARKER in op.attributes or not marked):
                     allocs.append(op)
                 elif op.name == "func.call" and ir.FlatSymbolRefAttr(op.attributes["callee"]).value in defined:
                     calls.append(op)

@@ -29,6 +29,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+import numpy as np
+
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
@@ -231,10 +233,37 @@ def require_indices(who: ir.Operation, indices: ir.Value, unsigned: bool, sizes:
     """A run-time error for an entry of `indices` outside [-size, size) (`index_range_ok`: one
     size, or one per column of the last dim) indexing the data from `first_axis` on: onnx.reference
     refuses it; the gather/scatter itself clamps (memory-safe) and the caller raises."""
+    if _constant_in_range(indices, sizes):
+        return  # nothing to check at run time (the embedding tables' position ids, a class token)
     ok, bad = index_range_ok(indices, unsigned, sizes)
     where = f"axis {first_axis}" if len(sizes) == 1 else f"axes {first_axis}..{first_axis + len(sizes) - 1}"
     require(ok, who, f"index {{index}} is out of range for {where} of the data's shape {{shape}}",
             [("index", bad), ("shape", list(data_shape))])  # fmt: skip
+
+
+def _constant_int(v: ir.Value) -> "np.ndarray | None":
+    owner = v.owner
+    if not isinstance(owner, (ir.Operation, ir.OpView)) or owner.operation.name != "arith.constant":
+        return None
+    attr = owner.operation.attributes["value"]
+    if isinstance(attr, ir.IntegerAttr):
+        return np.array(attr.value)
+    if isinstance(attr, ir.DenseIntElementsAttr):
+        return np.array(attr)
+    return None
+
+
+def _constant_in_range(indices: ir.Value, sizes: Sequence[ir.Value]) -> bool:
+    """Whether `indices` and `sizes` are constants with every index in [-size, size)."""
+    ind = _constant_int(indices)
+    bounds = [_constant_int(s) for s in sizes]
+    if ind is None or any(b is None for b in bounds):
+        return False
+    if len(sizes) > 1:
+        cols = ind.reshape(-1, len(sizes))
+        return all(bool(((cols[:, j] >= -int(b)) & (cols[:, j] < int(b))).all()) for j, b in enumerate(bounds))  # type: ignore[arg-type]
+    b = int(bounds[0])  # type: ignore[arg-type]
+    return bool(((ind >= -b) & (ind < b)).all())
 
 
 def strip_runtime_checks(module: ir.Operation) -> int:
