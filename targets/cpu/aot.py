@@ -40,6 +40,7 @@ import numpy as np
 
 from .abi import CpuTargetError, FunctionSignature, Invoker
 from .runtime_checks import status_channel_of_library
+from .strings import runtime_of_library
 
 __all__ = ["compile_aot", "load_library", "AotFunction", "find_llc", "find_cc"]
 
@@ -152,12 +153,12 @@ def compile_aot(
     from .jit import copy_module, select_entry
     from .passes import cpu_pipeline_text
     from .runtime_hooks import refuse_hooks
-    from .strings import refuse_strings
+    from .strings import aot_link_args
 
     out = Path(path)
     sig = select_entry(module, entry)
     refuse_hooks(module, f"the AOT library {out.name}")  # Python run-time functions exist only in the JIT
-    refuse_strings(module, sig, f"the AOT library {out.name}")  # the string runtime lives in the JIT's process
+    string_args = aot_link_args(module, sig)  # string models: the string runtime compiled in (strings.py)
     lowered = copy_module(module)
     run_pipeline(lowered, cpu_pipeline_text(options), instrumentation=instrumentation, reraise=True)
     metadata = json.dumps(
@@ -195,7 +196,7 @@ def compile_aot(
         rpaths = [f"-Wl,-rpath,{os.path.dirname(lib)}" for lib in runtime]
         # -Bsymbolic: the library's own references (the status, the entry) bind inside it, even
         # when another onnxc library exporting the same names is loaded first.
-        _check([cc, "-O2", "-fPIC", "-shared", "-Wl,-Bsymbolic", "-o", tmp_lib, stub, obj, *runtime, *rpaths, "-lm"], "cc")
+        _check([cc, "-O2", "-fPIC", "-shared", "-Wl,-Bsymbolic", "-o", tmp_lib, stub, obj, *string_args, *runtime, *rpaths, "-lm"], "cc")
         shutil.move(tmp_lib, out)
     Path(str(out) + ".json").write_text(json.dumps(json.loads(metadata), indent=2) + "\n")
     Path(str(out) + ".h").write_text(_header_source(sig))
@@ -233,7 +234,9 @@ class AotFunction:
         # The run-time status channel (runtime_checks.py); absent in a library built without it.
         self._status = status_channel_of_library(lib)
         hook = self._status.raise_if_exited if self._status is not None else None
-        self._invoke = Invoker(signature, address, free, keepalive=lib, convention="array", after_call=hook)
+        self._invoke = Invoker(
+            signature, address, free, keepalive=lib, convention="array", after_call=hook, string_runtime=runtime_of_library(lib)
+        )
 
     @property
     def name(self) -> str:

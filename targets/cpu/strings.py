@@ -6,7 +6,10 @@ into calls of `onnxc_str_*` functions, which `runtime/onnxc_strings.c` defines. 
 
 - builds that library once per source version with the system C compiler, in the onnxc cache
   folder (`runtime_library()`), and loads it into the process with RTLD_GLOBAL so that every JIT
-  engine resolves the calls (`load_runtime()`; an AOT library refuses string models, see aot.py);
+  engine resolves the calls (`load_runtime()`); an AOT library compiles the source in
+  (`aot_link_args`, `runtime_of_library`: a C caller of such a library passes `const char *`
+  addresses as the int64 elements of string arguments, reads string results the same way, then
+  calls `onnxc_str_arena_release()`); the compile cache does not store string models;
 - converts at the compiled function's boundary (`StringRuntime`, used by `abi.Invoker`): numpy
   object (str/bytes) arrays in -> one UTF-8 blob plus an int64 handle array, kept alive for the
   call; handle arrays out -> numpy object arrays of `str`; then frees what the run allocated.
@@ -166,11 +169,23 @@ def module_uses_runtime(module: Any) -> bool:
     return False
 
 
-def refuse_strings(module: Any, signature: Any, where: str) -> None:
-    """Raise a `CpuTargetError` when `module` uses string tensors: AOT libraries and the compile
-    cache do not carry the string runtime (its arena and run lock live in this process's loaded
-    copy, see the module docstring); the JIT runs such models."""
-    strings = [f"{what} {i}" for what, specs in (("argument", signature.inputs), ("result", signature.results)) for i, s in enumerate(specs) if s.element_type == "string"]
-    if strings or module_uses_runtime(module):
-        detail = f" ({', '.join(strings)} of @{signature.name} are strings)" if strings else ""
-        raise CpuTargetError(f"{where}: models with string tensors run only in the JIT{detail}; compile them with onnxc.compile(..., target='cpu')")
+
+def uses_strings(module: Any, signature: Any) -> bool:
+    """Whether a lowered module calls the string runtime or has strings at its boundary."""
+    return module_uses_runtime(module) or any(s.element_type == "string" for s in (*signature.inputs, *signature.results))
+
+
+def aot_link_args(module: Any, signature: Any) -> list[str]:
+    """What an AOT library's link adds for string models: the runtime's source, compiled into the
+    library (linked with -Bsymbolic, the library's calls bind to its own copy, so each library
+    has its own arena and run lock: `runtime_of_library`). Empty for other models."""
+    return [str(_SOURCE), "-lpthread"] if uses_strings(module, signature) else []
+
+
+def runtime_of_library(lib: ctypes.CDLL) -> StringRuntime | None:
+    """The string runtime compiled into an AOT library (None when it has none)."""
+    try:
+        lib.onnxc_str_arena_release  # noqa: B018 - the lookup is the test
+    except AttributeError:
+        return None
+    return StringRuntime(lib)

@@ -410,10 +410,34 @@ def test_invalid_inputs() -> None:
     assert _arena_count() == 0
 
 
-def test_aot_refuses_strings(tmp_path: object) -> None:
+def test_aot_library_runs_strings(tmp_path: object) -> None:
+    """An AOT library compiles the string runtime in and converts strings like the JIT."""
     from onnxc.compiler import lower
-    from onnxc.targets.cpu.aot import compile_aot
+    from onnxc.targets.cpu.aot import compile_aot, load_library
 
-    module = lower(_concat_model(), stage="linalg")
-    with pytest.raises(OnnxcError, match="string tensors run only in the JIT"):
-        compile_aot(module, str(tmp_path) + "/m.so")  # type: ignore[operator]
+    model = _model(
+        [h.make_node("StringSplit", ["a"], ["p", "n"], delimiter=","), h.make_node("StringConcat", ["p", "b"], ["y"])],
+        [("a", S, [2]), ("b", S, [])],
+        [("y", S, None), ("n", T.INT64, [2])],
+    )
+    path = compile_aot(lower(model, stage="linalg"), str(tmp_path) + "/m.so")  # type: ignore[operator]
+    f = load_library(path)
+    feeds = {"a": _strs("x,yé", "z"), "b": _strs("!", shape=())}
+    for got, want in zip(f(feeds["a"], feeds["b"]), ReferenceEvaluator(model).run(None, feeds)):
+        _same(got, want)
+    with pytest.raises(OnnxcError, match="NUL character"):
+        f(_strs("a\0", "b"), feeds["b"])
+
+
+def test_compile_cache_does_not_store_string_models(tmp_path: object) -> None:
+    """The cache's libraries carry no string runtime: a string model is not stored (a numeric
+    model compiled the same way is, so the refusal is the string runtime's)."""
+    from onnxc.targets.cpu.cache import ModelCache
+
+    cache = ModelCache(__import__("pathlib").Path(str(tmp_path)))
+    strings = onnxc.compile(_concat_model())
+    assert strings.function.uses_string_runtime
+    assert cache.store("strings", strings.function) is None
+    numeric = onnxc.compile(_model([h.make_node("Neg", ["a"], ["y"])], [("a", T.FLOAT, [2])], [("y", T.FLOAT, [2])]))
+    assert not numeric.function.uses_string_runtime
+    assert cache.store("numeric", numeric.function) is not None
