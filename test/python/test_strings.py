@@ -287,6 +287,22 @@ def test_label_encoder(x: np.ndarray, out_type: int, attrs: dict[str, object]) -
     _check(m, {"x": x})
 
 
+def test_label_encoder_many_keys() -> None:
+    """Tables of more than a few keys are looked up through their hash index (string keys to
+    ints, ints to string values, string to string)."""
+    rng = np.random.default_rng(0)
+    keys = [f"key{i}é" for i in range(300)]
+    x = _strs(*[keys[i] if i < 300 else f"miss{i}" for i in rng.integers(0, 400, size=1000)])
+    m = _model([h.make_node("LabelEncoder", ["x"], ["y"], domain="ai.onnx.ml", keys_strings=keys, values_int64s=list(range(300)))], [("x", S, [1000])], [("y", T.INT64, [1000])], ml=True)
+    _check(m, {"x": x})
+    ids = rng.integers(-5, 305, size=500).astype(np.int64)
+    m = _model([h.make_node("LabelEncoder", ["x"], ["y"], domain="ai.onnx.ml", keys_int64s=list(range(300)), values_strings=keys)], [("x", T.INT64, [500])], [("y", S, [500])], ml=True)
+    _check(m, {"x": ids})
+    m = _model([h.make_node("LabelEncoder", ["x"], ["y"], domain="ai.onnx.ml", keys_strings=keys, values_strings=keys[::-1])], [("x", S, [1000])], [("y", S, [1000])], ml=True)
+    _check(m, {"x": x})
+    assert _arena_count() == 0
+
+
 def test_label_encoder_nan_key() -> None:
     """A NaN key matches NaN inputs (LabelEncoder-4; the reference's dict lookup misses it)."""
     attrs = {"keys_floats": [0.5, float("nan")], "values_strings": ["half", "nan"], "default_string": "-"}

@@ -79,7 +79,10 @@ static int64_t arena_string(const char *s, size_t n) {
     return (int64_t)(intptr_t)p;
 }
 
+static void drop_indexes(void);
+
 EXPORT void onnxc_str_arena_release(void) {
+    drop_indexes();
     pthread_mutex_lock(&arena_mu);
     for (size_t i = 0; i < arena_len; i++) free(arena[i]);
     arena_len = 0;
@@ -224,12 +227,86 @@ static const char *table_entries(int64_t table, int64_t *count) {
     return t + strlen(t) + 1;
 }
 
+/* Hash indexes of tables for exact lookups, built on a table's first lookup in a run and dropped
+ * by onnxc_str_arena_release (a table's address is only known to stay the same table while the
+ * code that holds it runs).  Open addressing over FNV-1a hashes; the first of equal keys wins. */
+typedef struct TableIndex {
+    const char *table;
+    uint64_t mask;
+    const char **keys;
+    int64_t *ids;
+    const char **entries; /* by position, for onnxc_str_table_get */
+    struct TableIndex *next;
+} TableIndex;
+static pthread_mutex_t index_mu = PTHREAD_MUTEX_INITIALIZER;
+static TableIndex *indexes = NULL;
+
+static uint64_t fnv1a(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static TableIndex *table_index(const char *t) {
+    pthread_mutex_lock(&index_mu);
+    for (TableIndex *x = indexes; x; x = x->next)
+        if (x->table == t) {
+            pthread_mutex_unlock(&index_mu);
+            return x;
+        }
+    int64_t count;
+    const char *e = table_entries((int64_t)(intptr_t)t, &count);
+    uint64_t cap = 16;
+    while (cap < 2 * (uint64_t)count) cap *= 2;
+    TableIndex *x = (TableIndex *)calloc(1, sizeof *x);
+    if (!x) abort();
+    x->keys = (const char **)calloc(cap, sizeof(const char *));
+    x->ids = (int64_t *)calloc(cap, sizeof(int64_t));
+    x->entries = (const char **)calloc(count ? (size_t)count : 1, sizeof(const char *));
+    if (!x->keys || !x->ids || !x->entries) abort();
+    x->table = t;
+    x->mask = cap - 1;
+    for (int64_t i = 0; i < count; i++, e += strlen(e) + 1) {
+        x->entries[i] = e;
+        uint64_t slot = fnv1a(e) & x->mask;
+        while (x->keys[slot] && strcmp(x->keys[slot], e) != 0) slot = (slot + 1) & x->mask;
+        if (!x->keys[slot]) { x->keys[slot] = e; x->ids[slot] = i; }
+    }
+    x->next = indexes;
+    indexes = x;
+    pthread_mutex_unlock(&index_mu);
+    return x;
+}
+
+static void drop_indexes(void) {
+    pthread_mutex_lock(&index_mu);
+    while (indexes) {
+        TableIndex *x = indexes;
+        indexes = x->next;
+        free(x->keys);
+        free(x->ids);
+        free(x->entries);
+        free(x);
+    }
+    pthread_mutex_unlock(&index_mu);
+}
+
 /* Index of `h` in the table (-1 when absent); fold_case != 0 compares up to case in the locale
- * named by `locale_name`.  A linear scan: tables are attribute lists (keys, stopwords). */
+ * named by `locale_name` (a linear scan: stopword lists); exact lookups in tables of more than a
+ * few keys go through the table's hash index. */
 EXPORT int64_t onnxc_str_table_find(int64_t table, int64_t h, int32_t fold_case, int64_t locale_name) {
     int64_t count;
     const char *e = table_entries(table, &count);
     const char *s = S(h);
+    if (!fold_case && count > 8) {
+        TableIndex *x = table_index(S(table));
+        uint64_t slot = fnv1a(s) & x->mask;
+        while (x->keys[slot]) {
+            if (strcmp(x->keys[slot], s) == 0) return x->ids[slot];
+            slot = (slot + 1) & x->mask;
+        }
+        return -1;
+    }
     locale_t loc = fold_case ? utf8_locale(S(locale_name)) : (locale_t)0;
     for (int64_t i = 0; i < count; i++) {
         if (fold_case ? equal_fold(e, s, loc) : strcmp(e, s) == 0) return i;
@@ -243,6 +320,7 @@ EXPORT int64_t onnxc_str_table_get(int64_t table, int64_t i) {
     int64_t count;
     const char *e = table_entries(table, &count);
     if (i < 0 || i >= count) return (int64_t)(intptr_t)EMPTY;
+    if (count > 8) return (int64_t)(intptr_t)table_index(S(table))->entries[i];
     for (int64_t k = 0; k < i; k++) e += strlen(e) + 1;
     return (int64_t)(intptr_t)e;
 }
