@@ -111,3 +111,17 @@ def test_the_report_marks_them() -> None:
     assert "| Bernoulli † |" in text
     failing = {n: ("xfail", "result: x") for n in g.PROPERTY_CHECKS}
     assert "## Checked by property" not in g.render_conformance(cases, failing, {})  # a failing one is not listed as checked
+
+
+def test_explanations_replace_only_the_failure_they_explain() -> None:
+    names = {c.name for c in g.catalog()}
+    assert set(g.EXPLANATIONS) <= names
+    name = "test_split_to_sequence_1_cpu"
+    stage, marker, sentence = g.EXPLANATIONS[name]
+    assert g.explain(name, stage, f"output 'seq': {marker}") == sentence
+    assert g.explain(name, "lower", f"output 'seq': {marker}") == f"output 'seq': {marker}"  # another stage
+    assert g.explain(name, stage, "a new error") == "a new error"  # another failure shows itself
+    assert g.explain("test_abs_cpu", "result", "wrong result") == "wrong result"
+    cases = [c for c in g.catalog() if c.name in (name, "test_abs_cpu")]
+    text = g.render_xfails(cases, {name: {"status": "fail", "stage": stage, "reason": f"output 'seq': {marker}"}, "test_abs_cpu": {"status": "pass"}}, {})
+    assert f"{stage}: {sentence}" in text and "test_abs_cpu" not in text
