@@ -38,6 +38,8 @@ import numpy as np
 from onnxc.errors import OnnxcError
 from onnxc.transforms.lowering import image as image_lowering
 
+from .abi import CpuTargetError, _descriptor_type
+
 __all__ = ["HOOK_SYMBOLS", "RuntimeHookError", "decode_image", "module_calls_hooks", "raise_pending", "refuse_hooks", "register", "run_with_hooks"]
 
 
@@ -45,12 +47,9 @@ class RuntimeHookError(OnnxcError, RuntimeError):
     """A run-time function of the generated code failed (e.g. an image of the wrong size)."""
 
 
-class _Memref1D(ctypes.Structure):
-    _fields_ = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p), ("offset", ctypes.c_int64), ("sizes", ctypes.c_int64 * 1), ("strides", ctypes.c_int64 * 1)]
-
-
-class _Memref3D(ctypes.Structure):
-    _fields_ = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p), ("offset", ctypes.c_int64), ("sizes", ctypes.c_int64 * 3), ("strides", ctypes.c_int64 * 3)]
+# The C interface's memref descriptors, as the ABI module defines them (same package).
+_Memref1D = _descriptor_type(1)
+_Memref3D = _descriptor_type(3)
 
 
 def _view(desc: Any, rank: int) -> np.ndarray:
@@ -248,8 +247,6 @@ def module_calls_hooks(module: Any) -> list[str]:
 def refuse_hooks(module: Any, what: str) -> None:
     """Raise a `CpuTargetError` when `module` calls run-time functions, which only the JIT
     provides (`what`: the artifact refused, for the message)."""
-    from .abi import CpuTargetError
-
     hooks = module_calls_hooks(module)
     if hooks:
         ops = "ImageDecoder" if set(hooks) <= set(image_lowering.RUNTIME_SYMBOLS) else ", ".join(hooks)
