@@ -114,11 +114,14 @@ def _set_exit_word() -> None:
     memref.store(arith.constant(i64, 1), status, [arith.constant(ir.IndexType.get(), EXIT_WORD)])
 
 
-def _leave(region: ir.Region, fn: ir.Operation) -> bool:
+def _leave(region: ir.Region, fn: ir.Operation, can_return: bool) -> bool:
     """Build, at the insertion point, a terminator that leaves `region` without results:
-    `return poison` in the function body, else a copy of an operand- and successor-less
-    terminator of the region (omp.yield, omp.terminator). False when the region has none."""
+    `return poison` in the function body (unless `can_return` is False: a coroutine of the async
+    runtime must reach its end), else a copy of an operand- and successor-less terminator of the
+    region (omp.yield, omp.terminator). False when the region cannot be left."""
     if region.owner.operation == fn:
+        if not can_return:
+            return False
         ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
         func.ReturnOp([ub.PoisonOp(t).result for t in ftype.results])
         return True
@@ -131,7 +134,7 @@ def _leave(region: ir.Region, fn: ir.Operation) -> bool:
     return False
 
 
-def _split_after(test: ir.Operation, leave: ir.Value, fn: ir.Operation, before_exit: Callable[[], None] | None = None) -> None:
+def _split_after(test: ir.Operation, leave: ir.Value, fn: ir.Operation, before_exit: Callable[[], None] | None = None, can_return: bool = True) -> None:
     """Split the block of `test` (the op computing `leave`, i1) after it and branch to a new exit
     block when `leave` holds. Where the region cannot be left (no suitable terminator), the exit
     block records the failure and continues."""
@@ -153,13 +156,13 @@ def _split_after(test: ir.Operation, leave: ir.Value, fn: ir.Operation, before_e
         if before_exit is not None:
             before_exit()
         _set_exit_word()
-        if not _leave(region, fn):
+        if not _leave(region, fn, can_return):
             cf.BranchOp([], cont)
     with ir.InsertionPoint(block), test.location:
         cf.CondBranchOp(leave, [], [], fail, cont)
 
 
-def _alloc_check(op: ir.Operation, module: ir.Module, fn: ir.Operation, ids: dict[tuple[str, str], int]) -> None:
+def _alloc_check(op: ir.Operation, module: ir.Module, fn: ir.Operation, ids: dict[tuple[str, str], int], can_return: bool) -> None:
     node, kind = location_label(op.location)
     key = (node, kind)
     if key not in ids:
@@ -179,13 +182,13 @@ def _alloc_check(op: ir.Operation, module: ir.Module, fn: ir.Operation, ids: dic
             count = arith.muli(count, arith.index_cast(i64, v))
         ptr = memref.extract_aligned_pointer_as_index(op.results[0])
         null = arith.cmpi(arith.CmpIPredicate.eq, ptr, arith.constant(index, 0))
-    _split_after(null.owner.operation, null, fn, before_exit=lambda: record_failure(check_id, [count]))
+    _split_after(null.owner.operation, null, fn, before_exit=lambda: record_failure(check_id, [count]), can_return=can_return)
 
 
-def _call_check(op: ir.Operation, fn: ir.Operation) -> None:
+def _call_check(op: ir.Operation, fn: ir.Operation, can_return: bool) -> None:
     with ir.InsertionPoint.after(op), op.location:
         left = _exit_word_set()
-    _split_after(left.owner.operation, left, fn)
+    _split_after(left.owner.operation, left, fn, can_return=can_return)
 
 
 def mark_checked_allocations(module: ir.Module) -> int:
@@ -223,8 +226,11 @@ def insert_failure_exits(module: ir.Module) -> None:
                 continue
             allocs: list[ir.Operation] = []
             calls: list[ir.Operation] = []
+            coroutine = False
 
             def visit(op: ir.Operation) -> ir.WalkResult:
+                nonlocal coroutine
+                coroutine = coroutine or op.name.startswith("llvm.intr.coro.")
                 if op.name == "memref.alloc" and (ALLOC_MARKER in op.attributes or not marked):
                     allocs.append(op)
                 elif op.name == "func.call" and ir.FlatSymbolRefAttr(op.attributes["callee"]).value in defined:
@@ -233,9 +239,9 @@ def insert_failure_exits(module: ir.Module) -> None:
 
             fn.walk(visit)
             for op in allocs:
-                _alloc_check(op, module, fn, ids)
+                _alloc_check(op, module, fn, ids, not coroutine)
             for op in calls:
-                _call_check(op, fn)
+                _call_check(op, fn, not coroutine)
         # The check table travels inside the code too (a NUL-terminated JSON string), so a
         # library (AOT, or the compile cache's) can name the failing node without MLIR.
         text = json.dumps(check_table(module.operation), separators=(",", ":")).encode() + b"\0"
