@@ -177,3 +177,18 @@ def test_compile_cache_stores_nothing_and_still_runs(tmp_path: Path) -> None:
         (got,) = onnxc_compile(model, cache_dir=tmp_path)(data)
         np.testing.assert_array_equal(got, _reference(model, {"x": data})[0])
     assert not list(tmp_path.glob("*.so"))  # the library could not load without the JIT's hooks
+
+
+def test_inside_if_branches() -> None:
+    """A decoder in a subgraph (each branch its own node: one helper function and site each)."""
+    then_g = helper.make_graph([helper.make_node("ImageDecoder", ["x"], ["a"], pixel_format="RGB")], "then", [], [helper.make_tensor_value_info("a", U8, None)])
+    else_g = helper.make_graph([helper.make_node("ImageDecoder", ["x"], ["b"], pixel_format="BGR")], "else", [], [helper.make_tensor_value_info("b", U8, None)])
+    node = helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)
+    graph = helper.make_graph([node], "branches", [helper.make_tensor_value_info("c", TensorProto.BOOL, []), helper.make_tensor_value_info("x", U8, ["n"])], [helper.make_tensor_value_info("y", U8, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    data = _encode(_checkerboard(6, 7, 8), "PNG")
+    compiled = onnxc_compile(model)
+    for cond in (True, False):
+        feeds = {"c": np.array(cond), "x": data}
+        (got,) = compiled(feeds["c"], data)
+        np.testing.assert_array_equal(got, _reference(model, feeds)[0])
