@@ -102,14 +102,26 @@ class StringRuntime:
         lib.onnxc_str_arena_count.restype = ctypes.c_int64
         lib.onnxc_str_failure.argtypes = []
         lib.onnxc_str_failure.restype = ctypes.c_char_p
+        lib.onnxc_str_pack.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_char_p, ctypes.c_int64]
+        lib.onnxc_str_pack.restype = ctypes.c_int64
 
     @staticmethod
     def encode(a: np.ndarray, what: str) -> tuple[np.ndarray, Any]:
         """An int64 handle array of the shape of `a` (str or bytes elements) and the buffer the
         handles point into (keep it alive during the call)."""
-        flat = a.reshape(-1)
+        items = a.reshape(-1).tolist()
+        if items and set(map(type, items)) == {str}:
+            # Fast path: one join and one encode; the NULs of the blob are the strings' ends
+            # (one per string exactly, unless a string holds a NUL: the slow path names it).
+            blob = np.frombuffer(("\0".join(items) + "\0").encode("utf-8", errors="surrogateescape"), dtype=np.uint8)
+            ends = np.flatnonzero(blob == 0)
+            if len(ends) == len(items):
+                starts = np.empty(len(items), dtype=np.int64)
+                starts[0] = 0
+                starts[1:] = ends[:-1] + 1
+                return (starts + blob.ctypes.data).reshape(a.shape), blob
         pieces: list[bytes] = []
-        for i, s in enumerate(flat):
+        for i, s in enumerate(items):
             if isinstance(s, str):
                 b = s.encode("utf-8", errors="surrogateescape")
             elif isinstance(s, (bytes, np.bytes_)):
@@ -119,19 +131,25 @@ class StringRuntime:
             if b"\0" in b:
                 raise ArgumentError(f"{what}: element {i} contains a NUL character, which onnxc's string tensors cannot hold")
             pieces.append(b)
-        blob = np.frombuffer(b"\0".join(pieces) + b"\0", dtype=np.uint8).copy()
+        blob = np.frombuffer(b"\0".join(pieces) + b"\0", dtype=np.uint8)
         lengths = np.fromiter((len(p) + 1 for p in pieces), dtype=np.int64, count=len(pieces))
         offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) if len(pieces) else np.zeros(0, np.int64)
         handles = (offsets + blob.ctypes.data).astype(np.int64).reshape(a.shape)
         return handles, blob
 
-    @staticmethod
-    def decode(handles: np.ndarray) -> np.ndarray:
-        """A numpy object array of `str` read from an int64 handle array."""
+    def decode(self, handles: np.ndarray) -> np.ndarray:
+        """A numpy object array of `str` read from an int64 handle array (the runtime packs the
+        strings into one buffer, decoded at once)."""
         out = np.empty(handles.shape, dtype=object)
-        flat = out.reshape(-1)
-        for i, h in enumerate(handles.reshape(-1)):
-            flat[i] = ctypes.string_at(int(h)).decode("utf-8", errors="surrogateescape") if h else ""
+        flat = np.ascontiguousarray(handles.reshape(-1), dtype=np.int64)
+        if flat.size == 0:
+            return out
+        ptr = flat.ctypes.data_as(ctypes.c_void_p)
+        total = int(self.lib.onnxc_str_pack(ptr, flat.size, None, 0))
+        buf = ctypes.create_string_buffer(total)
+        self.lib.onnxc_str_pack(ptr, flat.size, buf, total)
+        text = buf.raw[: total - 1].decode("utf-8", errors="surrogateescape")
+        out.reshape(-1)[:] = text.split("\0")
         return out
 
     def finish(self, report: bool = True) -> None:

@@ -7,8 +7,9 @@
  * concat, case change, split).  The lowering (transforms/lowering/strings.py) emits
  * `func.call @onnxc_str_*` inside linalg.generic bodies and scf loops; this file defines them.
  *
- * Memory: every string allocated here goes into one process-wide arena (a mutex-protected list,
- * since the compiled code may call us from several OpenMP threads at once).  The caller
+ * Memory: every string allocated here goes into one process-wide arena (blocks of at least 1 MiB,
+ * bump-allocated under a mutex, since the compiled code may call us from several OpenMP threads
+ * at once; hash indexes of tables live until the release too).  The caller
  * (targets/cpu/strings.py) copies the outputs out after a run and then calls
  * `onnxc_str_arena_release`, holding a lock around run + copy + release so that two runs never
  * share the arena.  Nothing allocated here outlives a run.
@@ -43,28 +44,36 @@ static const char EMPTY[1] = {0};
 /* --- the arena ------------------------------------------------------------------------------- */
 
 static pthread_mutex_t arena_mu = PTHREAD_MUTEX_INITIALIZER;
-static void **arena = NULL;
-static size_t arena_len = 0, arena_cap = 0;
+/* Strings are bump-allocated in blocks of at least 1 MiB (one malloc per block, not per string). */
+typedef struct Block {
+    struct Block *next;
+    size_t cap, used;
+    char data[];
+} Block;
+static Block *blocks = NULL;
+static int64_t arena_strings = 0; /* strings allocated since the last release */
 /* The first run-time failure of a kernel (see onnxc_str_failure). */
 static char failure[256];
 
 /* A fresh buffer of n bytes owned by the arena (NULL when out of memory). */
 static char *arena_alloc(size_t n) {
-    char *p = (char *)malloc(n ? n : 1);
-    if (!p) return NULL;
+    if (!n) n = 1;
     pthread_mutex_lock(&arena_mu);
-    if (arena_len == arena_cap) {
-        size_t cap = arena_cap ? 2 * arena_cap : 256;
-        void **grown = (void **)realloc(arena, cap * sizeof(void *));
-        if (!grown) {
+    if (!blocks || blocks->cap - blocks->used < n) {
+        size_t cap = n > ((size_t)1 << 20) ? n : ((size_t)1 << 20);
+        Block *b = (Block *)malloc(sizeof(Block) + cap);
+        if (!b) {
             pthread_mutex_unlock(&arena_mu);
-            free(p);
             return NULL;
         }
-        arena = grown;
-        arena_cap = cap;
+        b->cap = cap;
+        b->used = 0;
+        b->next = blocks;
+        blocks = b;
     }
-    arena[arena_len++] = p;
+    char *p = blocks->data + blocks->used;
+    blocks->used += n;
+    arena_strings++;
     pthread_mutex_unlock(&arena_mu);
     return p;
 }
@@ -84,8 +93,12 @@ static void drop_indexes(void);
 EXPORT void onnxc_str_arena_release(void) {
     drop_indexes();
     pthread_mutex_lock(&arena_mu);
-    for (size_t i = 0; i < arena_len; i++) free(arena[i]);
-    arena_len = 0;
+    while (blocks) {
+        Block *b = blocks;
+        blocks = b->next;
+        free(b);
+    }
+    arena_strings = 0;
     failure[0] = 0;
     pthread_mutex_unlock(&arena_mu);
 }
@@ -93,12 +106,28 @@ EXPORT void onnxc_str_arena_release(void) {
 /* How many strings the arena holds (tests check that a run leaves none behind). */
 EXPORT int64_t onnxc_str_arena_count(void) {
     pthread_mutex_lock(&arena_mu);
-    int64_t n = (int64_t)arena_len;
+    int64_t n = arena_strings;
     pthread_mutex_unlock(&arena_mu);
     return n;
 }
 
 static const char *S(int64_t h) { return h ? (const char *)(intptr_t)h : EMPTY; }
+
+/* The boundary's output conversion: the n strings of `h` copied NUL-separated into `out` (when
+ * `cap` bytes suffice); returns the bytes needed.  One call per output instead of one per string. */
+EXPORT int64_t onnxc_str_pack(const int64_t *h, int64_t n, char *out, int64_t cap) {
+    int64_t total = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const char *s = S(h[i]);
+        size_t len = strlen(s);
+        if (out && total + (int64_t)len + 1 <= cap) {
+            memcpy(out + total, s, len);
+            out[total + len] = 0;
+        }
+        total += (int64_t)len + 1;
+    }
+    return total;
+}
 
 /* --- equality, concat -------------------------------------------------------------------------- */
 
