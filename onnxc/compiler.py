@@ -117,6 +117,8 @@ class CompiledModel:
         dim_values: dict[str, tuple[int, str]] = {}
         for spec in self.inputs:
             a = np.asarray(bound[spec.name])
+            if spec.dtype == np.dtype(object) and a.dtype.kind in "US":
+                a = a.astype(object)  # numpy str/bytes arrays for a string input, as onnxruntime takes them
             if a.dtype != spec.dtype:
                 raise InputError(f"input '{spec.name}' must have dtype {spec.dtype}, got {a.dtype}")
             # A one-element array for a declared scalar is refused by the rank check below, not

@@ -107,6 +107,13 @@ def test_dynamic_shapes_and_bytes_input() -> None:
         assert list(y) == [f"é{i}-{i}" for i in range(n)]
 
 
+def test_numpy_str_arrays() -> None:
+    """numpy's own str and bytes arrays are taken for string inputs (as onnxruntime takes them)."""
+    c = onnxc.compile(_model([h.make_node("StringConcat", ["a", "b"], ["y"])], [("a", S, [2]), ("b", S, [2])], [("y", S, [2])]))
+    (y,) = c(np.array(["x", "é"]), np.array([b"1", b"22"]))
+    assert list(y) == ["x1", "é22"]
+
+
 def test_threads_share_the_arena() -> None:
     """Threaded code calls the runtime from several threads at once."""
     n = 5000
