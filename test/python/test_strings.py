@@ -379,6 +379,30 @@ def test_data_movement_and_constants() -> None:
     _check(m, {"x": _strs("a", "b", "c", "d"), "idx": np.array([5, 0], dtype=np.int64), "cond": np.array([True, False])})
 
 
+X23 = _strs("a", "b", "c", "d", "é", "f", shape=(2, 3))
+
+
+@pytest.mark.parametrize(
+    "node, inputs, feeds",
+    [
+        (h.make_node("ScatterND", ["x", "i", "u"], ["y"]), [("i", T.INT64, [1, 1]), ("u", S, [1, 3])], {"i": np.array([[1]]), "u": _strs("p", "q", "r", shape=(1, 3))}),
+        (h.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=1), [("i", T.INT64, [2, 1]), ("u", S, [2, 1])], {"i": np.array([[2], [0]]), "u": _strs("p", "q", shape=(2, 1))}),
+        (h.make_node("Pad", ["x", "p", "v"], ["y"]), [("p", T.INT64, [4]), ("v", S, [])], {"p": np.array([0, 1, 1, 0]), "v": _strs("_", shape=())}),
+        (h.make_node("Pad", ["x", "p"], ["y"], mode="reflect"), [("p", T.INT64, [4])], {"p": np.array([0, 2, 1, 0])}),
+        (h.make_node("ReverseSequence", ["x", "l"], ["y"], batch_axis=0, time_axis=1), [("l", T.INT64, [2])], {"l": np.array([2, 3])}),
+    ],
+)
+def test_more_data_movement(node: onnx.NodeProto, inputs: list, feeds: dict[str, np.ndarray]) -> None:
+    m = _model([node], [("x", S, [2, 3]), *inputs], [("y", S, None)])
+    _check(m, {"x": X23, **feeds})
+
+
+def test_scatter_reduction_refused() -> None:
+    m = _model([h.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=1, reduction="add")], [("x", S, [2, 3]), ("i", T.INT64, [2, 1]), ("u", S, [2, 1])], [("y", S, [2, 3])])
+    with pytest.raises(OnnxcError, match="reduction 'add' is not defined for strings"):
+        onnxc.compile(m)
+
+
 @pytest.mark.parametrize("cond", [True, False])
 def test_if_branches_yield_strings(cond: bool) -> None:
     then_g = h.make_graph([h.make_node("StringConcat", ["a", "b"], ["t"])], "then", [], [h.make_tensor_value_info("t", S, [2])])

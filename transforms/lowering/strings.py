@@ -59,6 +59,7 @@ from onnxc.dialect.types import element_type as onnx_element
 from onnxc.importers.tensors import attribute_to_array
 from onnxc.transforms.lowering import elementwise as _elementwise  # noqa: F401 - registers Equal first
 from onnxc.transforms.lowering import shape_ops as _shape_ops  # noqa: F401 - registers Constant first
+from onnxc.transforms.lowering import indexing as _indexing  # noqa: F401 - registers ScatterND/Elements first
 from onnxc.transforms.lowering import tfidf as _tfidf  # noqa: F401 - registers TfIdfVectorizer first
 from onnxc.transforms.lowering.common import (
     PATTERNS,
@@ -96,7 +97,7 @@ ML = "ai.onnx.ml"
 # i64).
 STRING_OPS = frozenset(
     {"Equal", "StringConcat", "RegexFullMatch", "StringSplit", "StringNormalizer", "LabelEncoder", "Constant",
-     "CategoryMapper", "TfIdfVectorizer", "If", "Loop",
+     "CategoryMapper", "TfIdfVectorizer", "If", "Loop", "Pad", "ReverseSequence", "ScatterND", "ScatterElements",
      "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Slice", "Gather",
      "GatherElements", "GatherND", "Split", "Expand", "Tile", "Shape", "Size", "Where", "Compress"}
 )  # fmt: skip
@@ -743,6 +744,22 @@ def lower_tfidf_strings(node: Node) -> list[ir.Value | None]:
     tokens = elementwise([node.input(0)], _i64(), lambda s: call(node, "onnxc_str_table_find", [table, s, zero, empty_locale]))
     return list(base.fn(_TokenIdNode(node, tokens, ids)))
 
+
+# --- Scatter without reduction ---------------------------------------------------------------------------
+
+
+def _check_scatter_strings(node: Node) -> str | None:
+    """Scatters move strings only without a reduction (which would add or multiply handles)."""
+    reduction = str(node.attr("reduction", "none") or "none")
+    if reduction != "none":
+        return f"reduction '{reduction}' is not defined for strings"
+    base = _SCATTER[node.op_type]
+    return base.check(node) if base.check is not None else None
+
+
+_SCATTER = {t: PATTERNS[("", t)] for t in ("ScatterND", "ScatterElements")}
+for _t, _base in _SCATTER.items():
+    _with_strings(_t, _base.fn, _check_scatter_strings)
 
 _with_strings("TfIdfVectorizer", lower_tfidf_strings, _check_tfidf_strings)
 _with_strings("Equal", lower_equal_strings)
