@@ -32,9 +32,11 @@ Semantics, where the reference and the spec leave room:
   literals, `.`, bracket classes (with `\\d \\w \\s` inside), `\\d \\D \\w \\W \\s \\S`, escapes
   of metacharacters, `\\t \\n \\r \\f \\v \\xHH \\x{H..}`, groups (capturing, `(?:`, named),
   alternation, `* + ? {n} {n,} {n,m}` and their non-greedy forms (the same for a full match),
-  `^ $ \\A \\z`, word boundaries `\\b \\B` (glibc's extension), and a leading `(?i)`. Refused at
-  compile time with the construct named: Unicode classes (`\\p`), `\\Q..\\E`, other flags, and anything Python's `re` cannot
-  parse. `.` does not match a newline (RE2's default).
+  `^ $ \\A \\z`, word boundaries `\\b \\B` (glibc's extension), and a leading `(?i)`. Refused
+  at compile time with the construct named: Unicode classes (`\\p`), `\\Q..\\E`, other flags,
+  and anything Python's `re` cannot parse. `.` does not match a newline (RE2's default). `\\w \\d \\s` and `(?i)` follow the
+  UTF-8 locale's classes (letters beyond ASCII are word characters, as in Python's `re`, which the
+  reference evaluator uses; RE2's are ASCII).
 - StringNormalizer: stopwords are removed element-wise (an element equal to a stopword, up to
   case when `is_case_sensitive` is 0), then the case changes code point by code point in
   `locale` (glibc `<locale>.UTF-8`, else C.UTF-8: simple one-to-one mappings). The reference
@@ -126,6 +128,8 @@ def is_string(t: ir.Type | None) -> bool:
         return False
     if isinstance(t, (ir.RankedTensorType, ir.UnrankedTensorType)):
         t = elem_of(t)
+    if isinstance(t, (ir.IntegerType, ir.FloatType, ir.IndexType, ir.ComplexType, ir.NoneType)):
+        return False  # builtin: no need to build the dialect type (convert_element asks often)
     return t == string_type()
 
 
@@ -197,8 +201,7 @@ def call(node: Node, name: str, args: Sequence[ir.Value]) -> ir.Value:
     module = _module_of(node)
     if name not in _symbols(module):
         with ir.InsertionPoint.at_block_begin(module.regions[0].blocks[0]), ir.Location.unknown():
-            decl = func.FuncOp(name, ir.FunctionType.get([_kind(k) for k in kinds], [_kind(res)]), visibility="private")
-            del decl  # declared: calls refer to it by name
+            func.FuncOp(name, ir.FunctionType.get([_kind(k) for k in kinds], [_kind(res)]), visibility="private")
     return func.CallOp([_kind(res)], ir.FlatSymbolRefAttr.get(name), list(args)).result
 
 
