@@ -1243,9 +1243,9 @@ def lower_to_llvm(module: ir.Module, options: CpuPipelineOptions | None = None) 
         raise CpuPipelineError("internal error: module does not verify after i1 widening")
     if _has_op(module, "scf.forall"):
         _run(module, forall_pipeline(opts.thread_runtime, opts.threads), "threads")
-    from .runtime_checks import insert_failure_exits, mark_checked_allocations  # the run-time status channel
+    from .runtime_checks import insert_failure_exits, prepare_failure_exits  # the run-time status channel
 
-    mark_checked_allocations(module)  # while loops are still scf: allocations outside hot loops
+    prepare_failure_exits(module)  # while loops are still scf: exits after checks, allocations to test
     _run(module, f"builtin.module({LLVM_PIPELINE_HEAD})", "llvm")
     insert_failure_exits(module)
     _run(module, f"builtin.module({LLVM_PIPELINE_TAIL})", "llvm")

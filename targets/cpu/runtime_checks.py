@@ -42,6 +42,7 @@ from mlir.dialects import arith, cf, func, memref, ub
 from onnxc.importers.proto import location_label
 from onnxc.transforms.lowering.runtime_checks import (
     STATUS_GLOBAL,
+    CHECK_MARKER,
     STATUS_WORDS,
     check_table,
     ensure_status_global,
@@ -60,7 +61,7 @@ __all__ = [
     "StatusChannel",
     "format_failure",
     "insert_failure_exits",
-    "mark_checked_allocations",
+    "prepare_failure_exits",
     "status_channel_of_library",
 ]
 
@@ -191,27 +192,45 @@ def _call_check(op: ir.Operation, fn: ir.Operation, can_return: bool) -> None:
     _split_after(left.owner.operation, left, fn, can_return=can_return)
 
 
-def mark_checked_allocations(module: ir.Module) -> int:
-    """On structured memrefs (before `convert-scf-to-cf`): mark the allocations to test, those of a
-    function's body (outside loops) and those of a dynamic size anywhere. A static-size buffer in a
-    loop is a tile's scratch (small, and one it failed to get would fail at the top too), while an
-    exit edge out of a hot loop would stop LLVM's loop optimizations. Returns how many."""
-    count = 0
+def prepare_failure_exits(module: ir.Module) -> int:
+    """On structured memrefs (before `convert-scf-to-cf`, while loops are still `scf`):
+
+    - mark the allocations to test (`insert_failure_exits`): those of a function's body (outside
+      loops) and those of a dynamic size anywhere. A static-size buffer in a loop is a tile's
+      scratch (small, and one it failed to get would fail at the top too), while an exit edge out
+      of a hot loop would stop LLVM's loop optimizations;
+    - leave the function right after a failed check of the lowering (an `scf.if` marked
+      `onnxc.runtime_check` in a function's body): the code after a contradicted shape assumption
+      is not memory-safe (a Squeeze of a dim assumed 1 copied 12 elements into a buffer of 4 and
+      corrupted the heap). Checks nested in loops only record.
+
+    Returns how many checks got an exit."""
+    exits = 0
     with module.context:
         for fn in _functions(module):
             if not _defined(fn):
                 continue
+            guards: list[ir.Operation] = []
+            coroutine = False
 
             def visit(op: ir.Operation) -> ir.WalkResult:
-                nonlocal count
+                nonlocal coroutine
+                coroutine = coroutine or op.name.startswith("llvm.intr.coro.")
                 if op.name == "memref.alloc" and (op.parent.operation == fn or len(op.operands)):
                     op.attributes[ALLOC_MARKER] = ir.UnitAttr.get()
-                    count += 1
+                elif CHECK_MARKER in op.attributes and op.parent.operation == fn:
+                    guards.append(op)
                 return ir.WalkResult.ADVANCE
 
             fn.walk(visit)
+            if coroutine:
+                continue
+            for guard in guards:
+                with ir.Location.unknown():
+                    _split_after(guard, guard.operands[0], fn)
+                exits += 1
         module.operation.attributes[ALLOC_MARKER] = ir.UnitAttr.get()
-    return count
+    return exits
 
 
 def insert_failure_exits(module: ir.Module) -> None:

@@ -365,6 +365,34 @@ def test_invalid_run_time_data_is_a_clear_error(op: str) -> None:
             compiled(**{**feeds, name: value})
 
 
+def test_contradicted_shape_assumption_leaves_before_unsafe_code(tmp_path: Path) -> None:
+    """Squeeze of a symbolic dim (assumed 1) fed 3: the code after the contradicted assumption copied
+    12 elements into a buffer of 4 (heap corruption: 'corrupted size vs. prev_size', SIGABRT). The
+    check leaves the function at once: a clear error, then valid calls work. In a child."""
+    g = h.make_graph([h.make_node("Squeeze", ["x", "ax"], ["y"], name="sq")], "g", [_f("x", ["n", 4])], [_f("y", None)],
+                     initializer=[h.make_tensor("ax", T.INT64, [1], [0])])  # fmt: skip
+    path = tmp_path / "m.onnx"
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]), str(path))
+    code = textwrap.dedent(
+        f"""
+        import numpy as np, onnxc
+        from onnxc.targets.cpu.runtime_checks import RuntimeCheckError
+        c = onnxc.compile({str(path)!r})
+        for _ in range(20):
+            try:
+                c(np.ones((3, 4), np.float32))
+                raise SystemExit("no error")
+            except RuntimeCheckError as exc:
+                assert "Squeeze node 'sq'" in str(exc), exc
+            (y,) = c(np.arange(4, dtype=np.float32).reshape(1, 4))
+            assert (y == np.arange(4)).all()
+        print("done")
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "done" in r.stdout, (r.returncode, r.stderr[-2000:])
+
+
 def test_run_time_checks_with_threads_and_aot(tmp_path: Path) -> None:
     """threads=2 code (OpenMP) and an AOT library report the same run-time errors, and reset."""
     from onnxc.compiler import lower

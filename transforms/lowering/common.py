@@ -835,10 +835,19 @@ def _byte_coded(t: ir.Type) -> bool:
     return is_exotic(t)
 
 
-def cast_to_type(v: ir.Value, t: ir.Type) -> ir.Value:
-    """`tensor.cast` to a compatible ranked type when types differ (refine or erase static dims)."""
+def cast_to_type(v: ir.Value, t: ir.Type, check: bool = True) -> ir.Value:
+    """`tensor.cast` to a compatible ranked type when types differ (refine or erase static dims).
+
+    A dim refined from dynamic to static is checked at run time (`runtime_checks.py`, naming the
+    op being lowered from the current location): the cast assumes it, and a run-time size that
+    contradicts it (data-dependent shapes: a branch's result, a squeezed dim) is an error rather
+    than a wrong answer. `check=False` when the caller checked already."""
     if v.type == t:
         return v
+    if check and is_ranked(v.type) and is_ranked(t):
+        from onnxc.transforms.lowering.runtime_checks import require_declared_shape
+
+        require_declared_shape(v, t, None, "a value", "where the code assumes")
     return tensor.cast(t, v)
 
 

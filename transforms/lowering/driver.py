@@ -249,7 +249,7 @@ class Lowering:
                     # A declared static dim the lowered value has only at run time is checked
                     # there (runtime_checks.py): the cast assumes it.
                     require_declared_shape(v, want, ("", f"@{name}"), f"result {len(final)}")
-                    v = cast_to_type(v, want)
+                    v = cast_to_type(v, want, check=False)
                 final.append(v)
             func.ReturnOp(final)
         new.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(arg_types, [v.type for v in final]))
@@ -337,7 +337,7 @@ class Lowering:
                     # ... and checked at run time: a declared dim that depends on run-time data
                     # (a Reshape target fed as an input) must not be trusted.
                     require_declared_shape(new, want, op, f"result {i}")
-                    new = cast_to_type(new, want)
+                    new = cast_to_type(new, want, check=False)
             self.bind(old, new)
 
 

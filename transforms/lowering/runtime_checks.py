@@ -137,16 +137,19 @@ def record_failure(check_id: int, values: Sequence[ir.Value]) -> None:
         memref.store(arith.select(first, v, memref.load(status, [at])), status, [at])
 
 
-def require(ok: ir.Value, who: ir.Operation | tuple[str, str], what: str, fields: Sequence[Field] = ()) -> None:
+def require(ok: ir.Value, who: ir.Operation | tuple[str, str] | None, what: str, fields: Sequence[Field] = ()) -> None:
     """Emit at the current insertion point: if `ok` (i1) is false at run time, record the failure.
 
-    who: the ONNX op being lowered (its location names the node and op type) or (node, op type).
+    who: the ONNX op being lowered (its location names the node and op type), (node, op type), or
+    None for the current location (the lowering driver builds each op's code under its location).
     what: the sentence, with `{name}` for each of `fields` ((name, value) for a number, (name,
     [values]) for a shape; index or integer scalars)."""
     block = ir.InsertionPoint.current.block
     module = _module_of(block)
     if isinstance(who, tuple):
         node, op_type = who
+    elif who is None:
+        node, op_type = location_label(ir.Location.current)
     else:
         node, op_type = location_label(who.location)
     ensure_status_global(module)
@@ -161,7 +164,7 @@ def require(ok: ir.Value, who: ir.Operation | tuple[str, str], what: str, fields
         scf.YieldOp([])
 
 
-def require_declared_shape(v: ir.Value, declared: ir.Type, who: ir.Operation | tuple[str, str], label: str) -> None:
+def require_declared_shape(v: ir.Value, declared: ir.Type, who: ir.Operation | tuple[str, str] | None, label: str, claim: str = "the model declares") -> None:
     """Check at run time that the dims of `v` that are dynamic but static in `declared` (a
     ranked tensor type of the same rank) have the declared sizes: what a `tensor.cast` from
     `v` to `declared` assumes. Nothing is emitted when no such dim exists."""
@@ -180,7 +183,7 @@ def require_declared_shape(v: ir.Value, declared: ir.Type, who: ir.Operation | t
     want = tuple(None if dt.is_dynamic_dim(i) else dt.get_dim_size(i) for i in range(dt.rank))
     shown = "(" + ", ".join("?" if d is None else str(d) for d in want) + ("," if len(want) == 1 else "") + ")"
     label = label.replace("{", "{{").replace("}", "}}")
-    require(ok, who, f"{label} has the run-time shape {{shape}}, the model declares {shown}", [("shape", dims)])
+    require(ok, who, f"{label} has the run-time shape {{shape}}, {claim} {shown}", [("shape", dims)])
 
 
 def index_range_ok(indices: ir.Value, unsigned: bool, sizes: Sequence[ir.Value]) -> tuple[ir.Value, ir.Value]:
