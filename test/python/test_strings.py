@@ -453,8 +453,46 @@ def test_loop_carries_strings() -> None:
 
 
 @pytest.mark.parametrize(
+    "to, values",
+    [
+        (T.FLOAT, ["3.14", "1e-5", "-INF", "+inf", "NaN", " 42", "1E8", "-0"]),
+        (T.DOUBLE, ["0.1", "2.5e300", "-1.25"]),
+        (T.FLOAT16, ["65504", "0.1", "1e-8"]),
+        (T.INT64, ["100", "-7", "9223372036854775807"]),
+        (T.INT8, ["12", "-128"]),
+        (T.UINT64, ["18446744073709551615", "5"]),
+        (T.INT32, []),
+    ],
+)
+def test_cast_from_strings(to: int, values: list[str]) -> None:
+    m = _model([h.make_node("Cast", ["x"], ["y"], to=to)], [("x", S, [len(values)])], [("y", to, [len(values)])])
+    x = _strs(*values) if values else np.empty((0,), dtype=object)
+    (got,) = onnxc.compile(m)(x)
+    (want,) = ReferenceEvaluator(m).run(None, {"x": x})
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)  # NaN matches NaN, -0.0 == 0.0 (sign checked below)
+    assert list(np.signbit(got)) == list(np.signbit(want))
+
+
+def test_cast_like_and_bfloat16_from_strings() -> None:
+    """CastLike takes its target from the second input; bf16 (the reference evaluator cannot cast
+    strings to it: values exact in bf16, checked by hand)."""
+    m = _model([h.make_node("CastLike", ["x", "t"], ["y"])], [("x", S, [2]), ("t", T.DOUBLE, [1])], [("y", T.DOUBLE, [2])])
+    _check(m, {"x": _strs("1.5", "-2e3"), "t": np.zeros(1)})
+    m = _model([h.make_node("Cast", ["x"], ["y"], to=T.BFLOAT16)], [("x", S, [2])], [("y", T.BFLOAT16, [2])])
+    (got,) = onnxc.compile(m)(_strs("1.5", "3.140625"))
+    assert got.astype(np.float32).tolist() == [1.5, 3.140625]
+
+
+def test_cast_to_strings_refused() -> None:
+    m = _model([h.make_node("Cast", ["x"], ["y"], to=S)], [("x", T.FLOAT, [2])], [("y", S, [2])])
+    with pytest.raises(OnnxcError, match="casting numbers to strings is not lowered"):
+        onnxc.compile(m)
+
+
+@pytest.mark.parametrize(
     "node, out_type",
-    [(h.make_node("Cast", ["x"], ["y"], to=T.FLOAT), T.FLOAT), (h.make_node("Unique", ["x"], ["y"]), S)],
+    [(h.make_node("Unique", ["x"], ["y"]), S), (h.make_node("NonZero", ["x"], ["y"]), T.INT64)],
 )
 def test_ops_reading_handles_are_refused(node: onnx.NodeProto, out_type: int) -> None:
     m = _model([node], [("x", S, [3])], [("y", out_type, None)])

@@ -1,7 +1,7 @@
 """String tensors: Equal, StringConcat, RegexFullMatch, StringSplit, StringNormalizer,
 LabelEncoder (every key/value kind) and CategoryMapper, TfIdfVectorizer on string tokens (the
-tokens become pool ids, then tfidf.py's integer lowering counts), Constant of strings; and which
-other ops may move strings.
+tokens become pool ids, then tfidf.py's integer lowering counts), Cast/CastLike from strings to
+numbers, Constant of strings; and which other ops may move strings.
 
 The representation: the dialect keeps `!onnx.string`; the lowering (`common.convert_element`)
 maps it to **i64 handles**, each the address of a NUL-terminated UTF-8 string. The kernels are
@@ -73,7 +73,9 @@ from onnxc.transforms.lowering.common import (
     const_scalar,
     const_tensor,
     convert_element,
+    convert_scalar,
     elem_of,
+    element_supported,
     elementwise,
     empty,
     expand_unit_dims,
@@ -82,7 +84,9 @@ from onnxc.transforms.lowering.common import (
     identity_map,
     affine_map,
     index_of,
+    is_bool,
     is_float,
+    is_unsigned,
     lowers,
     rank_of,
     reduce_dims,
@@ -91,6 +95,7 @@ from onnxc.transforms.lowering.common import (
     static_shape,
 )
 from onnxc.transforms.lowering.data_dependent import compact, count_where
+from onnxc.transforms.lowering.minifloat import is_exotic
 
 ML = "ai.onnx.ml"
 
@@ -99,7 +104,7 @@ ML = "ai.onnx.ml"
 # i64).
 STRING_OPS = frozenset(
     {"Equal", "StringConcat", "RegexFullMatch", "StringSplit", "StringNormalizer", "LabelEncoder", "Constant",
-     "CategoryMapper", "TfIdfVectorizer", "If", "Loop", "Pad", "ReverseSequence", "ScatterND", "ScatterElements",
+     "CategoryMapper", "TfIdfVectorizer", "Cast", "CastLike", "If", "Loop", "Pad", "ReverseSequence", "ScatterND", "ScatterElements",
      "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Slice", "Gather",
      "GatherElements", "GatherND", "Split", "Expand", "Tile", "Shape", "Size", "Where", "Compress"}
 )  # fmt: skip
@@ -164,7 +169,7 @@ def mark_boundary(new_func: ir.Operation, onnx_ftype: ir.FunctionType) -> None:
 # --- the runtime's functions and constant strings ---------------------------------------------------
 
 _RUNTIME: dict[str, tuple[tuple[str, ...], str]] = {
-    # name: (argument kinds, result kind); "h" handle (i64), "i" i32, "l" i64
+    # name: (argument kinds, result kind); "h" handle (i64), "i" i32, "l" i64, "d" f64
     "onnxc_str_eq": (("h", "h"), "i"),
     "onnxc_str_concat": (("h", "h"), "h"),
     "onnxc_str_regex_full_match": (("h", "h", "i"), "i"),
@@ -173,11 +178,13 @@ _RUNTIME: dict[str, tuple[tuple[str, ...], str]] = {
     "onnxc_str_table_get": (("h", "l"), "h"),
     "onnxc_str_split_count": (("h", "h", "l"), "l"),
     "onnxc_str_split_part": (("h", "h", "l", "l"), "h"),
+    "onnxc_str_to_f64": (("h",), "d"),
+    "onnxc_str_to_i64": (("h", "i"), "l"),
 }
 
 
 def _kind(k: str) -> ir.Type:
-    return _i32() if k == "i" else _i64()
+    return _i32() if k == "i" else ir.F64Type.get() if k == "d" else _i64()
 
 
 def _module_of(node: Node) -> ir.Operation:
@@ -748,6 +755,38 @@ def lower_tfidf_strings(node: Node) -> list[ir.Value | None]:
     return list(base.fn(_TokenIdNode(node, tokens, ids)))
 
 
+# --- Cast from strings ------------------------------------------------------------------------------------
+
+
+def _check_cast_strings(node: Node) -> str | None:
+    src, dst = node.in_elem(0), node.out_elem(0)
+    if is_string(src) and is_string(dst):
+        return None
+    if is_string(dst):
+        return "casting numbers to strings is not lowered (ONNX leaves their text form open)"
+    if is_bool(dst) or is_exotic(dst) or not element_supported(dst):
+        return f"casting strings to {dst} is not lowered"
+    return None
+
+
+def lower_cast_strings(node: Node) -> list[ir.Value]:
+    """Cast/CastLike from strings: parsed in the C locale (`onnxc_str_to_f64`: decimal or
+    scientific, INF/NaN in any case; `onnxc_str_to_i64`: the leading decimal integer), then
+    converted as a number cast would (f64 or i64/ui64 to the target); strings to strings: as is."""
+    src, dst = node.in_elem(0), node.out_elem(0)
+    x = node.input(0)
+    if is_string(src) and is_string(dst):
+        return [x]
+    out = convert_element(dst)
+    if is_float(out):
+        f64 = ir.F64Type.get()
+        return [elementwise([x], out, lambda s: convert_scalar(call(node, "onnxc_str_to_f64", [s]), f64, dst))]
+    unsigned = is_unsigned(dst)
+    parsed = ir.IntegerType.get_unsigned(64) if unsigned else _i64()
+    flag = const_scalar(int(unsigned), _i32())
+    return [elementwise([x], out, lambda s: convert_scalar(call(node, "onnxc_str_to_i64", [s, flag]), parsed, dst))]
+
+
 # --- Scatter without reduction ---------------------------------------------------------------------------
 
 
@@ -765,5 +804,7 @@ for _t, _base in _SCATTER.items():
     _with_strings(_t, _base.fn, _check_scatter_strings)
 
 _with_strings("TfIdfVectorizer", lower_tfidf_strings, _check_tfidf_strings)
+_with_strings("Cast", lower_cast_strings, _check_cast_strings)
+_with_strings("CastLike", lower_cast_strings, _check_cast_strings)
 _with_strings("Equal", lower_equal_strings)
 _with_strings("Constant", lower_string_constant)

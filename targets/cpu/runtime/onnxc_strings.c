@@ -247,6 +247,26 @@ static int equal_fold(const char *a, const char *b, locale_t loc) {
     return i == nx && j == ny;
 }
 
+/* --- numbers -------------------------------------------------------------------------------------- */
+
+static locale_t c_numeric(void) {
+    static locale_t loc = (locale_t)0;
+    pthread_mutex_lock(&locale_mu);
+    if (!loc) loc = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+    pthread_mutex_unlock(&locale_mu);
+    return loc;
+}
+
+/* Cast string -> float: decimal or scientific, "INF"/"+INF"/"-INF"/"NaN" in any case (strtod in
+ * the C locale, whatever the process's decimal separator); 0 for text that is no number (the
+ * spec leaves that undefined). */
+EXPORT double onnxc_str_to_f64(int64_t h) { return strtod_l(S(h), NULL, c_numeric()); }
+
+/* Cast string -> integer: the leading decimal integer ("100.5" -> 100), as bits of an i64. */
+EXPORT int64_t onnxc_str_to_i64(int64_t h, int32_t is_unsigned) {
+    return is_unsigned ? (int64_t)strtoull_l(S(h), NULL, 10, c_numeric()) : (int64_t)strtoll_l(S(h), NULL, 10, c_numeric());
+}
+
 /* --- tables of constant strings ---------------------------------------------------------------- */
 /* A table is a constant blob: the decimal count, NUL, then each string NUL-terminated. */
 
