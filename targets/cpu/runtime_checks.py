@@ -1,26 +1,30 @@
 """The CPU target's run-time status channel: failure exits in the generated code, errors in Python.
 
-What, in the code (`insert_failure_exits`, run on memrefs after `convert-scf-to-cf`, before
-`finalize-memref-to-llvm`):
+What, in the code:
 
-- every `memref.alloc` is followed by a test of its pointer: a NULL (the allocation failed: a
-  run-time shape of 4e14 bytes) records a failure (`could not allocate N bytes`, naming the node
-  from the alloc's location) in the status words of `onnxc.transforms.lowering.runtime_checks`,
-  sets the *exit* word, and leaves: a function returns `ub.poison` results, an OpenMP region body
-  skips to its terminator. Without it the code stored into NULL (SIGSEGV).
-- every call of a function of the module (the outlined parts) is followed by a test of the exit
-  word: a callee that left early returned poison, which the caller must not use either.
-- a public function `onnxc_status_words() -> i64` gives the status' address to the caller.
+- `prepare_failure_exits` (structured memrefs, before `convert-scf-to-cf`): after each check the
+  lowering emitted in a function's body (`onnxc.transforms.lowering.runtime_checks.require`:
+  contradicted shapes, indices out of range; it has recorded the failure in the status words),
+  the function leaves at once when the check failed: a function returns `ub.poison` results.
+  The code after a contradicted shape assumption is not memory-safe (a Squeeze of a dim assumed
+  1 fed 3 copied 12 elements into a buffer of 4). Checks nested in loops only record. It also
+  marks the allocations to test: those of a function's body and those of a dynamic size.
+- `insert_failure_exits` (after `convert-scf-to-cf`, before `finalize-memref-to-llvm`): each
+  marked `memref.alloc` is followed by a test of its pointer: a NULL (a run-time shape of 4e14
+  bytes) records `could not allocate N bytes`, naming the node from the alloc's location, and
+  leaves (a function returns poison, an OpenMP region body skips to its terminator). Without it
+  the code stored into NULL (SIGSEGV). Each call of a function of the module (the outlined parts)
+  is followed by a test of the *exit* word: a callee that left early returned poison, which the
+  caller must not use either. A public function `onnxc_status_words() -> i64` gives the status'
+  address, and the public constant `onnxc_runtime_checks` holds the check table (JSON).
 
-The checks the lowering emitted (`require`: contradicting run-time shapes, indices out of
-range) only record a failure; the code goes on with clamped, memory-safe values, and returns real
-buffers, which the caller frees. So after a call (`StatusChannel.check`): exit word set -> the
-results are poison (not read, not freed; the buffers allocated before the failure leak, an
-error path only); status word 0 set -> a `RuntimeCheckError` naming node, op type and values.
+Every exit sets the exit word, so after a call (`StatusChannel`): exit word set -> the results
+are poison (not read, not freed; the buffers allocated before the failure leak: an error path
+only); status word 0 set -> a `RuntimeCheckError` naming node, op type and the values.
 
-Why early exits only for allocation failures: a failed allocation leaves a pointer that cannot
-be used, while a failed shape or index check leaves valid (clamped) values, and exits on every
-check would put branches on the hot path for nothing.
+Why tests there and not everywhere: a test with an exit edge inside a hot loop would stop LLVM's
+loop optimizations; the lowering's checks run once per op (an index tensor's min and max, a few
+dims), the allocation tests once per buffer outside loops.
 
 Concurrency: the status is one global per compiled module, so two concurrent calls of one
 compiled function would share it: `StatusChannel` serializes the calls of one function (a lock);

@@ -14,9 +14,10 @@ the size of the axis it indexes.
 Why: a declared static shape that depends on run-time data (a Reshape target fed as an input), an
 index out of range, or a Reshape target of another size is invalid input that `onnx.reference`
 refuses; without a way to report it the compiled code could only return a (memory-safe, clamped)
-wrong answer. The check writes a global rather than aborting (`cf.assert` lowers to `abort`) so
-that the process lives and the caller raises a clear error; the code after a failed check still
-runs with the clamped, memory-safe values, and the caller discards its results.
+wrong answer, or trust a contradicted shape. The check writes a global rather than aborting
+(`cf.assert` lowers to `abort`) so that the process lives and the caller raises a clear error; the
+CPU target makes the function leave right after a failed check (`onnxc.targets.cpu.runtime_checks`).
+`onnxc.transforms.lowering.common.cast_to_type` checks every dim it refines from dynamic to static.
 
 Every emitted `scf.if` carries the unit attribute `onnxc.runtime_check`: a target without a
 status channel (the GPU host program is a whitelist of buffer operations) removes them with
