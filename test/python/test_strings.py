@@ -123,6 +123,39 @@ def test_threads_share_the_arena() -> None:
     assert _arena_count() == 0
 
 
+def test_concurrent_runs_from_python_threads() -> None:
+    """Runs of string models from several Python threads at once (the arena is shared: runs are
+    serialized by the runtime's lock, none frees another's strings), with threaded code inside."""
+    import threading
+
+    keys = [f"k{i}" for i in range(50)]
+    enc = onnxc.compile(_model([h.make_node("LabelEncoder", ["x"], ["y"], domain="ai.onnx.ml", keys_int64s=list(range(50)), values_strings=keys)], [("x", T.INT64, [400])], [("y", S, [400])], ml=True), threads=2)
+    split = onnxc.compile(_model([h.make_node("StringSplit", ["x"], ["y", "z"], delimiter=",")], [("x", S, [400])], [("y", S, None), ("z", T.INT64, [400])]), threads=2)
+    ids = np.arange(400, dtype=np.int64) % 60
+    words = _strs(*[",".join(["w"] * (i % 5 + 1)) for i in range(400)])
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            for _ in range(10):
+                if k % 2:
+                    (y,) = enc(ids)
+                    assert list(y) == [keys[i] if i < 50 else "_Unused" for i in ids]
+                else:
+                    y, z = split(words)
+                    assert z.tolist() == [i % 5 + 1 for i in range(400)] and y.shape == (400, 5)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert _arena_count() == 0
+
+
 # --- RegexFullMatch -----------------------------------------------------------------------------
 
 WORDS = _strs("abc", "ABC", "a1", "12345", "hello world", "www.google.com", "user@gmail.com", "", "héllo", "a.b", "x\ny", "a]b", "a-b", "a^b", "_", "tab\there")
