@@ -461,6 +461,23 @@ def test_scatter_reduction_refused() -> None:
         onnxc.compile(m)
 
 
+def test_sequences_of_strings() -> None:
+    """Sequences of string tensors, built in the graph or given as a list (onnx-eliminate-sequences
+    turns them into tensors, whose handles move as usual)."""
+    m = _model([h.make_node("SequenceConstruct", ["a", "b"], ["s"]), h.make_node("ConcatFromSequence", ["s"], ["y"], axis=0)], [("a", S, [2]), ("b", S, [2])], [("y", S, None)])
+    _check(m, {"a": _strs("x", "é"), "b": _strs("p", "q")})
+    g = h.make_graph(
+        [h.make_node("SequenceAt", ["s", "i"], ["y"])],
+        "g",
+        [h.make_value_info("s", h.make_sequence_type_proto(h.make_tensor_type_proto(S, [2]))), h.make_tensor_value_info("i", T.INT64, [])],
+        [h.make_tensor_value_info("y", S, [2])],
+    )
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 20)])
+    feeds = {"s": [_strs("x", "y"), _strs("p", "q")], "i": np.array(1, dtype=np.int64)}
+    (got,) = onnxc.compile(m)(**feeds)
+    _same(got, ReferenceEvaluator(m).run(None, feeds)[0])
+
+
 @pytest.mark.parametrize("cond", [True, False])
 def test_if_branches_yield_strings(cond: bool) -> None:
     then_g = h.make_graph([h.make_node("StringConcat", ["a", "b"], ["t"])], "then", [], [h.make_tensor_value_info("t", S, [2])])
