@@ -44,7 +44,10 @@ import numpy as np
 
 from .abi import ArgumentError, CpuTargetError
 
-__all__ = ["LIBRARY", "RUNTIME_PREFIX", "StringRuntime", "load_runtime", "module_uses_runtime", "runtime_library"]
+__all__ = [
+    "LIBRARY", "RUNTIME_PREFIX", "StringRuntime", "aot_link_args", "load_runtime", "module_uses_runtime",
+    "runtime_library", "runtime_of_library", "uses_strings",
+]
 
 LIBRARY = "libonnxc_strings.so"
 RUNTIME_PREFIX = "onnxc_str_"  # every kernel's symbol starts with it (the lowering's contract)
