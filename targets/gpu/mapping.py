@@ -442,10 +442,74 @@ def _kernel_copies_to_linalg(module: ir.Module) -> int:
 
 def lower_kernels_to_loops(module: ir.Module, error: type[OnnxcError] = GpuMappingError) -> None:
     """Kernel bodies of a mapped module to scalar loops (`KERNEL_LOOPS_PIPELINE`), both
-    emitters' first step; kernel-side `memref.copy` first becomes `linalg.copy`."""
+    emitters' first step; kernel-side `memref.copy` first becomes `linalg.copy`, and each
+    `arith.remf` becomes the exact loop of `_exact_remf`."""
     with module.context, ir.Location.unknown():
         _kernel_copies_to_linalg(module)
         run_pipeline(module, KERNEL_LOOPS_PIPELINE, "lowering kernels to loops", error)
+        _exact_remf(module)
+
+
+def _exact_remf(module: ir.Module) -> int:
+    """Replace each `arith.remf a, b` in a kernel by an exact IEEE fmod (what C's fmodf and the
+    CPU target compute), built from operations whose results are exact.
+
+    Why: GPU compilers may lower frem as `a - b * trunc(a / b)` (Mesa's NIR does, and Vulkan's
+    precision rules allow it): fmod(-3, inf) became NaN instead of -3 on lavapipe (the backend
+    case test_mod_float_edge_cases), and for |a / b| beyond 2^24 the quotient is rounded, so the
+    result can be off by multiples of b. Here: s = |b| doubled while 2s <= |a| (exact), then
+    r = |a| reduced by s whenever r >= s while s halves back down to |b| (each r - s is exact
+    because s <= r < 2s); fmod = copysign(r, a). Special cases as IEEE: b = 0, a infinite or a
+    NaN operand give NaN; b infinite gives a. At most ~280 iterations (the exponent range)."""
+    from mlir.dialects import arith, math, scf
+
+    found = [r for g in collect(module.operation, lambda op: op.name == "gpu.module") for r in collect(g, lambda op: op.name == "arith.remf")]
+    F = arith.CmpFPredicate
+    for op in found:
+        a, b = op.operands[0], op.operands[1]
+        t = a.type
+        with ir.InsertionPoint(op), op.location:
+            def c(v: float) -> ir.Value:
+                return arith.ConstantOp(t, v).result
+
+            inf, zero, two, half = c(math_inf()), c(0.0), c(2.0), c(0.5)
+            abs_a, abs_b = math.absf(a), math.absf(b)
+            finite_a = arith.cmpf(F.OLT, abs_a, inf)
+            usable_b = arith.andi(arith.cmpf(F.OGT, abs_b, zero), arith.cmpf(F.OLT, abs_b, inf))
+            go = arith.andi(finite_a, usable_b)  # false for NaNs too (ordered comparisons)
+            grow = scf.WhileOp([t], [abs_b])
+            before = grow.before.blocks.append(t)
+            with ir.InsertionPoint(before):
+                s = before.arguments[0]
+                scf.ConditionOp(arith.andi(go, arith.cmpf(F.OLE, arith.mulf(s, two), abs_a)), [s])
+            after = grow.after.blocks.append(t)
+            with ir.InsertionPoint(after):
+                scf.YieldOp([arith.mulf(after.arguments[0], two)])
+            reduce = scf.WhileOp([t, t], [abs_a, grow.results[0]])
+            before = reduce.before.blocks.append(t, t)
+            with ir.InsertionPoint(before):
+                r, s = before.arguments
+                scf.ConditionOp(arith.andi(go, arith.cmpf(F.OGE, s, abs_b)), [r, s])
+            after = reduce.after.blocks.append(t, t)
+            with ir.InsertionPoint(after):
+                r, s = after.arguments
+                scf.YieldOp([arith.select(arith.cmpf(F.OGE, r, s), arith.subf(r, s), r), arith.mulf(s, half)])
+            result = math.copysign(reduce.results[0], a)
+            nan_case = arith.ori(
+                arith.ori(arith.cmpf(F.UNO, a, b), arith.cmpf(F.OEQ, abs_b, zero)), arith.cmpf(F.OEQ, abs_a, inf)
+            )
+            result = arith.select(nan_case, c(math_nan()), result)
+        op.results[0].replace_all_uses_with(result)
+        op.erase()
+    return len(found)
+
+
+def math_inf() -> float:
+    return float("inf")
+
+
+def math_nan() -> float:
+    return float("nan")
 
 
 def _insert_slices_to_copies(module: ir.Module) -> int:
