@@ -295,6 +295,15 @@ def test_string_normalizer_keeps_what_the_reference_drops() -> None:
     assert list(y) == ["a b", "", "c"]
 
 
+def test_string_normalizer_dynamic_first_dim() -> None:
+    """[N, C] with N dynamic: N must be 1, checked at run time."""
+    m = _model([h.make_node("StringNormalizer", ["x"], ["y"], stopwords=["b"])], [("x", S, ["n", 3])], [("y", S, None)])
+    c = onnxc.compile(m)
+    _same(c(_strs("a", "b", "c", shape=(1, 3)))[0], _strs("a", "c", shape=(1, 2)))
+    with pytest.raises(OnnxcError, match="StringNormalizer"):
+        c(_strs("a", "b", "c", "d", "e", "f", shape=(2, 3)))
+
+
 def test_string_normalizer_refuses_batches() -> None:
     m = _model([h.make_node("StringNormalizer", ["x"], ["y"])], [("x", S, [2, 3])], [("y", S, None)])
     with pytest.raises(OnnxcError, match=r"\[C\] or \[1, C\]"):
@@ -325,6 +334,31 @@ def test_label_encoder(x: np.ndarray, out_type: int, attrs: dict[str, object]) -
     in_type = S if x.dtype == object else onnx.helper.np_dtype_to_tensor_dtype(x.dtype)
     m = _model([h.make_node("LabelEncoder", ["x"], ["y"], domain="ai.onnx.ml", **attrs)], [("x", in_type, list(x.shape))], [("y", out_type, list(x.shape))], ml=True)
     _check(m, {"x": x})
+
+
+@pytest.mark.parametrize(
+    "x, attrs",
+    [
+        (_strs("a", "c", "zz", "b", shape=(2, 2)), {"cats_strings": ["a", "b", "c"]}),
+        (_strs("é", "x"), {"cats_strings": ["x", "é"], "zeros": 0}),
+        (np.array([3, 1, 7], dtype=np.int64), {"cats_int64s": [1, 3, 5]}),
+        (np.array([[1, 2]], dtype=np.int32), {"cats_int64s": [2, 1, 2**40]}),
+        (np.array([1.0, 2.5, 3.0], dtype=np.float32), {"cats_int64s": [3, 1]}),
+    ],
+)
+def test_one_hot_encoder(x: np.ndarray, attrs: dict[str, object]) -> None:
+    in_type = S if x.dtype == object else onnx.helper.np_dtype_to_tensor_dtype(x.dtype)
+    n_cats = len(attrs.get("cats_strings", attrs.get("cats_int64s")))  # type: ignore[arg-type]
+    m = _model([h.make_node("OneHotEncoder", ["x"], ["y"], domain="ai.onnx.ml", **attrs)], [("x", in_type, list(x.shape))], [("y", T.FLOAT, [*x.shape, n_cats])], ml=True)
+    _check(m, {"x": x})
+
+
+def test_one_hot_encoder_unknown_category_with_zeros_0() -> None:
+    m = _model([h.make_node("OneHotEncoder", ["x"], ["y"], domain="ai.onnx.ml", cats_strings=["a"], zeros=0)], [("x", S, [3])], [("y", T.FLOAT, [3, 1])], ml=True)
+    c = onnxc.compile(m)
+    with pytest.raises(OnnxcError, match="2 element\\(s\\) have no category"):
+        c(_strs("a", "b", "c"))
+    np.testing.assert_array_equal(c(_strs("a", "a", "a"))[0], np.ones((3, 1), np.float32))
 
 
 def test_label_encoder_many_keys() -> None:

@@ -1,5 +1,5 @@
 """String tensors: Equal, StringConcat, RegexFullMatch, StringSplit, StringNormalizer,
-LabelEncoder (every key/value kind) and CategoryMapper, TfIdfVectorizer on string tokens (the
+LabelEncoder (every key/value kind), CategoryMapper and OneHotEncoder, TfIdfVectorizer on string tokens (the
 tokens become pool ids, then tfidf.py's integer lowering counts), Cast/CastLike from strings to
 numbers, Constant of strings; and which other ops may move strings.
 
@@ -41,8 +41,9 @@ Semantics, where the reference and the spec leave room:
   case when `is_case_sensitive` is 0), then the case changes code point by code point in
   `locale` (glibc `<locale>.UTF-8`, else C.UTF-8: simple one-to-one mappings). The reference
   evaluator additionally splits elements on spaces, strips accents and drops empty strings;
-  onnxruntime and the spec do not, and neither does onnxc. Input [C] or [1, C]; when every
-  element is removed the output is [""] ([1] or [1, 1]).
+  onnxruntime and the spec do not, and neither does onnxc. Input [C] or [1, C] (a dynamic first
+  dim is checked to be 1 at run time); when every element is removed the output is [""] ([1] or
+  [1, 1]).
 - StringSplit: Python's `str.split` (no delimiter: runs of ASCII whitespace and \\x1c-\\x1f).
 """
 
@@ -84,6 +85,10 @@ from onnxc.transforms.lowering.common import (
     identity_map,
     affine_map,
     index_of,
+    cast_to_type,
+    max_value,
+    min_value,
+    tensor_type,
     is_bool,
     is_float,
     is_unsigned,
@@ -96,6 +101,7 @@ from onnxc.transforms.lowering.common import (
 )
 from onnxc.transforms.lowering.data_dependent import compact, count_where
 from onnxc.transforms.lowering.minifloat import is_exotic
+from onnxc.transforms.lowering.runtime_checks import require
 
 ML = "ai.onnx.ml"
 
@@ -104,7 +110,7 @@ ML = "ai.onnx.ml"
 # i64).
 STRING_OPS = frozenset(
     {"Equal", "StringConcat", "RegexFullMatch", "StringSplit", "StringNormalizer", "LabelEncoder", "Constant",
-     "CategoryMapper", "TfIdfVectorizer", "Cast", "CastLike", "If", "Loop", "Pad", "ReverseSequence", "ScatterND", "ScatterElements",
+     "CategoryMapper", "OneHotEncoder", "TfIdfVectorizer", "Cast", "CastLike", "If", "Loop", "Pad", "ReverseSequence", "ScatterND", "ScatterElements",
      "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Slice", "Gather",
      "GatherElements", "GatherND", "Split", "Expand", "Tile", "Shape", "Size", "Where", "Compress"}
 )  # fmt: skip
@@ -502,8 +508,8 @@ def _check_normalizer(node: Node) -> str | None:
     shape = static_shape(t)
     if len(shape) not in (1, 2):
         return f"the input must be [C] or [1, C], got rank {len(shape)}"
-    if len(shape) == 2 and shape[0] != 1:
-        return f"the input must be [C] or [1, C]; its first dim is {'dynamic' if shape[0] is None else shape[0]}"
+    if len(shape) == 2 and shape[0] not in (1, None):
+        return f"the input must be [C] or [1, C]; its first dim is {shape[0]}"
     action = str(node.attr("case_change_action", "NONE"))
     if action not in _CASE:
         return f"case_change_action must be NONE, LOWER or UPPER, got {action!r}"
@@ -516,6 +522,8 @@ def lower_string_normalizer(node: Node) -> list[ir.Value]:
     [""] when nothing is left (see the module docstring)."""
     x = node.input(0)
     two_d = rank_of(x) == 2
+    if two_d:  # a dynamic first dim must be 1: the cast checks it at run time (runtime_checks.py)
+        x = cast_to_type(x, tensor_type([1, static_shape(x.type)[1]], _i64()))
     flat = collapse_unit_dims(x, [0]) if two_d else x
     mode = _CASE[str(node.attr("case_change_action", "NONE"))]
     stop = [s for s in (node.attr("stopwords", []) or [])]
@@ -618,10 +626,17 @@ def _encode(node: Node, x: ir.Value, in_onnx: ir.Type, keys: np.ndarray, values:
 
     else:
         key_consts = [(float(kv) if is_float(in_elem) else int(kv)) for kv in keys]
+        if not is_float(in_elem):  # a key the input type cannot hold matches nothing
+            lo, hi = min_value(in_elem, is_unsigned(in_onnx)), max_value(in_elem, is_unsigned(in_onnx))
+            usable = [lo <= kv <= hi for kv in key_consts]
+        else:
+            usable = [True] * k
 
         def index(v: ir.Value) -> ir.Value:
             idx = const_scalar(-1, _i64())
             for i in reversed(range(k)):
+                if not usable[i]:
+                    continue
                 kv = key_consts[i]
                 if is_float(in_elem):
                     if np.isnan(kv):
@@ -681,6 +696,39 @@ def lower_category_mapper(node: Node) -> list[ir.Value]:
     if is_string(node.in_elem(0)):
         return [_encode(node, node.input(0), node.in_elem(0), strings, ints, int(node.attr("default_int64", -1)), node.out_elem(0))]
     return [_encode(node, node.input(0), node.in_elem(0), ints, strings, str(node.attr("default_string", "_Unused")), node.out_elem(0))]
+
+
+def _check_one_hot_encoder(node: Node) -> str | None:
+    ints, strs = node.attr("cats_int64s", []) or [], node.attr("cats_strings", []) or []
+    if not ints and not strs:
+        return "cats_int64s or cats_strings must be given"
+    if is_string(node.in_elem(0)) != (not ints):
+        return "string inputs take cats_strings, numbers cats_int64s"
+    return None
+
+
+@lowers("OneHotEncoder", check=_check_one_hot_encoder, domain=ML)
+def lower_one_hot_encoder(node: Node) -> list[ir.Value]:
+    """OneHotEncoder: each element's category index (LabelEncoder's lookup, -1 when it has none),
+    then a float row with a 1 at that index. With zeros=0 an element without a category is a
+    run-time error (the status channel, runtime_checks.py), as in the reference."""
+    x = node.input(0)
+    ints = node.attr("cats_int64s", []) or []
+    keys = np.array(ints, dtype=np.int64) if ints else np.array(node.attr("cats_strings"), dtype=object)
+    k = len(keys)
+    idx = _encode(node, x, node.in_elem(0), keys, np.arange(k, dtype=np.int64), -1, _i64())
+    r = rank_of(x)
+    f32 = ir.F32Type.get()
+    if not int(node.attr("zeros", 1)):
+        missing = count_where(idx, lambda v: arith.cmpi(arith.CmpIPredicate.slt, v, const_scalar(0, _i64())))
+        require(arith.cmpi(arith.CmpIPredicate.eq, missing, const_index(0)), node.op, "{count} element(s) have no category (zeros=0)", [("count", missing)])
+
+    def body(args: list[ir.Value]) -> list[ir.Value]:
+        hit = arith.cmpi(arith.CmpIPredicate.eq, args[0], arith.index_cast(_i64(), index_of(r)))
+        return [arith.select(hit, const_scalar(1.0, f32), const_scalar(0.0, f32))]
+
+    out = empty([*shape_of(idx), k], f32)
+    return [generic([idx], [out], [affine_map(r + 1, list(range(r))), identity_map(r + 1)], ["parallel"] * (r + 1), body)[0]]
 
 
 # --- Constant ------------------------------------------------------------------------------------------
