@@ -21,8 +21,9 @@ class ImportConfig:
     # Run onnx.shape_inference.infer_shapes (with data propagation) to give value types more static
     # shape information. Never relied on: on failure the importer uses what the model declares.
     run_shape_inference: bool = True
-    # onnx's shape inference serialises the whole model (protobuf's 2 GB limit) and copies every
-    # initializer; above this many bytes of tensor data it is skipped.
+    # onnx's shape inference serialises the model it is given (protobuf's 2 GB limit): the model
+    # without its large initializers' data (`_without_weight_data`); above this many bytes it is
+    # skipped.
     shape_inference_size_limit: int = 1 << 30
     # Tensors with more bytes than this become `dense_resource` blobs (no copy into the IR's uniqued
     # attribute storage, no printing of megabytes of hex); smaller ones are plain dense attributes

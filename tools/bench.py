@@ -113,6 +113,7 @@ def compile_stages(model: Any, options: Any = None) -> list[StageTime]:
     from onnxc.importers import import_model
     from onnxc.targets.cpu import jit
     from onnxc.targets.cpu.pipeline import CpuPipelineOptions, bufferize, lower_to_llvm, lower_to_vector
+    from onnxc.targets.cpu.weights import externalize_weights
     from onnxc.transforms import registry
     from onnxc.transforms.named_pipelines import lower_onnx_module
     from onnxc.transforms.pipeline import parse_pipeline, run_pipeline
@@ -137,8 +138,10 @@ def compile_stages(model: Any, options: Any = None) -> list[StageTime]:
         timed("to vector", lambda: lower_to_vector(module, opts))
         timed("bufferize", lambda: bufferize(module))
         timed("to LLVM dialect", lambda: lower_to_llvm(module))
+        weights = timed("weights out of the code", lambda: externalize_weights(module))
         libs = _load_runtimes(opts)
         engine = timed(f"LLVM IR O{opts.jit_opt_level} (ExecutionEngine)", lambda: ExecutionEngine(module, opt_level=opts.jit_opt_level, shared_libs=libs))
+        weights.register(engine)
         # ORC compiles to machine code lazily, on the first lookup of a symbol.
         timed("machine code (first lookup)", lambda: engine.raw_lookup("_mlir_ciface_" + entry))
     del engine

@@ -214,7 +214,7 @@ class ModelCache:
                 return None
             if not os.path.exists(obj):
                 return None
-            Path(stub).write_text(_stub_source(signature, metadata))
+            Path(stub).write_text(_stub_source(signature, metadata) + _weights_source(getattr(function, "weights", None), tmp))
             # The runtime libraries the JIT linked against, so their symbols resolve at load.
             libs = [x for p in runtime_libraries() + threaded_runtime_libraries(options) for x in (p, f"-Wl,-rpath,{os.path.dirname(p)}")]
             import subprocess
@@ -290,6 +290,23 @@ def model_cache_key(model: Any, proto: Any, options: Any, target: str) -> str:
         if e.key == "location"
     ]
     return cache_key(data, options, target, model_path=path, external=external)
+
+
+def _weights_source(weights: Any, folder: str) -> str:
+    """C source defining the JIT's external weights (``weights.py``) for the library: each array
+    is written to a file in ``folder`` and included byte for byte by the assembler (``.incbin``),
+    under the symbol the code refers to and with the alignment the code assumes. Empty when the
+    function has no external weights."""
+    arrays = getattr(weights, "arrays", None) or {}
+    lines = []
+    for i, (name, array) in enumerate(arrays.items()):
+        path = os.path.join(folder, f"weights{i}.bin")
+        array.tofile(path)
+        lines.append(
+            f'__asm__(".section .rodata.onnxc_weights,\\"a\\"\\n.balign 64\\n.globl {name}\\n'
+            f'.hidden {name}\\n{name}:\\n.incbin \\"{path}\\"\\n.previous");'
+        )
+    return "\n" + "\n".join(lines) + "\n" if lines else ""
 
 
 def cached_compile(folder: Path | None, key: Callable[[], str], compile_fn: Callable[[], Any], options: Any = None) -> Any:

@@ -30,10 +30,11 @@ from .abi import CpuTargetError, FunctionSignature, Invoker, signature_from_func
 from .passes import cpu_pipeline_text
 from .pipeline import CpuPipelineOptions
 from .pipeline import runtime_libraries as cpu_runtime_libraries
+from .runtime_checks import StatusChannel, status_address_from_engine
 from .runtime_hooks import register as register_hooks
 from .runtime_hooks import run_with_hooks
 from .strings import load_runtime, module_uses_runtime
-from .runtime_checks import StatusChannel, status_address_from_engine
+from .weights import ExternalWeights, externalize_weights
 
 __all__ = ["CompiledFunction", "compile_module", "copy_module", "runtime_libraries", "select_entry"]
 
@@ -164,13 +165,16 @@ def compile_module(
     shared_libs: Sequence[str] | None = None,
     *,
     instrumentation: Instrumentation | None = None,
+    external_weights: bool = True,
 ) -> CompiledFunction:
     """Lower ``module`` (linalg on ranked tensors) to LLVM and JIT it; return the entry.
 
     ``entry`` names the function to call (default: the module's only public function).
     ``options`` tunes the pipeline (``CpuPipelineOptions(vectorize=False)`` for scalar loops).
     ``instrumentation`` prints IR after passes or times them (see
-    ``onnxc.transforms.pipeline.Instrumentation``). The input module is not modified.
+    ``onnxc.transforms.pipeline.Instrumentation``). ``external_weights`` keeps large constants
+    out of the generated code (``weights.py``); the function's ``weights`` holds them. The input
+    module is not modified.
     """
     level = (options or CpuPipelineOptions()).jit_opt_level
     if level not in (0, 1, 2, 3):  # checked here: LLVM asserts on other levels
@@ -192,14 +196,20 @@ def compile_module(
         strings = None
         if module_uses_runtime(lowered) or any(s.element_type == "string" for s in (*signature.inputs, *signature.results)):
             strings = load_runtime()
+        # Large weights become external symbols resolved to numpy buffers (weights.py): LLVM
+        # would otherwise optimise and emit every byte of them (most of a big model's compile).
+        weights = externalize_weights(lowered) if external_weights else ExternalWeights()
         try:
             engine = ExecutionEngine(lowered, opt_level=level, shared_libs=libs)
         except RuntimeError as e:  # translation to LLVM IR failed: a pipeline bug
             raise CpuTargetError(
                 f"JIT: cannot create the execution engine for @{signature.name}: {e}"
             ) from None
+        weights.register(engine)
         register_hooks(engine, lowered)  # Python run-time functions the code calls (before any lookup)
-    return CompiledFunction(signature, engine, lowered, string_runtime=strings)
+    function = CompiledFunction(signature, engine, lowered, string_runtime=strings)
+    function.weights = weights  # the code reads these buffers: they live as long as the function
+    return function
 
 
 def run(module: ir.Module, *arrays: np.ndarray, entry: str | None = None) -> list[np.ndarray]:

@@ -940,10 +940,13 @@ def _mark_args_readonly(module: ir.Module) -> None:
 
 def bufferize(module: ir.Module) -> ir.Module:
     """Stage 2: one-shot bufferization + deallocation; results come back caller-owned."""
-    from .outline import outline_functions  # long functions in parts: bufferization is quadratic
+    # Long functions in parts (bufferization is quadratic in a function's length), repeated
+    # layers in one part each, weights passed in: equal parts merge (outline.py), so LLVM
+    # compiles one layer of a twelve-layer model instead of twelve.
+    from .outline import outline_functions
 
     _mark_args_readonly(module)
-    outline_functions(module)
+    outline_functions(module, dedupe=True)
     _run(module, BUFFERIZE_PIPELINE, "bufferize")
     return module
 

@@ -16,7 +16,7 @@ from onnx.reference import ReferenceEvaluator
 
 from onnxc.importers import import_model
 from onnxc.targets.cpu import jit
-from onnxc.targets.cpu.outline import outline_function, outline_functions
+from onnxc.targets.cpu.outline import outline_function, outline_functions, unshare_generators
 from onnxc.targets.cpu.pipeline import CpuPipelineOptions, bufferize, lower_to_llvm, lower_to_vector, runtime_libraries
 from onnxc.transforms.named_pipelines import lower_onnx_module
 
@@ -24,16 +24,16 @@ LAYERS = 9
 WIDTH = 16
 
 
-def chain_model(batch: int | str) -> onnx.ModelProto:
-    """LAYERS x (MatMul by a constant, Add a constant, Relu), plus a skip Add from the input to
+def chain_model(batch: int | str, layers: int = LAYERS, width: int = WIDTH) -> onnx.ModelProto:
+    """`layers` x (MatMul by a constant, Add a constant, Relu), plus a skip Add from the input to
     the last layer (a value read far from where it is made)."""
     rng = np.random.default_rng(0)
     nodes, inits = [], []
     x = "x"
-    for i in range(LAYERS):
+    for i in range(layers):
         w, b = f"w{i}", f"b{i}"
-        inits.append(numpy_helper.from_array((rng.standard_normal((WIDTH, WIDTH)) / 4).astype(np.float32), w))
-        inits.append(numpy_helper.from_array(rng.standard_normal(WIDTH).astype(np.float32), b))
+        inits.append(numpy_helper.from_array((rng.standard_normal((width, width)) / 4).astype(np.float32), w))
+        inits.append(numpy_helper.from_array(rng.standard_normal(width).astype(np.float32), b))
         nodes += [
             helper.make_node("MatMul", [x, w], [f"m{i}"]),
             helper.make_node("Add", [f"m{i}", b], [f"a{i}"]),
@@ -44,8 +44,8 @@ def chain_model(batch: int | str) -> onnx.ModelProto:
     graph = helper.make_graph(
         nodes,
         "chain",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, WIDTH])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, WIDTH])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, width])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, width])],
         inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -130,3 +130,85 @@ def test_max_ops_must_be_positive() -> None:
     module, _ = lowered(chain_model(3), max_ops=None)
     with pytest.raises(ValueError, match="max_ops"):
         outline_function(module.body.operations[0].operation, max_ops=0)
+
+
+# --- repeated layers: periodic groups, lifted weights, merged parts ------------------------------
+
+
+def _parts(module: ir.Module) -> list[str]:
+    return [n for op in module.body.operations if "__part" in (n := ir.StringAttr(op.operation.attributes["sym_name"]).value)]
+
+
+@pytest.mark.parametrize("batch", [5, "N"])
+def test_repeated_layers_merge_into_one_part(batch: int | str) -> None:
+    """40 layers of the same shape with other weights: the groups are cut at the same place in
+    every layer, the weights become arguments, the equal parts merge (far fewer functions than
+    groups remain), and the merged code computes what onnx.reference does, each layer with its
+    own weights."""
+    model = chain_model(batch, layers=40, width=32)
+    x = np.random.default_rng(3).standard_normal((5, 32)).astype(np.float32)
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    module = import_model(model)
+    lower_onnx_module(module, "linalg")
+    with module.context:
+        lower_to_vector(module)
+        stats = outline_functions(module, max_ops=8, dedupe=True)
+        assert module.operation.verify()
+    assert stats.parts >= 5 and stats.merged >= stats.parts // 2, stats
+    assert len(_parts(module)) == stats.parts - stats.merged
+    np.testing.assert_allclose(run(module, x), want, rtol=1e-4, atol=1e-5)
+
+
+def test_parts_with_other_structure_do_not_merge() -> None:
+    """Layers of two widths alternate: a part of one width never stands in for the other."""
+    rng = np.random.default_rng(4)
+    nodes, inits, x = [], [], "x"
+    for i in range(24):
+        n_in, n_out = (16, 24) if i % 2 == 0 else (24, 16)
+        inits.append(numpy_helper.from_array((rng.standard_normal((n_in, n_out)) / 4).astype(np.float32), f"w{i}"))
+        nodes += [helper.make_node("MatMul", [x, f"w{i}"], [f"m{i}"]), helper.make_node("Tanh", [f"m{i}"], [f"t{i}"])]
+        x = f"t{i}"
+    graph = helper.make_graph(
+        nodes, "alt",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 16])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [3, 16])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    xv = rng.standard_normal((3, 16)).astype(np.float32)
+    (want,) = ReferenceEvaluator(model).run(None, {"x": xv})
+    module = import_model(model)
+    lower_onnx_module(module, "linalg")
+    with module.context:
+        lower_to_vector(module)
+        stats = outline_functions(module, max_ops=4, dedupe=True)
+    assert stats.merged > 0
+    np.testing.assert_allclose(run(module, xv), want, rtol=1e-4, atol=1e-5)
+
+
+def test_shared_fill_is_unshared() -> None:
+    """One zero fill read as the accumulator of two matmuls becomes one fill per matmul (each
+    accumulates in place into its own instead of a copy of a shared one)."""
+    src = """
+    func.func @f(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+      %z = arith.constant 0.0 : f32
+      %e = tensor.empty() : tensor<4x4xf32>
+      %f = linalg.fill ins(%z : f32) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
+      %m1 = linalg.matmul ins(%a, %b : tensor<4x4xf32>, tensor<4x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+      %m2 = linalg.matmul ins(%b, %a : tensor<4x4xf32>, tensor<4x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
+      return %m1, %m2 : tensor<4x4xf32>, tensor<4x4xf32>
+    }"""
+    with ir.Context():
+        module = ir.Module.parse(src)
+        fn = module.body.operations[0].operation
+        assert unshare_generators(fn) == 1
+        assert module.operation.verify()
+        body = fn.regions[0].blocks[0]
+        fills = [op.operation for op in body.operations if op.operation.name == "linalg.fill"]
+        assert len(fills) == 2
+        matmuls = [op.operation for op in body.operations if op.operation.name == "linalg.matmul"]
+        assert {m.operands[2].owner for m in matmuls} == set(fills)
+        # A fill that reads a function argument is data, not a generator: left shared.
+        module = ir.Module.parse(src.replace("%z = arith.constant 0.0 : f32", "%z = tensor.extract %a[%c0, %c0] : tensor<4x4xf32>").replace("func.func @f(", "func.func @g(").replace("{\n      %z", "{\n      %c0 = arith.constant 0 : index\n      %z"))
+        assert unshare_generators(module.body.operations[0].operation) == 0
