@@ -393,6 +393,33 @@ def test_contradicted_shape_assumption_leaves_before_unsafe_code(tmp_path: Path)
     assert r.returncode == 0 and "done" in r.stdout, (r.returncode, r.stderr[-2000:])
 
 
+def _aot_entry_returns_the_status(lib_path: Path, d: np.ndarray) -> None:
+    """The library's C entry `int64_t onnxc_run(void **descs)` returns the failed check's id (0 when
+    none), `onnxc_status()` has its values, `onnxc_runtime_checks` describes it: a C caller needs
+    no Python to see the error."""
+    import ctypes
+    import json
+
+    from onnxc.targets.cpu.abi import _descriptor_for, _descriptor_type
+
+    lib = ctypes.CDLL(str(lib_path))
+    lib.onnxc_run.restype = ctypes.c_int64
+    lib.onnxc_status.restype = ctypes.POINTER(ctypes.c_int64)
+    lib.onnxc_free.argtypes = [ctypes.c_void_p]
+    checks = json.loads(ctypes.string_at(ctypes.cast(lib.onnxc_runtime_checks, ctypes.c_void_p).value).decode())
+    for idx, want in ((np.array([4, 0]), 1), (np.array([1, -4]), 0)):
+        res, dd, di = _descriptor_type(2)(), _descriptor_for(d), _descriptor_for(idx)
+        descs = (ctypes.c_void_p * 3)(*[ctypes.addressof(x) for x in (res, dd, di)])
+        assert lib.onnxc_run(descs) == want
+        status = lib.onnxc_status()
+        if want:
+            assert checks[want - 1]["op"] == "Gather" and checks[want - 1]["node"] == "n1" and status[1] == 4
+            assert status[15] == 1  # the code left early: the result descriptor is not valid
+        else:
+            assert status[0] == 0 and status[15] == 0
+            lib.onnxc_free(res.allocated)
+
+
 def test_run_time_checks_with_threads_and_aot(tmp_path: Path) -> None:
     """threads=2 code (OpenMP) and an AOT library report the same run-time errors, and reset."""
     from onnxc.compiler import lower
@@ -402,6 +429,7 @@ def test_run_time_checks_with_threads_and_aot(tmp_path: Path) -> None:
     want = ReferenceEvaluator(m).run(None, feeds)[0]
     aot = tmp_path / "g.so"
     compile_aot(lower(m, "linalg"), aot)
+    _aot_entry_returns_the_status(aot, feeds["d"])
     for f in (onnxc.compile(m, threads=2), load_library(aot)):  # both take (d, i) positionally
         for _ in range(2):
             with pytest.raises(RuntimeCheckError, match=r"Gather node 'n1': index 4 is out of range"):
