@@ -296,7 +296,7 @@ def _copy_fields(src: Any, dst: Any, skip: str) -> None:
     for field, value in src.ListFields():
         if field.name == skip:
             continue
-        if field.label == field.LABEL_REPEATED:
+        if field.is_repeated:
             getattr(dst, field.name).extend(value)
         elif field.message_type is not None:
             getattr(dst, field.name).CopyFrom(value)
@@ -456,13 +456,14 @@ class ModelImporter:
     def _infer_shapes(self, model: onnx.ModelProto) -> onnx.ModelProto:
         if not self.config.run_shape_inference:
             return model
+        # Outside the `try`: a failure here is onnxc's bug, not inference declining a model.
+        skeleton, weights = _without_weight_data(model)
+        if skeleton.ByteSize() > self.config.shape_inference_size_limit:  # what inference is given
+            return model
         try:
             # Declared static dims that follow a dynamic input dim give way to it (issue 11).
             from onnxc.importers.validate import drop_known_inference_errors, loosen_declared_dims
 
-            skeleton, weights = _without_weight_data(model)
-            if skeleton.ByteSize() > self.config.shape_inference_size_limit:  # what inference is given
-                return model
             skeleton = loosen_declared_dims(skeleton)
             inferred = onnx.shape_inference.infer_shapes(skeleton, check_type=False, strict_mode=False, data_prop=True)
             if weights:  # the weights' data back in place of their stubs
