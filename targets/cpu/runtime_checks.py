@@ -49,9 +49,10 @@ from onnxc.transforms.lowering.runtime_checks import (
     CHECK_MARKER,
     STATUS_WORDS,
     check_table,
+    describe,
     ensure_status_global,
     record_failure,
-    register_check,
+    set_check_table,
     status_memref_type,
 )
 
@@ -167,11 +168,12 @@ def _split_after(test: ir.Operation, leave: ir.Value, fn: ir.Operation, before_e
         cf.CondBranchOp(leave, [], [], fail, cont)
 
 
-def _alloc_check(op: ir.Operation, module: ir.Module, fn: ir.Operation, ids: dict[tuple[str, str], int], can_return: bool) -> None:
+def _alloc_check(op: ir.Operation, table: list[dict[str, Any] | None], fn: ir.Operation, ids: dict[tuple[str, str], int], can_return: bool) -> None:
     node, kind = location_label(op.location)
     key = (node, kind)
-    if key not in ids:
-        ids[key] = register_check(module.operation, node, kind, "could not allocate {bytes} bytes (out of memory)", [("bytes", 1)])
+    if key not in ids:  # one description per node: a table entry per buffer would only repeat it
+        table.append(describe(node, kind, "could not allocate {bytes} bytes (out of memory)", [("bytes", 1)]))
+        ids[key] = len(table)
     check_id = ids[key]
     mt = ir.MemRefType(op.results[0].type)
     with ir.InsertionPoint.after(op), op.location:
@@ -234,6 +236,8 @@ def prepare_failure_exits(module: ir.Module) -> int:
                     _split_after(guard, guard.operands[0], fn)
                 exits += 1
         module.operation.attributes[ALLOC_MARKER] = ir.UnitAttr.get()
+        # The guards' descriptions, before convert-scf-to-cf dissolves the guards.
+        set_check_table(module.operation, check_table(module.operation))
     return exits
 
 
@@ -243,6 +247,7 @@ def insert_failure_exits(module: ir.Module) -> None:
         ensure_status_global(module.operation)
         defined = {_name(f) for f in _functions(module) if _defined(f)}
         marked = ALLOC_MARKER in module.operation.attributes  # else: test every allocation
+        table = check_table(module.operation)
         ids: dict[tuple[str, str], int] = {}
         for fn in _functions(module):
             if not _defined(fn) or _name(fn) == STATUS_FUNCTION:
@@ -262,12 +267,13 @@ def insert_failure_exits(module: ir.Module) -> None:
 
             fn.walk(visit)
             for op in allocs:
-                _alloc_check(op, module, fn, ids, not coroutine)
+                _alloc_check(op, table, fn, ids, not coroutine)
             for op in calls:
                 _call_check(op, fn, not coroutine)
         # The check table travels inside the code too (a NUL-terminated JSON string), so a
         # library (AOT, or the compile cache's) can name the failing node without MLIR.
-        text = json.dumps(check_table(module.operation), separators=(",", ":")).encode() + b"\0"
+        set_check_table(module.operation, table)
+        text = json.dumps(table, separators=(",", ":")).encode() + b"\0"
         i8 = ir.IntegerType.get_signless(8)
         table_type = ir.RankedTensorType.get([len(text)], i8)
         with ir.InsertionPoint(module.body):
@@ -285,8 +291,10 @@ def insert_failure_exits(module: ir.Module) -> None:
 # --- the caller's side ----------------------------------------------------------------------------
 
 
-def format_failure(check: dict[str, Any], values: Sequence[int]) -> str:
+def format_failure(check: dict[str, Any] | None, values: Sequence[int]) -> str:
     """The sentence of a failed check: `Reshape node 'r1': the run-time target shape (2, 7) ...`."""
+    if check is None:  # its description went with a guard folded away (a statically false check)
+        return "a run-time check of the model failed (run-time check)"
     named: dict[str, object] = {}
     at = 0
     for name, count in check.get("fields", []):  # count n: a number (n = 1); -n: a tuple of n
@@ -309,7 +317,7 @@ class StatusChannel:
     address: the status' address (from `onnxc_status_words`); checks: the module's check table
     (`onnxc.transforms.lowering.runtime_checks.check_table`, or an AOT library's metadata)."""
 
-    def __init__(self, address: int, checks: Sequence[dict[str, Any]]) -> None:
+    def __init__(self, address: int, checks: Sequence[dict[str, Any] | None]) -> None:
         self._words = (ctypes.c_int64 * STATUS_WORDS).from_address(address)
         self.checks = list(checks)
         self.lock = threading.Lock()
@@ -346,11 +354,6 @@ class StatusChannel:
         if not 1 <= check_id <= len(self.checks):
             raise RuntimeCheckError("the compiled code left early without naming a check (run-time check)")
         raise RuntimeCheckError(format_failure(self.checks[check_id - 1], values))
-
-
-def checks_json(module: ir.Module) -> list[dict[str, Any]]:
-    """The check table of a (lowered) module, JSON-ready (AOT metadata)."""
-    return [dict(c) for c in check_table(module.operation)]
 
 
 def status_address_from_engine(engine: Any) -> int:

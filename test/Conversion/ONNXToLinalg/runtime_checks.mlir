@@ -1,9 +1,9 @@
 // RUN: onnx-opt %s --split-input-file -p convert-onnx-to-linalg | filecheck %s
 // Run-time checks (transforms/lowering/runtime_checks.py): Gather indices are range-checked by a
 // min and a max reduction before the gather; a failure is recorded in @__onnxc_status by an
-// scf.if marked onnxc.runtime_check, and the check's description goes into the module attribute.
+// scf.if whose onnxc.runtime_check attribute describes the check (its id is the module's count).
 
-// CHECK: onnxc.runtime_checks = [{{.*}}index {index} is out of range for axis 1
+// CHECK: onnxc.runtime_checks_count = 1
 // CHECK: memref.global "private" @__onnxc_status : memref<16xi64> = dense<0>
 // CHECK-LABEL: func.func @gather
 // CHECK: linalg.generic {{.*}}iterator_types = ["reduction"]
@@ -13,7 +13,7 @@
 // CHECK: scf.if
 // CHECK: memref.get_global @__onnxc_status : memref<16xi64>
 // CHECK: memref.store
-// CHECK: } {onnxc.runtime_check}
+// CHECK: } {onnxc.runtime_check = "{\22id\22: 1, {{.*}}index {index} is out of range for axis 1 of the data's shape {shape}
 // CHECK: linalg.generic
 // CHECK: tensor.extract
 func.func @gather(%d: tensor<3x4xf32>, %i: tensor<2xi64>) -> tensor<3x2xf32> {
@@ -25,12 +25,13 @@ func.func @gather(%d: tensor<3x4xf32>, %i: tensor<2xi64>) -> tensor<3x2xf32> {
 
 // A declared static result whose dims the lowering knows only at run time (a Reshape target fed
 // as an input): each such dim is compared with the declared size before the tensor.cast.
-// CHECK: onnxc.runtime_checks = [{{.*}}the run-time target shape {target} has {count} elements{{.*}}result 0 has the run-time shape {shape}, the model declares (2, 3)
+// CHECK: onnxc.runtime_checks_count = 2
 // CHECK-LABEL: func.func @reshape
+// CHECK: } {onnxc.runtime_check = "{\22id\22: 1, {{.*}}the run-time target shape {target} has {count} elements
 // CHECK: tensor.reshape
 // CHECK: arith.cmpi eq
 // CHECK: scf.if
-// CHECK: } {onnxc.runtime_check}
+// CHECK: } {onnxc.runtime_check = "{\22id\22: 2, {{.*}}result 0 has the run-time shape {shape}, the model declares (2, 3)
 // CHECK: tensor.cast %{{.+}} : tensor<?x?xf32> to tensor<2x3xf32>
 func.func @reshape(%a: tensor<3x2xf32>, %s: tensor<2xi64>) -> tensor<2x3xf32> {
   %0 = "onnx.reshape"(%a, %s) : (tensor<3x2xf32>, tensor<2xi64>) -> tensor<2x3xf32>
