@@ -5,6 +5,8 @@ refused (ops that would read handles as numbers, AOT libraries)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -628,7 +630,7 @@ def test_compile_cache_does_not_store_string_models(tmp_path: object) -> None:
     model compiled the same way is, so the refusal is the string runtime's)."""
     from onnxc.targets.cpu.cache import ModelCache
 
-    cache = ModelCache(__import__("pathlib").Path(str(tmp_path)))
+    cache = ModelCache(Path(str(tmp_path)))
     strings = onnxc.compile(_concat_model())
     assert strings.function.uses_string_runtime
     assert cache.store("strings", strings.function) is None
