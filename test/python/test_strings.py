@@ -606,7 +606,7 @@ def test_invalid_inputs() -> None:
     assert _arena_count() == 0
 
 
-def test_aot_library_runs_strings(tmp_path: object) -> None:
+def test_aot_library_runs_strings(tmp_path: Path) -> None:
     """An AOT library compiles the string runtime in and converts strings like the JIT."""
     from onnxc.compiler import lower
     from onnxc.targets.cpu.aot import compile_aot, load_library
@@ -616,7 +616,7 @@ def test_aot_library_runs_strings(tmp_path: object) -> None:
         [("a", S, [2]), ("b", S, [])],
         [("y", S, None), ("n", T.INT64, [2])],
     )
-    path = compile_aot(lower(model, stage="linalg"), str(tmp_path) + "/m.so")  # type: ignore[operator]
+    path = compile_aot(lower(model, stage="linalg"), str(tmp_path / "m.so"))
     f = load_library(path)
     feeds = {"a": _strs("x,yé", "z"), "b": _strs("!", shape=())}
     for got, want in zip(f(feeds["a"], feeds["b"]), ReferenceEvaluator(model).run(None, feeds)):
@@ -625,12 +625,12 @@ def test_aot_library_runs_strings(tmp_path: object) -> None:
         f(_strs("a\0", "b"), feeds["b"])
 
 
-def test_compile_cache_does_not_store_string_models(tmp_path: object) -> None:
+def test_compile_cache_does_not_store_string_models(tmp_path: Path) -> None:
     """The cache's libraries carry no string runtime: a string model is not stored (a numeric
     model compiled the same way is, so the refusal is the string runtime's)."""
     from onnxc.targets.cpu.cache import ModelCache
 
-    cache = ModelCache(Path(str(tmp_path)))
+    cache = ModelCache(tmp_path)
     strings = onnxc.compile(_concat_model())
     assert strings.function.uses_string_runtime
     assert cache.store("strings", strings.function) is None
