@@ -538,6 +538,49 @@ def _insert_slices_to_copies(module: ir.Module) -> int:
     return count
 
 
+def _one_use_per_empty(module: ir.Module) -> int:
+    """Clone every `tensor.empty` with several uses (CSE merges equal ones) so that each use has
+    its own: two Concats (insert_slice chains) into one shared empty tensor made bufferization
+    copy one chain's partial result through a strided view on the host, which the host side of
+    a GPU program does not run. An empty tensor has no contents, so nothing changes but that."""
+    count = 0
+    for op in collect(module.operation, lambda op: op.name == "tensor.empty"):
+        for use in list(op.results[0].uses)[1:]:
+            clone = op.clone(ir.InsertionPoint(op))
+            use.owner.operands[use.operand_number] = clone.results[0]
+            count += 1
+    return count
+
+
+def _copy_host_slices(module: ir.Module) -> int:
+    """Give each static `tensor.extract_slice` used by something other than a linalg op (a
+    function result, a reshape) a `linalg.copy` into a fresh tensor, used there instead.
+
+    Why: such a slice bufferizes to a strided subview that the host must copy (a returned Split
+    output becomes `memref.copy` into an identity-layout result) or reshape, and the host side
+    of a GPU program runs no copies (`host.py` refuses them). The copy is a root op like any
+    other: one copy kernel. Linalg consumers read the subview directly and need no copy."""
+    from mlir.dialects import linalg, tensor
+
+    found = collect(module.operation, lambda op: op.name == "tensor.extract_slice" and op.parent.name == "func.func")
+    count = 0
+    for op in found:
+        view = op.opview
+        if len(view.offsets) or len(view.sizes) or len(view.strides):
+            continue  # dynamic slices: refused on the host side with the op named
+        uses = [u for u in op.results[0].uses if not u.owner.name.startswith("linalg.")]
+        if not uses:
+            continue
+        t = ir.RankedTensorType(op.results[0].type)
+        with ir.InsertionPoint.after(op), op.location:
+            empty = tensor.EmptyOp(t.shape, t.element_type).result
+            copied = linalg.copy(op.results[0], outs=[empty])
+        for use in uses:
+            use.owner.operands[use.operand_number] = copied
+        count += 1
+    return count
+
+
 def _build_tree_reduction(tiled: ir.Value, fused_fills: list[ir.Value], plan: KernelPlan) -> None:
     """Inside one workgroup: `tile_reduction_using_forall` splits the reduced loop over
     `plan.tree_threads` threads (thread x), each writing one partial result; the partials' fill
@@ -1057,7 +1100,9 @@ def map_to_gpu(module: ir.Module, device: GpuDevice, mma_types: frozenset[str] =
             raise GpuMappingError("the input module does not verify")
         strip_runtime_checks(module.operation)  # no status channel on the GPU host (runtime_checks.py)
         run_pipeline(module, PRE_PIPELINE, "elementwise fusion")
+        _one_use_per_empty(module)
         _insert_slices_to_copies(module)
+        _copy_host_slices(module)
         try:
             _tile_to_blocks_and_threads(module, device, frozenset(mma_types))
             run_pipeline(module, "builtin.module(canonicalize,cse)", "cleanup")

@@ -1,18 +1,18 @@
-"""A slice of the ONNX backend node tests on the Vulkan target (lavapipe in CI).
+"""The ONNX backend node tests on the Vulkan target (lavapipe in CI): every float32 case.
 
-What: the node test cases (built in memory by onnx, as `test_backend.py` runs them on the CPU)
-of the op families the GPU mapping covers: elementwise math and activations, MatMul/Gemm,
-ReduceSum/Mean/Max/Min, Softmax/LogSoftmax, Transpose, Concat, Conv, norms and a few shape ops,
-each compiled with `onnxc.compile(model, target="vulkan")` and compared with the case's expected
-outputs at the case's own tolerances (the backend suite's rtol/atol). Only cases whose inputs
-and outputs are float32 (with i64/i32 index tensors beside them) are taken, and no
-`_expanded` variants (they repeat the same kernels and would double the time).
+What: every node test case (built in memory by onnx, as `test_backend.py` runs them on the CPU)
+whose inputs and outputs are float32 (with i64 index tensors beside them where they are data:
+Gather's indices, ArgMax/ArgMin's results), no `_expanded` variants (they repeat the same
+kernels and would double the time), each compiled with `onnxc.compile(model, target="vulkan")`
+and compared with the case's expected outputs at the case's own tolerances (the backend suite's
+rtol/atol).
 
-`XFAILS` are strict: a case listed there that passes fails the test, so the list cannot go stale.
-A case whose model does not lower to linalg (the target-independent stage, shared with the CPU
-target and covered by test_backend.py) is skipped with that error as its reason; it is not a GPU
-failure. Pooling and InstanceNormalization are left out of the slice: their lowering currently
-aborts the process on some cases (an MLIR assertion in the ONNX->linalg stage, on the CPU too).
+`XFAILS` are strict, grouped by reason: a listed case that passes fails the test, so the list
+cannot go stale. Nearly all are refusals (an `OnnxcError` naming the node before any kernel
+runs), never a wrong answer, except Bernoulli, whose expected values are one particular random
+draw. A case whose model does not lower to linalg (the target-independent stage, shared with the
+CPU target and covered by test_backend.py) is skipped with that error as its reason; it is not a
+GPU failure.
 """
 
 from __future__ import annotations
@@ -23,21 +23,130 @@ import numpy as np
 import onnx
 import pytest
 
-PREFIXES = (
-    "test_abs", "test_add", "test_sub", "test_mul", "test_div", "test_neg", "test_exp", "test_log", "test_sqrt",
-    "test_reciprocal", "test_pow", "test_max_", "test_min_", "test_relu", "test_sigmoid", "test_tanh", "test_leakyrelu",
-    "test_elu", "test_selu", "test_celu", "test_softplus", "test_softsign", "test_hardsigmoid", "test_hardswish", "test_mish",
-    "test_prelu", "test_thresholdedrelu", "test_shrink", "test_clip", "test_erf", "test_gelu", "test_cos", "test_sin",
-    "test_floor", "test_ceil", "test_sign", "test_mean", "test_sum_",
-    "test_matmul_", "test_gemm_",
-    "test_reduce_sum_", "test_reduce_mean_", "test_reduce_max_", "test_reduce_min_",
-    "test_softmax_", "test_logsoftmax_", "test_hardmax", "test_argmax_", "test_argmin_", "test_gather_",
-    "test_layer_normalization", "test_batchnorm",
-    "test_transpose_", "test_concat_", "test_flatten", "test_conv_",
+_STRIDED = (
+    "bufferization leaves a copy of a strided view on the host (a Concat result that is both a "
+    "graph output and read again: past/present key-value caches; a 3-D pooled window), which the "
+    "host side of a GPU program does not run"
+)
+_LOOP = (
+    "a tensor carried through an scf.for (RNN/GRU/LSTM directions, Scan, Det, linear attention) "
+    "does not bufferize in place inside the GPU mapping (one-shot bufferize: the yielded value "
+    "is not equivalent to its iter_arg)"
+)
+_DYNAMIC = "Resize/Upsample with scales: the output shape is computed at run time, and the GPU targets refuse dynamic shapes"
+_F64 = "computes in f64 (DFT; TreeEnsemble's set membership constants): the Vulkan target has no f64 (shaderFloat64 is not requested)"
+_INDEX = "OneHot passes an index-typed buffer to its kernel, not a Vulkan storage-buffer element type"
+_BOOL = "a bool (i1) buffer between kernels: Vulkan storage buffers of i1 need features not requested"
+_HOSTLOAD = "Range reads its element count from a tensor on the host, which a GPU program does not do"
+_RANDOM = (
+    "random draw: the expected values are one draw of numpy's generator, which no compiled code "
+    "reproduces; the CPU target is checked by the draw's distribution instead (test_property_checks)"
 )
 
+
+def _xfail(reason: str, *names: str) -> list[tuple[str, str]]:
+    return [(n, reason) for n in names]
+
+
 #: Strict expected failures on the Vulkan target, with the reason.
-XFAILS: dict[str, str] = {}
+XFAILS: dict[str, str] = dict(
+    [
+        *_xfail(_STRIDED,
+            "test_attention_3d_diff_heads_with_past_and_present",
+            "test_attention_3d_gqa_with_past_and_present",
+            "test_attention_3d_with_past_and_present",
+            "test_attention_3d_with_past_and_present_qk_matmul",
+            "test_attention_3d_with_past_and_present_qk_matmul_bias",
+            "test_attention_3d_with_past_and_present_qk_matmul_softcap",
+            "test_attention_3d_with_past_and_present_qk_matmul_softmax",
+            "test_attention_4d_causal_with_past_and_present",
+            "test_attention_4d_diff_heads_with_past_and_present",
+            "test_attention_4d_diff_heads_with_past_and_present_mask3d",
+            "test_attention_4d_diff_heads_with_past_and_present_mask4d",
+            "test_attention_4d_gqa_with_past_and_present",
+            "test_attention_4d_with_past_and_present",
+            "test_attention_4d_with_past_and_present_qk_matmul",
+            "test_attention_4d_with_past_and_present_qk_matmul_bias",
+            "test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask",
+            "test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask_causal",
+            "test_attention_4d_with_past_and_present_qk_matmul_bias_4d_mask",
+            "test_attention_4d_with_past_and_present_qk_matmul_bias_4d_mask_causal",
+            "test_attention_local_window_with_past",
+            "test_averagepool_3d_dilations_large_count_include_pad_is_0_ceil_mode_is_True",
+            "test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True",
+        ),
+        *_xfail(_LOOP,
+            "test_det_2d",
+            "test_det_nd",
+            "test_gru_bidirectional",
+            "test_gru_reverse",
+            "test_gru_seq_length",
+            "test_linear_attention_delta",
+            "test_linear_attention_explicit_scale",
+            "test_linear_attention_gated",
+            "test_linear_attention_gated_delta",
+            "test_linear_attention_gated_delta_beta_scalar",
+            "test_linear_attention_gated_delta_gqa",
+            "test_linear_attention_gated_delta_mqa",
+            "test_linear_attention_gated_per_head_decay",
+            "test_linear_attention_linear",
+            "test_linear_attention_no_past_explicit_zeros",
+            "test_linear_attention_prefill_with_past",
+            "test_lstm_bidirectional",
+            "test_lstm_reverse",
+            "test_rnn_seq_length",
+            "test_scan9_multi_state",
+            "test_scan9_scalar",
+            "test_scan9_sum",
+            "test_scan_sum",
+            "test_simple_rnn_bidirectional",
+            "test_simple_rnn_reverse",
+        ),
+        *_xfail(_DYNAMIC,
+            "test_resize_downsample_scales_cubic",
+            "test_resize_downsample_scales_cubic_A_n0p5_exclude_outside",
+            "test_resize_downsample_scales_cubic_align_corners",
+            "test_resize_downsample_scales_cubic_antialias",
+            "test_resize_downsample_scales_linear",
+            "test_resize_downsample_scales_linear_align_corners",
+            "test_resize_downsample_scales_linear_antialias",
+            "test_resize_downsample_scales_linear_half_pixel_symmetric",
+            "test_resize_downsample_scales_nearest",
+            "test_resize_upsample_scales_cubic",
+            "test_resize_upsample_scales_cubic_A_n0p5_exclude_outside",
+            "test_resize_upsample_scales_cubic_align_corners",
+            "test_resize_upsample_scales_cubic_asymmetric",
+            "test_resize_upsample_scales_linear",
+            "test_resize_upsample_scales_linear_align_corners",
+            "test_resize_upsample_scales_linear_half_pixel_symmetric",
+            "test_resize_upsample_scales_nearest",
+            "test_resize_upsample_scales_nearest_axes_2_3",
+            "test_resize_upsample_scales_nearest_axes_3_2",
+            "test_upsample_nearest",
+        ),
+        *_xfail(_F64,
+            "test_ai_onnx_ml_tree_ensemble_set_membership",
+            "test_dft_axis_opset19",
+            "test_dft_inverse_opset19",
+            "test_dft_irfft_opset19",
+            "test_dft_opset19",
+            "test_dft_rfft_opset19",
+        ),
+        *_xfail(_INDEX,
+            "test_onehot_with_axis",
+            "test_onehot_with_negative_axis",
+        ),
+        *_xfail(_BOOL,
+            "test_flexattention_causal_mask",
+        ),
+        *_xfail(_HOSTLOAD,
+            "test_range_float_type_positive_delta",
+        ),
+        *_xfail(_RANDOM,
+            "test_bernoulli_seed",
+        ),
+    ]
+)
 
 
 def _f32_only(case_name: str, model: onnx.ModelProto) -> bool:
@@ -57,7 +166,7 @@ def _cases() -> list:
         warnings.simplefilter("ignore")  # the case builders divide by zero on purpose
         cases = node.collect_testcases(None)
     return sorted(
-        (c for c in cases if c.name.startswith(PREFIXES) and "_expanded" not in c.name and _f32_only(c.name, c.model)),
+        (c for c in cases if "_expanded" not in c.name and _f32_only(c.name, c.model)),
         key=lambda c: c.name,
     )
 

@@ -137,8 +137,27 @@ func.func @mm_even(%a: tensor<32x48xf32>, %b: tensor<48x64xf32>) -> tensor<32x64
 # CHECK-SAME: outs(%[[ACC]] : memref<2x2xf32>)
 # CHECK: linalg.copy {{.*}}ins(%[[ACC]] : memref<2x2xf32>)
 
+SPLIT = """
+func.func @split(%a: tensor<2x6xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {
+  %l = tensor.extract_slice %a[0, 0] [2, 3] [1, 1] : tensor<2x6xf32> to tensor<2x3xf32>
+  %r = tensor.extract_slice %a[0, 3] [2, 3] [1, 1] : tensor<2x6xf32> to tensor<2x3xf32>
+  return %l, %r : tensor<2x3xf32>, tensor<2x3xf32>
+}
+"""
+
+# CHECK-LABEL: func.func @split
+# Returned slices (a Split) are copied by kernels reading strided subviews of the input: the
+# host does no memref.copy (it would have to copy a strided view into each result).
+# CHECK-NOT: memref.copy
+# CHECK: %[[L:.*]] = memref.subview %arg0[0, 0] [2, 3] [1, 1] : memref<2x6xf32> to memref<2x3xf32, strided<[6, 1]>>
+# CHECK: gpu.launch_func @split_kernel::@split_kernel {{.*}} args(%[[L]] : memref<2x3xf32, strided<[6, 1]>>
+# CHECK: %[[R:.*]] = memref.subview %arg0[0, 3] [2, 3] [1, 1] : memref<2x6xf32> to memref<2x3xf32, strided<[6, 1], offset: 3>>
+# CHECK: gpu.launch_func @split_kernel_0::@split_kernel {{.*}} args(%[[R]] : memref<2x3xf32, strided<[6, 1], offset: 3>>
+# CHECK-NOT: memref.copy
+# CHECK: return
+
 with ir.Context():
-    for src in (ELEMENTWISE, MATMUL, PAD, ROWSUM, MM_EVEN):
+    for src in (ELEMENTWISE, MATMUL, PAD, ROWSUM, MM_EVEN, SPLIT):
         m = ir.Module.parse(src)
         map_to_gpu(m, device_for("vulkan"))
         print(m)
