@@ -393,6 +393,39 @@ def test_contradicted_shape_assumption_leaves_before_unsafe_code(tmp_path: Path)
     assert r.returncode == 0 and "done" in r.stdout, (r.returncode, r.stderr[-2000:])
 
 
+def test_range_delta_zero_and_negative_reshape_dims(tmp_path: Path) -> None:
+    """Range with a run-time delta of 0 divided by it (SIGFPE killed the process), a constant one
+    raised ZeroDivisionError while compiling; a Reshape target [-2, -3] (product 6, like the
+    input's) gave numpy a negative size. Now: a compile-time refusal, run-time errors. In a child."""
+    r = h.make_node("Range", ["a", "b", "c"], ["y"], name="rg")
+    ints = [h.make_tensor_value_info(n, T.INT64, []) for n in "abc"]
+    g = h.make_graph([r], "g", ints, [h.make_tensor_value_info("y", T.INT64, None)])
+    path = tmp_path / "range.onnx"
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]), str(path))
+    code = textwrap.dedent(
+        f"""
+        import numpy as np, onnxc
+        from onnxc.targets.cpu.runtime_checks import RuntimeCheckError
+        c = onnxc.compile({str(path)!r})
+        try:
+            c(np.array(0), np.array(4), np.array(0))
+        except RuntimeCheckError as exc:
+            print("refused:", exc)
+        print(c(np.array(0), np.array(4), np.array(2))[0].tolist())
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and "Range node 'rg': the run-time delta is 0" in out.stdout and "[0, 2]" in out.stdout, (out.returncode, out.stderr[-2000:])
+    consts = [h.make_node("Constant", [], [n], value=h.make_tensor(n, T.INT64, [], [v])) for n, v in zip("abc", (0, 4, 0))]
+    with pytest.raises(OnnxcError, match="delta is 0"):
+        onnxc.compile(h.make_model(h.make_graph(consts + [r], "g", [], [h.make_tensor_value_info("y", T.INT64, None)]), opset_imports=[h.make_opsetid("", 18)]))
+    g = h.make_graph([h.make_node("Reshape", ["a", "s"], ["y"], name="r1")], "g", [_f("a", [2, 3]), h.make_tensor_value_info("s", T.INT64, [2])], [_f("y", None)])
+    c = onnxc.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]))
+    with pytest.raises(RuntimeCheckError, match=r"Reshape node 'r1': the run-time target shape \(-2, -3\) has a dim below -1"):
+        c(np.zeros((2, 3), np.float32), np.array([-2, -3]))
+    assert c(np.zeros((2, 3), np.float32), np.array([-1, 2]))[0].shape == (3, 2)
+
+
 def _aot_entry_returns_the_status(lib_path: Path, d: np.ndarray) -> None:
     """The library's C entry `int64_t onnxc_run(void **descs)` returns the failed check's id (0 when
     none), `onnxc_status()` has its values, `onnxc_runtime_checks` describes it: a C caller needs

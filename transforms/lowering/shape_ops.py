@@ -162,9 +162,17 @@ def lower_range(node: Node) -> list[ir.Value]:
     cs, cl, cd = node.const(0), node.const(1), node.const(2)
     fl = isinstance(elem, ir.FloatType)
     if cs is not None and cl is not None and cd is not None:
+        if float(cd) == 0:
+            raise node.fail("delta is 0: the range would be infinite")
         n: Dim = max(int(np.ceil((float(cl) - float(cs)) / float(cd))), 0)
     else:
         s, lim, d = (scalar_of(node.input(i)) for i in range(3))
+        # A run-time delta of 0 is invalid (an infinite range) and an integer division by it
+        # killed the process (SIGFPE): a run-time error, and the count divides by 1 instead.
+        zero = const_scalar(0, elem)
+        is_zero = arith.cmpf(arith.CmpFPredicate.OEQ, d, zero) if fl else arith.cmpi(arith.CmpIPredicate.eq, d, zero)
+        require(arith.xori(is_zero, const_scalar(True, ir.IntegerType.get_signless(1))), node.op, "the run-time delta is 0 (an infinite range)")
+        d = arith.select(is_zero, const_scalar(1, elem), d)
         if fl:
             f64 = ir.F64Type.get()
             w = (lambda v: arith.extf(f64, v) if elem != f64 else v)  # noqa: E731
@@ -253,6 +261,16 @@ def lower_reshape(node: Node) -> list[ir.Value]:
     valid = arith.cmpi(arith.CmpIPredicate.eq, count, dim_value(total))
     require(valid, node.op, "the run-time target shape {target} has {count} elements, the input {total}",
             [("target", vals), ("count", count), ("total", dim_value(total))])  # fmt: skip
+    # Dims below -1, or -1 twice, are invalid too (onnx.reference raises), and their product can
+    # still match the input's count ([-2, -3] for 6 elements): a negative size made numpy fail.
+    minus_ones = const_index(0)
+    signs_ok = const_scalar(True, ir.IntegerType.get_signless(1))
+    for v in vals:
+        minus_ones = arith.addi(minus_ones, arith.select(arith.cmpi(arith.CmpIPredicate.eq, v, neg1), one, zero))
+        signs_ok = arith.andi(signs_ok, arith.cmpi(arith.CmpIPredicate.sge, v, neg1))
+    signs_ok = arith.andi(signs_ok, arith.cmpi(arith.CmpIPredicate.sle, minus_ones, one))
+    require(signs_ok, node.op, "the run-time target shape {target} has a dim below -1 or more than one -1", [("target", vals)])
+    valid = arith.andi(valid, signs_ok)
     dims = [arith.select(valid, v, dim_value(total) if i == 0 else one) for i, v in enumerate(dims)]
     return [reshape(x, dims)]
 
