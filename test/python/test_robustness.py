@@ -453,6 +453,50 @@ def _aot_entry_returns_the_status(lib_path: Path, d: np.ndarray) -> None:
             lib.onnxc_free(res.allocated)
 
 
+def _i64(name: str, shape: list[int]) -> onnx.ValueInfoProto:
+    return h.make_tensor_value_info(name, T.INT64, shape)
+
+
+_ONES = np.ones((2, 3), np.float32)
+# case -> (node, inputs, output types, valid feeds, the input made invalid, its value, the error)
+_INVALID_SIZES = {
+    "ConstantOfShape": (h.make_node("ConstantOfShape", ["s"], ["y"], name="n"), [_i64("s", [2])], [T.FLOAT],
+                        {"s": np.array([2, 3])}, "s", np.array([-2, -3]), r"size computed from the run-time data is negative: \(-2, -3\)"),
+    "Tile": (h.make_node("Tile", ["x", "r"], ["y"], name="n"), [_f("x", [2, 3]), _i64("r", [2])], [T.FLOAT],
+             {"x": _ONES, "r": np.array([1, 2])}, "r", np.array([-1, 2]), r"size computed from the run-time data is negative: \(-2, 6\)"),
+    "Expand": (h.make_node("Expand", ["x", "s"], ["y"], name="n"), [_f("x", [1]), _i64("s", [2])], [T.FLOAT],
+               {"x": np.ones(1, np.float32), "s": np.array([2, 3])}, "s", np.array([-2, -3]), r"negative: \(-2, -3\)"),
+    "Pad": (h.make_node("Pad", ["x", "p"], ["y"], name="n"), [_f("x", [2, 3]), _i64("p", [4])], [T.FLOAT],
+            {"x": _ONES, "p": np.array([0, 1, 1, 0])}, "p", np.array([-5, 0, -5, 0]), r"negative: \(-8, 3\)"),
+    "TopK": (h.make_node("TopK", ["x", "k"], ["v", "i"], name="n"), [_f("x", [2, 3]), _i64("k", [1])], [T.FLOAT, T.INT64],
+             {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "k": np.array([2])}, "k", np.array([7]), r"the run-time k = 7 is out of range for axis 1 of size 3"),
+    "Split": (h.make_node("Split", ["x", "s"], ["a", "b"], name="n"), [_f("x", [6]), _i64("s", [2])], [T.FLOAT, T.FLOAT],
+              {"x": np.arange(6, dtype=np.float32), "s": np.array([2, 4])}, "s", np.array([5, 5]), r"the run-time split sizes \(5, 5\) do not add up to dim 0 of size 6"),
+    "Slice": (h.make_node("Slice", ["x", "b", "e", "a", "k"], ["y"], name="n"), [_f("x", [6])] + [_i64(n, [1]) for n in "beak"], [T.FLOAT],
+              {"x": np.arange(6, dtype=np.float32), "b": np.array([0]), "e": np.array([6]), "a": np.array([0]), "k": np.array([2])}, "k", np.array([0]), r"a run-time step is 0"),
+    "CumSum": (h.make_node("CumSum", ["x", "a"], ["y"], name="n"), [_f("x", [2, 3]), _i64("a", [])], [T.FLOAT],
+               {"x": _ONES, "a": np.array(1)}, "a", np.array(5), r"the run-time axis 5 is out of range for rank 2"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_INVALID_SIZES))
+def test_invalid_run_time_sizes_are_clear_errors(case: str) -> None:
+    """Sizes, k, split sizes, steps and axes fed at run time: invalid ones gave numpy a negative dim
+    (a raw ValueError), read past the input (TopK's k, Split's sizes), divided by zero (Slice's
+    step: SIGFPE; the division now takes 1 in its place) or picked another axis (CumSum); now a
+    RuntimeCheckError naming node and values. Valid feeds match onnx.reference, before and after."""
+    node, ins, out_types, feeds, name, bad, message = _INVALID_SIZES[case]
+    outs = [h.make_tensor_value_info(o, t, None) for o, t in zip(node.output, out_types)]
+    m = h.make_model(h.make_graph([node], "g", ins, outs), opset_imports=[h.make_opsetid("", 18)])
+    compiled = onnxc.compile(m)
+    want = ReferenceEvaluator(m).run(None, feeds)
+    for _ in range(2):
+        for got, w in zip(compiled(**feeds), want):
+            np.testing.assert_allclose(got, w, rtol=1e-6)
+        with pytest.raises(RuntimeCheckError, match=f"{case} node 'n': .*" + message):
+            compiled(**{**feeds, name: bad})
+
+
 def test_run_time_checks_with_threads_and_aot(tmp_path: Path) -> None:
     """threads=2 code (OpenMP) and an AOT library report the same run-time errors, and reset."""
     from onnxc.compiler import lower

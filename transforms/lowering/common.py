@@ -458,7 +458,11 @@ def dim_floordiv(a: Dim, b: Dim) -> Dim:
 
 
 def empty(shape: Sequence[Dim], elem: ir.Type) -> ir.Value:
-    """`tensor.empty` of a shape of Dims."""
+    """`tensor.empty` of a shape of Dims; a dynamic size computed from tensor data is checked to be
+    non-negative at run time (`runtime_checks.require_sizes`)."""
+    from onnxc.transforms.lowering.runtime_checks import require_sizes
+
+    require_sizes([d for d in shape if isinstance(d, ir.Value)])
     return tensor.empty(list(shape), elem)
 
 

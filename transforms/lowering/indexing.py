@@ -15,7 +15,7 @@ from collections.abc import Callable
 from mlir import ir
 from mlir.dialects import arith, scf, tensor
 
-from onnxc.transforms.lowering.runtime_checks import require_indices
+from onnxc.transforms.lowering.runtime_checks import require, require_indices
 from onnxc.transforms.lowering.common import (
     Dim,
     Node,
@@ -307,7 +307,11 @@ def lower_cumsum(node: Node) -> list[ir.Value]:
         return [_cumsum_axis(x, normalize_axis(c[0], r), excl, rev, prod)]
     av = node.input(1)
     ax = to_index(tensor.extract(av, [const_index(0)] * rank_of(av)), node.in_elem(1))
+    given = ax
     ax = arith.select(arith.cmpi(P.slt, ax, const_index(0)), arith.addi(ax, const_index(r)), ax)
+    # A run-time axis out of range is invalid (onnx.reference raises); it selected some axis.
+    inside = arith.andi(arith.cmpi(P.sge, ax, const_index(0)), arith.cmpi(P.slt, ax, const_index(r)))
+    require(inside, node.op, f"the run-time axis {{axis}} is out of range for rank {r}", [("axis", given)])
     t = x.type
     return [switch(ax, r, t, lambda i: _cumsum_axis(x, i, excl, rev, prod))]
 
@@ -546,6 +550,11 @@ def lower_topk(node: Node) -> list[ir.Value]:
     else:
         kv = node.input(1)
         k = to_index(tensor.extract(kv, [const_index(0)] * rank_of(kv)), node.in_elem(1))
+        # A run-time k outside [0, dim] is invalid (onnx.reference raises); a larger one read past
+        # the row.
+        kdim = dim_value(shape_of(x)[axis])
+        k_ok = arith.andi(arith.cmpi(P.sge, k, const_index(0)), arith.cmpi(P.sle, k, kdim))
+        require(k_ok, node.op, f"the run-time k = {{k}} is out of range for axis {axis} of size {{size}}", [("k", k), ("size", kdim)])
     largest = int(node.attr("largest", 1))
     onnx_elem = node.in_elem(0)
     elem = convert_element(onnx_elem)

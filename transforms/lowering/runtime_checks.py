@@ -53,6 +53,7 @@ __all__ = [
     "require",
     "require_declared_shape",
     "require_indices",
+    "require_sizes",
     "set_check_table",
     "status_memref_type",
     "strip_runtime_checks",
@@ -301,6 +302,36 @@ def _constant_in_range(indices: ir.Value, sizes: Sequence[ir.Value]) -> bool:
         return all(bool(((cols[:, j] >= -int(b)) & (cols[:, j] < int(b))).all()) for j, b in enumerate(bounds))  # type: ignore[arg-type]
     b = int(bounds[0])  # type: ignore[arg-type]
     return bool(((ind >= -b) & (ind < b)).all())
+
+
+def _reads_data(v: ir.Value, depth: int = 12) -> bool:
+    """Whether index `v` is computed from tensor *data* (a `tensor.extract`: a shape, repeats or
+    depth fed as an input) rather than from other tensors' dims alone, within `depth` defining ops."""
+    owner = v.owner
+    if depth == 0 or not isinstance(owner, (ir.Operation, ir.OpView)):
+        return False
+    op = owner.operation
+    if op.name in ("tensor.extract", "memref.load"):
+        return True
+    if op.name in ("tensor.dim", "arith.constant") or len(op.regions):
+        return False
+    return any(_reads_data(o, depth - 1) for o in op.operands)
+
+
+def require_sizes(sizes: Sequence[ir.Value]) -> None:
+    """A run-time error for a negative size computed from tensor data (a ConstantOfShape shape, Tile
+    repeats, an Expand target, OneHot's depth fed as inputs): it reached numpy as a negative
+    dim, or two negative dims made a positive size. Sizes computed from dims alone are skipped."""
+    data = [v for v in sizes if isinstance(v.type, ir.IndexType) and _reads_data(v)]
+    if not data:
+        return
+    zero = arith.constant(ir.IndexType.get(), 0)
+    ok: ir.Value | None = None
+    for v in data:
+        nonneg = arith.cmpi(arith.CmpIPredicate.sge, v, zero)
+        ok = nonneg if ok is None else arith.andi(ok, nonneg)
+    assert ok is not None
+    require(ok, None, "a size computed from the run-time data is negative: {sizes}", [("sizes", data)])
 
 
 def strip_runtime_checks(module: ir.Operation) -> int:

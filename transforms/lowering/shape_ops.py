@@ -532,6 +532,16 @@ def lower_split(node: Node) -> list[ir.Value]:
         given = node.attr("split")
     d = dim(x, axis)
     if runtime is not None:
+        # Run-time split sizes must be non-negative and add up to the dim: others sliced past the
+        # input (onnx.reference answers by numpy's clipping; the spec calls them invalid).
+        total = const_index(0)
+        ok = const_scalar(True, ir.IntegerType.get_signless(1))
+        for v in runtime:
+            total = arith.addi(total, v)  # type: ignore[arg-type]
+            ok = arith.andi(ok, arith.cmpi(arith.CmpIPredicate.sge, v, const_index(0)))  # type: ignore[arg-type]
+        ok = arith.andi(ok, arith.cmpi(arith.CmpIPredicate.eq, total, dim_value(d)))
+        require(ok, node.op, f"the run-time split sizes {{sizes}} do not add up to dim {axis} of size {{size}}",
+                [("sizes", runtime), ("size", dim_value(d))])  # type: ignore[list-item]  # fmt: skip
         sizes = runtime
     elif given:
         sizes = [int(s) for s in given]
@@ -608,6 +618,13 @@ def _slice_runtime(node: Node, x: ir.Value, n: int) -> ir.Value:
         a = param(3, j, axes_c, None)
         a = arith.select(arith.cmpi(P_.slt, a, zero), arith.addi(a, const_index(r)), a)
         k = param(4, j, steps_c, 1)
+        if axes_c is None and node.has(3):  # a run-time axis out of range sliced nothing
+            inside = arith.andi(arith.cmpi(P_.sge, a, zero), arith.cmpi(P_.slt, a, const_index(r)))
+            require(inside, node.op, f"the run-time axis {{axis}} is out of range for rank {r}", [("axis", param(3, j, axes_c, None))])
+        if steps_c is None and node.has(4):  # a run-time step of 0 divided by it (SIGFPE)
+            k_zero = arith.cmpi(P_.eq, k, zero)
+            require(arith.xori(k_zero, const_scalar(True, ir.IntegerType.get_signless(1))), node.op, "a run-time step is 0")
+            k = arith.select(k_zero, one, k)
         sv = param(1, j, starts, None)
         ev = param(2, j, ends, None)
         for d in range(r):

@@ -25,13 +25,14 @@ func.func @gather(%d: tensor<3x4xf32>, %i: tensor<2xi64>) -> tensor<3x2xf32> {
 
 // A declared static result whose dims the lowering knows only at run time (a Reshape target fed
 // as an input): each such dim is compared with the declared size before the tensor.cast.
-// CHECK: onnxc.runtime_checks_count = 2
+// CHECK: onnxc.runtime_checks_count = 3
 // CHECK-LABEL: func.func @reshape
 // CHECK: } {onnxc.runtime_check = "{\22id\22: 1, {{.*}}the run-time target shape {target} has {count} elements
+// CHECK: } {onnxc.runtime_check = "{\22id\22: 2, {{.*}}the run-time target shape {target} has a dim below -1
 // CHECK: tensor.reshape
 // CHECK: arith.cmpi eq
 // CHECK: scf.if
-// CHECK: } {onnxc.runtime_check = "{\22id\22: 2, {{.*}}result 0 has the run-time shape {shape}, the model declares (2, 3)
+// CHECK: } {onnxc.runtime_check = "{\22id\22: 3, {{.*}}result 0 has the run-time shape {shape}, the model declares (2, 3)
 // CHECK: tensor.cast %{{.+}} : tensor<?x?xf32> to tensor<2x3xf32>
 func.func @reshape(%a: tensor<3x2xf32>, %s: tensor<2xi64>) -> tensor<2x3xf32> {
   %0 = "onnx.reshape"(%a, %s) : (tensor<3x2xf32>, tensor<2xi64>) -> tensor<2x3xf32>
