@@ -538,6 +538,59 @@ def _insert_slices_to_copies(module: ir.Module) -> int:
     return count
 
 
+def _contiguous(t: ir.MemRefType) -> bool:
+    """Whether a statically shaped memref is a whole row-major buffer (offset 0, the strides of
+    its shape): what the host side copies by itself."""
+    strides, offset = t.get_strides_and_offset()
+    expected, step = [], 1
+    for d in reversed(list(t.shape)):
+        expected.insert(0, step)
+        step *= d
+    return offset == 0 and list(strides) == expected
+
+
+def _host_copies_to_kernels(module: ir.Module, device: GpuDevice) -> int:
+    """Turn each host-side `memref.copy` that involves a strided view (what bufferization
+    inserts when a value must be copied out of or into part of a buffer, e.g. a Concat result
+    that is a graph output and is read again) into a copy kernel: `linalg.copy` on the buffers,
+    tiled to workgroups and threads with the elementwise plan (`plan_kernel`). The host side of
+    a GPU program only copies whole identity-layout buffers (`host.py`). Copies with dynamic
+    shapes are left alone (the host refuses them, naming the op)."""
+    from mlir.dialects import linalg
+
+    def wanted(op: ir.Operation) -> bool:
+        if op.name != "memref.copy" or op.parent.name != "func.func":
+            return False
+        types = [ir.MemRefType(v.type) for v in op.operands]
+        if not all(t.has_static_shape and t.rank > 0 for t in types) or 0 in list(types[0].shape):
+            return False
+        return not all(_contiguous(t) for t in types)
+
+    found = collect(module.operation, wanted)
+    plans: list[KernelPlan] = []
+    for i, op in enumerate(found):
+        shape = list(ir.MemRefType(op.operands[0].type).shape)
+        plans.append(plan_kernel(shape, ["parallel"] * len(shape), False, device))
+        with ir.InsertionPoint(op), op.location:
+            copied = linalg.CopyOp([], [op.operands[0]], [op.operands[1]])
+            linalg.fill_builtin_region(copied.operation)  # the yield of the input element
+        copied.operation.attributes[f"{_COPY_TAG}_host_{i}"] = ir.UnitAttr.get()
+        op.erase()
+    if not found:
+        return 0
+
+    def build(root: ir.Value) -> None:
+        for i, plan in enumerate(plans):
+            op = _unit_attr_match(root, f"{_COPY_TAG}_host_{i}")
+            n_block = sum(1 for b in plan.block_tiles if b)
+            tiled = structured.TileUsingForallOp(_any_op(), _any_op(), op, tile_sizes=list(plan.block_tiles), mapping=_mapping("block", n_block))
+            n_thread = sum(1 for t in plan.threads if t)
+            structured.TileUsingForallOp(_any_op(), _any_op(), tiled.tiled_op, num_threads=list(plan.threads), mapping=_mapping("thread", n_thread))
+
+    _apply(module, build, "mapping host copies to kernels")
+    return len(found)
+
+
 def _one_use_per_empty(module: ir.Module) -> int:
     """Clone every `tensor.empty` with several uses (CSE merges equal ones) so that each use has
     its own: two Concats (insert_slice chains) into one shared empty tensor made bufferization
@@ -1110,6 +1163,7 @@ def map_to_gpu(module: ir.Module, device: GpuDevice, mma_types: frozenset[str] =
             run_pipeline(module, BUFFERIZE_PIPELINE, "bufferization")
             _thread_allocs_to_private(module)
             _private_accumulators(module)
+            _host_copies_to_kernels(module, device)
             _map_to_launches(module, device)
             _one_barrier_per_copy(module)
             _rewrite_mma(module)

@@ -23,11 +23,6 @@ import numpy as np
 import onnx
 import pytest
 
-_STRIDED = (
-    "bufferization leaves a copy of a strided view on the host (a Concat result that is both a "
-    "graph output and read again: past/present key-value caches; a 3-D pooled window), which the "
-    "host side of a GPU program does not run"
-)
 _LOOP = (
     "a tensor carried through an scf.for (RNN/GRU/LSTM directions, Scan, Det, linear attention) "
     "does not bufferize in place inside the GPU mapping (one-shot bufferize: the yielded value "
@@ -51,30 +46,6 @@ def _xfail(reason: str, *names: str) -> list[tuple[str, str]]:
 #: Strict expected failures on the Vulkan target, with the reason.
 XFAILS: dict[str, str] = dict(
     [
-        *_xfail(_STRIDED,
-            "test_attention_3d_diff_heads_with_past_and_present",
-            "test_attention_3d_gqa_with_past_and_present",
-            "test_attention_3d_with_past_and_present",
-            "test_attention_3d_with_past_and_present_qk_matmul",
-            "test_attention_3d_with_past_and_present_qk_matmul_bias",
-            "test_attention_3d_with_past_and_present_qk_matmul_softcap",
-            "test_attention_3d_with_past_and_present_qk_matmul_softmax",
-            "test_attention_4d_causal_with_past_and_present",
-            "test_attention_4d_diff_heads_with_past_and_present",
-            "test_attention_4d_diff_heads_with_past_and_present_mask3d",
-            "test_attention_4d_diff_heads_with_past_and_present_mask4d",
-            "test_attention_4d_gqa_with_past_and_present",
-            "test_attention_4d_with_past_and_present",
-            "test_attention_4d_with_past_and_present_qk_matmul",
-            "test_attention_4d_with_past_and_present_qk_matmul_bias",
-            "test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask",
-            "test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask_causal",
-            "test_attention_4d_with_past_and_present_qk_matmul_bias_4d_mask",
-            "test_attention_4d_with_past_and_present_qk_matmul_bias_4d_mask_causal",
-            "test_attention_local_window_with_past",
-            "test_averagepool_3d_dilations_large_count_include_pad_is_0_ceil_mode_is_True",
-            "test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True",
-        ),
         *_xfail(_LOOP,
             "test_det_2d",
             "test_det_nd",
