@@ -45,8 +45,8 @@ from mlir.dialects import arith, cf, func, memref, ub
 
 from onnxc.importers.proto import location_label
 from onnxc.transforms.lowering.runtime_checks import (
-    STATUS_GLOBAL,
     CHECK_MARKER,
+    STATUS_GLOBAL,
     STATUS_WORDS,
     check_table,
     describe,
@@ -74,7 +74,7 @@ __all__ = [
 EXIT_WORD = STATUS_WORDS - 1
 #: The public function returning the status' address (`i64`).
 STATUS_FUNCTION = "onnxc_status_words"
-#: Unit attribute on the allocations `mark_checked_allocations` chose (and on the module).
+#: Unit attribute on the allocations `prepare_failure_exits` chose to test (and on the module).
 ALLOC_MARKER = "onnxc.checked_alloc"
 #: The public constant holding the check table as NUL-terminated JSON.
 CHECKS_SYMBOL = "onnxc_runtime_checks"
@@ -176,20 +176,23 @@ def _alloc_check(op: ir.Operation, table: list[dict[str, Any] | None], fn: ir.Op
         ids[key] = len(table)
     check_id = ids[key]
     mt = ir.MemRefType(op.results[0].type)
-    with ir.InsertionPoint.after(op), op.location:
-        index = ir.IndexType.get()
+    sizes = list(op.operands)  # the dynamic sizes (identity layout: no symbol operands)
+
+    def record() -> None:  # in the exit block only: the size in bytes, for the message
         i64 = ir.IntegerType.get_signless(64)
-        count: ir.Value = arith.constant(i64, max(1, _element_bytes(mt.element_type) or 1))
-        static = 1
+        static = max(1, _element_bytes(mt.element_type) or 1)
         for i in range(mt.rank):
             if not mt.is_dynamic_dim(i):
                 static *= mt.get_dim_size(i)
-        count = arith.muli(count, arith.constant(i64, static))
-        for v in op.operands:  # the dynamic sizes (identity layout: no symbol operands)
+        count: ir.Value = arith.constant(i64, static)
+        for v in sizes:
             count = arith.muli(count, arith.index_cast(i64, v))
+        record_failure(check_id, [count])
+
+    with ir.InsertionPoint.after(op), op.location:
         ptr = memref.extract_aligned_pointer_as_index(op.results[0])
-        null = arith.cmpi(arith.CmpIPredicate.eq, ptr, arith.constant(index, 0))
-    _split_after(null.owner.operation, null, fn, before_exit=lambda: record_failure(check_id, [count]), can_return=can_return)
+        null = arith.cmpi(arith.CmpIPredicate.eq, ptr, arith.constant(ir.IndexType.get(), 0))
+    _split_after(null.owner.operation, null, fn, before_exit=record, can_return=can_return)
 
 
 def _call_check(op: ir.Operation, fn: ir.Operation, can_return: bool) -> None:

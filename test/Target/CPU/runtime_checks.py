@@ -1,9 +1,9 @@
 # RUN: %PYTHON %s | filecheck %s
 """`insert_failure_exits` (targets/cpu/runtime_checks.py) on memrefs in CFG form: the alloc's pointer is
-tested for NULL; on NULL the exit block records the failure (check id and byte count, first failure
-only, by selects), sets the exit word (15) and returns poison; a call of a function of the module is
-followed by a test of the exit word; `onnxc_status_words` returns the status' address and the check
-table is a public constant."""
+tested for NULL right after it; on NULL the exit block computes the byte count, records the failure
+(check id and bytes, first failure only, by selects), sets the exit word (15) and returns poison; a
+call of a function of the module is followed by a test of the exit word; `onnxc_status_words`
+returns the status' address and the check table is a public constant."""
 
 from mlir import ir
 
@@ -31,13 +31,13 @@ with onnx_context():
 # CHECK: memref.global "private" @__onnxc_status : memref<16xi64> = dense<0>
 # CHECK-LABEL: func.func private @part
 # CHECK: %[[M:.+]] = memref.alloc(%{{.+}}) {alignment = 64 : i64} : memref<?xf32>
-# CHECK: arith.muli
-# CHECK: %[[P:.+]] = memref.extract_aligned_pointer_as_index %[[M]]
+# CHECK-NEXT: %[[P:.+]] = memref.extract_aligned_pointer_as_index %[[M]]
 # CHECK: %[[NULL:.+]] = arith.cmpi eq, %[[P]], %{{.+}} : index
 # CHECK: cf.cond_br %[[NULL]], ^[[FAIL:.+]], ^[[CONT:[^ ]+]]
 # CHECK: ^[[CONT]]:
 # CHECK: return %[[M]]
 # CHECK: ^[[FAIL]]:
+# CHECK: arith.muli
 # CHECK: memref.get_global @__onnxc_status
 # CHECK: arith.select
 # CHECK: memref.store
