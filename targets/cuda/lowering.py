@@ -42,6 +42,7 @@ __all__ = [
     "PtxasError",
     "PtxasResult",
     "assemble",
+    "check_sub_byte_buffers",
     "find_ptxas",
     "lower_to_ptx",
     "nvvm_pipeline",
@@ -167,12 +168,36 @@ def register_budget_hints(module: ir.Module) -> int:
     return count
 
 
+def check_sub_byte_buffers(module: ir.Module) -> None:
+    """Refuse kernels that read or write buffers of elements narrower than a byte (bool as i1):
+    the NVVM lowering of `memref.load`/`store` asserts on them (`MemRefToLLVM`: integral element
+    width >= 8), which would kill the process."""
+    from onnxc.targets.gpu.mapping import collect
+
+    def narrow(t: ir.Type) -> bool:
+        if not isinstance(t, ir.MemRefType):
+            return False
+        e = ir.MemRefType(t).element_type
+        return isinstance(e, ir.IntegerType) and ir.IntegerType(e).width < 8
+
+    for gmod in collect(module.operation, lambda op: op.name == "gpu.module"):
+        for func in collect(gmod, lambda op: op.name == "gpu.func"):
+            name = ir.StringAttr(func.attributes["sym_name"]).value
+            for i, arg in enumerate(func.regions[0].blocks[0].arguments):
+                if narrow(arg.type):
+                    raise CudaLoweringError(
+                        f"{func.location}: kernel @{name} argument {i} is a buffer of {ir.MemRefType(arg.type).element_type}; "
+                        "the CUDA target does not support buffers of elements narrower than a byte (bool) yet"
+                    )
+
+
 def prepare_for_nvvm(module: ir.Module) -> ir.Module:
     """The kernel-side steps before `gpu-lower-to-nvvm-pipeline` (in place): workgroup buffers
     (tree reductions' partials, promoted contraction operands) become workgroup attributions,
     i.e. shared memory, each kernel gets its register budget (`register_budget_hints`), and
     kernel bodies become loops over loads and stores."""
     with module.context, ir.Location.unknown():
+        check_sub_byte_buffers(module)
         workgroup_allocs_to_attributions(module)
         register_budget_hints(module)
         lower_kernels_to_loops(module, CudaLoweringError)

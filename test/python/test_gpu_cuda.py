@@ -208,3 +208,21 @@ def test_contractions_promote_operands(ptxas: str) -> None:
     artifact = compile_ptx(lower(MODELS["batch_matmul"](), "linalg"), CudaOptions("sm_80"))
     shared = sorted(r.kernels[0].shared_bytes for r in artifact.assemble().values())
     assert shared == sorted([96 * 32 * 4, 2 * 96 * 20 * 4, 96 * 5 * 4]), shared
+
+
+def test_bool_buffers_are_refused_not_a_crash() -> None:
+    """A kernel over bool (i1) buffers is refused naming the kernel: the NVVM lowering of loads
+    and stores of sub-byte elements is an assertion that would kill the process."""
+    from onnx import TensorProto, helper
+
+    from onnxc.targets.cuda import CudaLoweringError, CudaOptions, compile_ptx
+
+    model = helper.make_model(
+        helper.make_graph(
+            [helper.make_node("Not", ["x"], ["y"])], "g",
+            [helper.make_tensor_value_info("x", TensorProto.BOOL, [4])], [helper.make_tensor_value_info("y", TensorProto.BOOL, [4])],
+        ),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=10,
+    )
+    with pytest.raises(CudaLoweringError, match=r"kernel @\w+ argument \d is a buffer of i1"):
+        compile_ptx(lower(model, "linalg"), CudaOptions("sm_80"))
