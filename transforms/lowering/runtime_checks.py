@@ -188,14 +188,14 @@ def require(ok: ir.Value, who: ir.Operation | tuple[str, str] | None, what: str,
         node, op_type = location_label(who.location)
     ensure_status_global(module)
     seqs = [(n, [vs] if isinstance(vs, ir.Value) else list(vs), isinstance(vs, ir.Value)) for n, vs in fields]
-    values = [_i64(v) for _, vs, _ in seqs for v in vs]
+    values = [v for _, vs, _ in seqs for v in vs]
     check_id = next_check_id(module)
     desc = {"id": check_id, **describe(node, op_type, what, [(n, len(vs) if scalar else -len(vs)) for n, vs, scalar in seqs])}
     failed = arith.xori(ok, arith.constant(ir.IntegerType.get_signless(1), 1))
     guard = scf.IfOp(failed)
     guard.operation.attributes[CHECK_MARKER] = ir.StringAttr.get(json.dumps(desc))
-    with ir.InsertionPoint(guard.then_block):
-        record_failure(check_id, values)
+    with ir.InsertionPoint(guard.then_block):  # the values widened only where they are reported
+        record_failure(check_id, [_i64(v) for v in values])
         scf.YieldOp([])
 
 
