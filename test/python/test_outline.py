@@ -188,27 +188,47 @@ def test_parts_with_other_structure_do_not_merge() -> None:
 
 
 def test_shared_fill_is_unshared() -> None:
-    """One zero fill read as the accumulator of two matmuls becomes one fill per matmul (each
-    accumulates in place into its own instead of a copy of a shared one)."""
+    """One zero fill that two loops accumulate into (their iter_args) becomes one fill per loop,
+    so each accumulates in place into its own instead of into a copy of a shared one; a zero
+    tensor that slices only read stays shared, and so does a fill of a value read from data."""
     src = """
-    func.func @f(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+    func.func @f(%a: tensor<4x4xf32>, %v: f32) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<2x2xf32>) {
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %c4 = arith.constant 4 : index
       %z = arith.constant 0.0 : f32
       %e = tensor.empty() : tensor<4x4xf32>
       %f = linalg.fill ins(%z : f32) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
-      %m1 = linalg.matmul ins(%a, %b : tensor<4x4xf32>, tensor<4x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
-      %m2 = linalg.matmul ins(%b, %a : tensor<4x4xf32>, tensor<4x4xf32>) outs(%f : tensor<4x4xf32>) -> tensor<4x4xf32>
-      return %m1, %m2 : tensor<4x4xf32>, tensor<4x4xf32>
+      %l1 = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc = %f) -> tensor<4x4xf32> {
+        %s = tensor.insert %z into %acc[%i, %i] : tensor<4x4xf32>
+        scf.yield %s : tensor<4x4xf32>
+      }
+      %l2 = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc = %f) -> tensor<4x4xf32> {
+        %s = tensor.insert %z into %acc[%i, %c0] : tensor<4x4xf32>
+        scf.yield %s : tensor<4x4xf32>
+      }
+      %r = tensor.extract_slice %f[0, 0] [2, 2] [1, 1] : tensor<4x4xf32> to tensor<2x2xf32>
+      %g = linalg.fill ins(%v : f32) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
+      %m1 = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc = %g) -> tensor<4x4xf32> {
+        scf.yield %acc : tensor<4x4xf32>
+      }
+      %m2 = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc = %g) -> tensor<4x4xf32> {
+        scf.yield %acc : tensor<4x4xf32>
+      }
+      %sum = arith.addf %l1, %l2 : tensor<4x4xf32>
+      %msum = arith.addf %m1, %m2 : tensor<4x4xf32>
+      %all = arith.addf %sum, %msum : tensor<4x4xf32>
+      return %all, %l2, %r : tensor<4x4xf32>, tensor<4x4xf32>, tensor<2x2xf32>
     }"""
     with ir.Context():
         module = ir.Module.parse(src)
         fn = module.body.operations[0].operation
-        assert unshare_generators(fn) == 1
+        assert unshare_generators(fn) == 1  # %f for one of its loops; %g reads %v: data
         assert module.operation.verify()
         body = fn.regions[0].blocks[0]
-        fills = [op.operation for op in body.operations if op.operation.name == "linalg.fill"]
-        assert len(fills) == 2
-        matmuls = [op.operation for op in body.operations if op.operation.name == "linalg.matmul"]
-        assert {m.operands[2].owner for m in matmuls} == set(fills)
-        # A fill that reads a function argument is data, not a generator: left shared.
-        module = ir.Module.parse(src.replace("%z = arith.constant 0.0 : f32", "%z = tensor.extract %a[%c0, %c0] : tensor<4x4xf32>").replace("func.func @f(", "func.func @g(").replace("{\n      %z", "{\n      %c0 = arith.constant 0 : index\n      %z"))
-        assert unshare_generators(module.body.operations[0].operation) == 0
+        zero_fills = [op.operation for op in body.operations if op.operation.name == "linalg.fill" and not isinstance(op.operation.operands[0].owner, ir.Block)]
+        assert len(zero_fills) == 2
+        loops = [op.operation for op in body.operations if op.operation.name == "scf.for"][:2]
+        assert {loop.operands[3].owner for loop in loops} == set(zero_fills)
+        readers = [op.operation for op in body.operations if op.operation.name == "tensor.extract_slice"]
+        assert readers[0].operands[0].owner in zero_fills
