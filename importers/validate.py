@@ -830,6 +830,11 @@ def drop_known_inference_errors(model: onnx.ModelProto) -> onnx.ModelProto:
             key = typed.get(node.input[1]) if len(node.input) > 1 else None
             if _static_dim(typed.get(node.output[3]), -1) and not _static_dim(key, -2):
                 fixes.append((node.output[3], -1))
+        # ... and `Y` a last dim of 0 when the value's last dim is not static (Y's last dim is a
+        # multiple of it, so a static one can only be wrong): the run-time check refused the model.
+        if node.op_type == "Attention" and node.domain in ("", "ai.onnx") and len(node.input) > 2 and node.output[0]:
+            if _static_dim(typed.get(node.output[0]), -1) and not _static_dim(typed.get(node.input[2]), -1):
+                fixes.append((node.output[0], -1))
     if not fixes:
         return model
     out = onnx.ModelProto()

@@ -33,9 +33,6 @@ _LEN = "refused: the length of a 1-D shape-like input (axes, starts, values) is 
 #: node test -> why its symbolic variant is refused where the static one compiles (a clean
 #: diagnostic each; none is a wrong answer).
 XFAILS: dict[str, str] = {
-    "test_attention_3d_with_past_and_present_qk_matmul_softmax": "refused at run time: shape inference declares the "
-    "Attention body's Reshape [0, 0, -1] result (?, ?, 0) with symbolic dims, 24 at run time; the run-time check "
-    "(runtime_checks.py) reports it where the declared 0 used to be trusted",
     "test_basic_conv_with_padding": "refused: Conv needs static input channels per group (W's dim 1)",
     "test_onehot_negative_indices": "refused: OneHot's values must have a static length of 2",
     "test_reduce_l1_default_axes_keepdims_example": _LEN,
