@@ -41,7 +41,7 @@ from mlir.dialects import arith, linalg, tensor
 from .isa import CpuFeatures
 from .tiles import MatmulTile, matmul_cache_tiles, matmul_tile, pack_tile
 
-__all__ = ["pack_contractions", "plan_packed", "numpy_pack", "PACKED_OPS"]
+__all__ = ["fills_to_constants", "pack_contractions", "plan_packed", "numpy_pack", "PACKED_OPS"]
 
 #: The ops data tiling creates, whose tile plans come from ``plan_packed``.
 PACKED_OPS: frozenset[str] = frozenset({"linalg.pack", "linalg.unpack", "linalg.mmt4d", "linalg.batch_mmt4d"})
@@ -161,6 +161,57 @@ def _constant_array(v: ir.Value) -> np.ndarray | None:
         perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
         return np.ascontiguousarray(inner.transpose(perm))
     return None
+
+
+def _is_weight_consumer(op: ir.Operation) -> bool:
+    """Contractions and convolutions: the ops whose constant inputs are laid out at compile time."""
+    name = op.name
+    return name in ("linalg.matmul", "linalg.batch_matmul") or name.startswith(("linalg.conv_", "linalg.depthwise_conv_"))
+
+
+def fills_to_constants(module: ir.Module) -> int:
+    """Turn a ``linalg.fill`` of a constant scalar into a static tensor into a splat constant where
+    a contraction or convolution reads it as an input (not as its accumulator); returns how
+    many uses were rewritten.
+
+    Why: a weight made by ConstantOfShape whose shape is an overridable input (the `light`
+    models of the onnx wheel: every weight) cannot fold at the ONNX level, but once the shapes
+    are static it is a constant like any other. As a fill it was written at every run (AlexNet:
+    215 MB per inference) and packed or transposed at run time; as a constant it is packed at
+    compile time (``_constant_array``) and lives outside the code (``weights.py``), a zero
+    splat in LLVM's zero-filled section."""
+    fills: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "linalg.fill":
+            fills.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    rewritten = 0
+    for fill in fills:
+        value, dest = fill.operands[0], fill.operands[1]
+        t = _ranked(fill.results[0])
+        if t is None or not t.has_static_shape or isinstance(value.owner, ir.Block) or isinstance(dest.owner, ir.Block):
+            continue
+        if value.owner.operation.name != "arith.constant" or dest.owner.operation.name != "tensor.empty":
+            continue
+        scalar = value.owner.operation.attributes["value"]
+        if not isinstance(scalar, (ir.FloatAttr, ir.IntegerAttr)):
+            continue
+        uses = [
+            (u.owner.operation, u.operand_number)
+            for u in fill.results[0].uses
+            if _is_weight_consumer(u.owner.operation) and u.operand_number < len(u.owner.operation.opview.inputs)
+        ]
+        if not uses:
+            continue
+        with fill.location, ir.InsertionPoint(fill):
+            splat = arith.ConstantOp(t, ir.DenseElementsAttr.get_splat(t, scalar)).result
+        for user, operand in uses:
+            user.operands[operand] = splat
+            rewritten += 1
+    return rewritten
 
 
 def _packed_constant(arr: np.ndarray, name: str) -> ir.Value:

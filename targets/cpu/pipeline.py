@@ -49,7 +49,7 @@ from mlir.passmanager import PassManager
 
 from onnxc.errors import OnnxcError
 
-from .data_tiling import PACKED_OPS, pack_contractions, plan_packed
+from .data_tiling import PACKED_OPS, fills_to_constants, pack_contractions, plan_packed
 from .isa import CpuFeatures, host_cpu
 from .threads import ASYNC_PIPELINE, THREAD_RUNTIMES, forall_pipeline, openmp_library, runtime_libraries_for
 from .tiles import matmul_tile
@@ -889,6 +889,9 @@ def lower_to_vector(module: ir.Module, options: CpuPipelineOptions | None = None
     # ran 20x slower than onnxruntime). A packed contraction reads its `linalg.pack`, which the
     # fusion leaves alone.
     _run(module, VECTOR_PRE_PIPELINE, "vector-pre")
+    # Weights made by a fill (ConstantOfShape of an overridable shape) become constants first,
+    # so they are packed at compile time like initializers.
+    fills_to_constants(module)
     if opts.vectorize and opts.data_tiling:
         pack_contractions(module, opts.cpu, opts.max_sequential_reduction, opts.max_partial_elements)
     if opts.fuse_elementwise:

@@ -115,3 +115,50 @@ def test_shape_inference_sees_stubs_with_the_same_types() -> None:
     light = onnx.shape_inference.infer_shapes(skeleton, data_prop=True)
     types = lambda m: {vi.name: vi.type.SerializeToString() for vi in m.graph.value_info}  # noqa: E731
     assert types(light) == types(full) and types(full)
+
+
+def light_gemm(value: float) -> onnx.ModelProto:
+    """AlexNet's classifier as the onnx wheel's `light` models write it: the weight is a
+    ConstantOfShape whose shape is a graph input with a default (overridable, so not folded at
+    the ONNX level), feeding a Gemm with transB, and a Conv whose filter is made the same way."""
+    shape_w = numpy_helper.from_array(np.array([64, 256], dtype=np.int64), "w_shape")
+    shape_f = numpy_helper.from_array(np.array([8, 3, 3, 3], dtype=np.int64), "f_shape")
+    nodes = [
+        helper.make_node("ConstantOfShape", ["w_shape"], ["w"], value=numpy_helper.from_array(np.array([value], np.float32))),
+        helper.make_node("ConstantOfShape", ["f_shape"], ["f"], value=numpy_helper.from_array(np.array([value / 2], np.float32))),
+        helper.make_node("Gemm", ["x", "w"], ["y"], transB=1),
+        helper.make_node("Conv", ["img", "f"], ["z"], pads=[1, 1, 1, 1]),
+    ]
+    graph = helper.make_graph(
+        nodes, "light",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256]),
+            helper.make_tensor_value_info("img", TensorProto.FLOAT, [1, 3, 8, 8]),
+            helper.make_tensor_value_info("w_shape", TensorProto.INT64, [2]),
+            helper.make_tensor_value_info("f_shape", TensorProto.INT64, [4]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64]), helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 8, 8, 8])],
+        [shape_w, shape_f],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("value", [0.0, 0.25])
+def test_weights_made_by_a_fill_become_constants(value: float) -> None:
+    """The fills feeding the Gemm and the Conv become splat constants (packed at compile time,
+    not written at every run), and the results equal onnx.reference's; zero and non-zero."""
+    from onnxc.targets.cpu.data_tiling import fills_to_constants
+
+    model = light_gemm(value)
+    module = import_model(model)
+    lower_onnx_module(module, "linalg")
+    with module.context:
+        assert fills_to_constants(module) == 2
+    rng = np.random.default_rng(5)
+    feeds = {"x": rng.standard_normal((1, 256)).astype(np.float32), "img": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    want = ReferenceEvaluator(model).run(None, feeds)
+    got = onnxc.compile(model, cache_dir=False)(**feeds)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
