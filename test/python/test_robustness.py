@@ -426,6 +426,45 @@ def test_range_delta_zero_and_negative_reshape_dims(tmp_path: Path) -> None:
     assert c(np.zeros((2, 3), np.float32), np.array([-1, 2]))[0].shape == (3, 2)
 
 
+def test_concurrent_calls_get_their_own_status() -> None:
+    """Two Python threads call one compiled function at once, one with invalid indices, one with
+    valid ones: the status is one per compiled module, so the calls are serialized, and each
+    gets its own outcome (never the other's error, never a result with an error pending)."""
+    import threading
+
+    # Large enough that the native calls of the two threads overlap (ctypes releases the GIL).
+    g = h.make_graph([h.make_node("Gather", ["d", "i"], ["y"], axis=0, name="n1")], "g",
+                     [_f("d", [64, 1024]), _i64("i", [1024])], [_f("y", None)])  # fmt: skip
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    rng = np.random.default_rng(5)
+    feeds = {"d": rng.standard_normal((64, 1024)).astype(np.float32), "i": rng.integers(-64, 64, 1024)}
+    bad = feeds["i"].copy()
+    bad[-1] = 99
+    compiled = onnxc.compile(m, threads=1)
+    want = ReferenceEvaluator(m).run(None, feeds)[0]
+    outcomes: dict[str, list[str]] = {"good": [], "bad": []}
+
+    def run(kind: str) -> None:
+        for _ in range(300):
+            try:
+                (got,) = compiled(feeds["d"], feeds["i"] if kind == "good" else bad)
+                outcomes[kind].append("ok" if np.allclose(got, want) else "wrong")
+            except RuntimeCheckError as exc:
+                outcomes[kind].append("error 99" if "index 99 is out of range" in str(exc) else f"other: {exc}")
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in ("good", "bad")]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often: the calls interleave at every step
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert outcomes == {"good": ["ok"] * 300, "bad": ["error 99"] * 300}
+
+
 def _aot_entry_returns_the_status(lib_path: Path, d: np.ndarray) -> None:
     """The library's C entry `int64_t onnxc_run(void **descs)` returns the failed check's id (0 when
     none), `onnxc_status()` has its values, `onnxc_runtime_checks` describes it: a C caller needs
