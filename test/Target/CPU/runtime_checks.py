@@ -3,7 +3,8 @@
 tested for NULL right after it; on NULL the exit block computes the byte count, records the failure
 (check id and bytes, first failure only, by selects), sets the exit word (15) and returns poison; a
 call of a function of the module is followed by a test of the exit word; `onnxc_status_words`
-returns the status' address and the check table is a public constant."""
+returns the status' address and the check table is a public constant. In an OpenMP region, the exit
+block ends with a copy of the region's terminator."""
 
 from mlir import ir
 
@@ -18,6 +19,14 @@ func.func private @part(%n: index) -> memref<?xf32> {
 func.func @main(%n: index) -> memref<?xf32> {
   %r = func.call @part(%n) : (index) -> memref<?xf32>
   return %r : memref<?xf32>
+}
+func.func @threaded(%n: index) {
+  omp.parallel {
+    %m = memref.alloc(%n) : memref<?xf32>
+    memref.dealloc %m : memref<?xf32>
+    omp.terminator
+  }
+  return
 }
 """
 
@@ -50,6 +59,18 @@ with onnx_context():
 # CHECK: %[[LEFT:.+]] = arith.cmpi ne, %[[EXIT]]
 # CHECK: cf.cond_br %[[LEFT]]
 # CHECK: ub.poison : memref<?xf32>
+# In an OpenMP region the exit block ends the region's work (a copy of its terminator).
+# CHECK-LABEL: func.func @threaded
+# CHECK: omp.parallel {
+# CHECK: %[[T:.+]] = memref.alloc(%{{.+}}) : memref<?xf32>
+# CHECK: %[[TP:.+]] = memref.extract_aligned_pointer_as_index %[[T]]
+# CHECK: cf.cond_br %{{.+}}, ^[[TFAIL:.+]], ^[[TCONT:[^ ]+]]
+# CHECK: ^[[TCONT]]:
+# CHECK: memref.dealloc %[[T]]
+# CHECK: omp.terminator
+# CHECK: ^[[TFAIL]]:
+# CHECK: memref.store
+# CHECK: omp.terminator
 # CHECK: memref.global "public" constant @onnxc_runtime_checks : memref<{{[0-9]+}}xi8> = dense<
 # CHECK-LABEL: func.func @onnxc_status_words() -> i64
 # CHECK: memref.extract_aligned_pointer_as_index
