@@ -107,9 +107,12 @@ def check_element_types(module: ir.Module) -> None:
             if f.name != "gpu.func":
                 continue
             ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
+            # The supported element types as types, compared by value (not by printed text).
+            supported = [ir.F32Type.get(), ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64)]
             for i, t in enumerate(ftype.inputs):
-                et = str(ir.MemRefType(t).element_type) if isinstance(t, ir.MemRefType) else str(t)
-                if et not in SUPPORTED_ELEMENT_TYPES:
+                elem = ir.MemRefType(t).element_type if isinstance(t, ir.MemRefType) else t
+                if not any(elem == s for s in supported):
+                    et = str(elem)  # for the message only
                     name = ir.StringAttr(f.attributes["sym_name"]).value
                     raise VulkanLoweringError(
                         f"{f.location}: kernel @{name} argument {i} has element type {et}; the Vulkan target supports {', '.join(SUPPORTED_ELEMENT_TYPES)} buffers"
