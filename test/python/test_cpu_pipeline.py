@@ -44,7 +44,7 @@ def test_skinny_tiles() -> None:
     assert matmul_tile(AVX2, 32, 1) == MatmulTile(1, 64)
     assert matmul_tile(AVX2, 32, 2) == MatmulTile(2, 32)
     assert matmul_tile(AVX2, 32, 3) == MatmulTile(4, 16)  # general tile from 3 rows up
-    assert matmul_tile(AVX512, 32, 1) == MatmulTile(1, 128)
+    assert matmul_tile(AVX512, 32, 1) == MatmulTile(1, 32)  # memory-bound: 2 vectors stream fastest
     assert matmul_tile(AVX512, 32, 4) == MatmulTile(4, 64)
     assert matmul_tile(AVX512, 32, 8) == MatmulTile(8, 32)
     assert matmul_tile(AVX512, 32, 16) == MatmulTile(16, 16)
@@ -53,6 +53,7 @@ def test_skinny_tiles() -> None:
 def test_cache_tiles_follow_cache_sizes() -> None:
     """k-slices fit L1 with the micro-panels, B blocks fit half of L2; small shapes get none."""
     assert matmul_cache_tiles(AVX512, MatmulTile(16, 16), 64, 64, 64) is None
+    assert matmul_cache_tiles(AVX512, MatmulTile(1, 32), 1, 4096, 4096) is None  # one row block: no reuse
     _, n1, k1 = matmul_cache_tiles(AVX2, MatmulTile(4, 16), 2048, 2048, 2048)
     assert (4 + 16) * k1 * 4 <= AVX2.l1d_bytes
     assert n1 * 16 * k1 * 4 <= AVX2.l2_bytes // 2
