@@ -87,6 +87,20 @@ def _static_identity(t: ir.Type, where: ir.Operation) -> tuple[tuple[int, ...], 
     return tuple(t.shape), str(t.element_type)
 
 
+def _static_layout(t: ir.Type, where: ir.Operation) -> None:
+    """A statically shaped memref whose layout (offset and strides) is static: a view kernels
+    can address through its type alone."""
+    if not isinstance(t, ir.MemRefType) or not t.has_static_shape:
+        raise GpuMappingError(f"{where.location}: {where.name}: the GPU targets need static buffers, got {t}")
+    strides, offset = t.get_strides_and_offset()
+    if ir.ShapedType.is_dynamic_size(offset) or any(ir.ShapedType.is_dynamic_size(x) for x in strides):
+        raise GpuMappingError(f"{where.location}: {where.name}: a view with a dynamic layout ({t}) is not supported on the host side")
+    if t.rank == 0 and offset != 0:
+        # The SPIR-V lowering drops the offset of a rank-0 view (a Scan over a scalar state read
+        # x[0] at every step): refused rather than computed wrong.
+        raise GpuMappingError(f"{where.location}: {where.name}: a rank-0 view at an offset ({t}) is not supported on the host side")
+
+
 def _globals(module: ir.Module) -> dict[str, ir.Operation]:
     return {
         ir.StringAttr(op.operation.attributes["sym_name"]).value: op.operation
@@ -148,10 +162,13 @@ def host_program(module: ir.Module) -> HostProgram:
                 raise GpuMappingError(f"{op.location}: dynamically sized buffers are not supported by the GPU targets")
             values[op.results[0]] = new("alloc", op.results[0].type, op)
         elif name in ("memref.expand_shape", "memref.collapse_shape", "memref.cast", "memref.reshape"):
-            # Views of the whole buffer with identity layouts: the same bytes (memref.reshape's
-            # second operand, the shape, is only read by the host).
-            _static_identity(op.operands[0].type, op)
-            _static_identity(op.results[0].type, op)
+            # Views of the same bytes (memref.reshape's second operand, the shape, is only read
+            # by the host). With identity layouts they are the whole buffer; a reshaped strided
+            # view (of a subview) with a static layout is addressed by kernels through the
+            # offset and strides of its type, like a subview, so the whole underlying buffer is
+            # bound for it too.
+            for t in (op.operands[0].type, op.results[0].type):
+                _static_layout(t, op)
             values[op.results[0]] = values[op.operands[0]]
         elif name == "memref.subview":
             # A static view: kernels address it with the offset and strides of its type, so the

@@ -106,7 +106,7 @@ PRE_PIPELINE = "builtin.module(linalg-fuse-elementwise-ops,canonicalize,cse)"
 #: code owns every buffer; function results are fresh allocations.
 BUFFERIZE_PIPELINE = (
     "builtin.module(eliminate-empty-tensors,empty-tensor-to-alloc-tensor,"
-    "one-shot-bufferize{bufferize-function-boundaries "
+    "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
     "function-boundary-type-conversion=identity-layout-map},canonicalize,cse)"
 )
 
@@ -538,15 +538,62 @@ def _insert_slices_to_copies(module: ir.Module) -> int:
     return count
 
 
-def _contiguous(t: ir.MemRefType) -> bool:
-    """Whether a statically shaped memref is a whole row-major buffer (offset 0, the strides of
-    its shape): what the host side copies by itself."""
-    strides, offset = t.get_strides_and_offset()
-    expected, step = [], 1
-    for d in reversed(list(t.shape)):
-        expected.insert(0, step)
-        step *= d
-    return offset == 0 and list(strides) == expected
+def _identity_layout(t: ir.MemRefType) -> bool:
+    """Whether a memref has the identity layout (what the host side copies by itself; a
+    contiguous view typed with a strided layout still needs a kernel, see host.py)."""
+    layout = t.layout
+    return isinstance(layout, ir.AffineMapAttr) and layout.value == ir.AffineMap.get_identity(t.rank, context=t.context)
+
+
+#: The most iterations of a host-side loop `_unroll_host_loops` unrolls (a GPU program is a
+#: straight list of launches; longer loops are refused by the host program, naming the op).
+MAX_HOST_UNROLL = 64
+_LOOP_TAG = "onnxc.gpu_host_loop"
+
+
+def _constant_index(v: ir.Value) -> int | None:
+    owner = v.owner
+    owner = getattr(owner, "operation", owner)
+    if isinstance(owner, ir.Operation) and owner.name == "arith.constant" and isinstance(owner.attributes["value"], ir.IntegerAttr):
+        return ir.IntegerAttr(owner.attributes["value"]).value
+    return None
+
+
+def _unroll_host_loops(module: ir.Module) -> int:
+    """Fully unroll each host-side `scf.for` (a recurrence: RNN/GRU/LSTM over the sequence,
+    Scan, Det's elimination steps) with constant bounds and at most `MAX_HOST_UNROLL`
+    iterations that contains kernels (mapped foralls), outermost first, so that every kernel
+    launch is at the top level of the host function in order (`_map_to_launches`). The loop's
+    buffers carried between iterations (bufferization with allow-return-allocs-from-loops)
+    become plain values. Upstream `transform.loop.unroll` with the trip count as factor."""
+    from mlir.dialects.transform import loop as tloop
+
+    total = 0
+    for _ in range(8):  # nested loops surface one level per round
+        found: list[tuple[ir.Operation, int]] = []
+        for op in collect(module.operation, lambda op: op.name == "scf.for" and op.parent.name == "func.func"):
+            lb, ub, step = (_constant_index(op.operands[i]) for i in range(3))
+            if lb is None or ub is None or step is None or step <= 0:
+                continue
+            trips = max(0, -(-(ub - lb) // step))
+            if 1 <= trips <= MAX_HOST_UNROLL and collect(op, lambda o: o.name == "scf.forall"):
+                op.attributes[f"{_LOOP_TAG}_{len(found)}"] = ir.UnitAttr.get()
+                found.append((op, trips))
+        if not found:
+            break
+
+        def build(root: ir.Value) -> None:
+            for i, (_, trips) in enumerate(found):
+                if trips > 1:
+                    tloop.LoopUnrollOp(_unit_attr_match(root, f"{_LOOP_TAG}_{i}"), factor=trips)
+
+        _apply(module, build, "unrolling host loops")
+        # A loop unrolled by its trip count is left as a one-iteration loop: canonicalization
+        # inlines its body (and folds the now constant induction variables into the views).
+        run_pipeline(module, "builtin.module(canonicalize,cse)", "cleanup after unrolling")
+        total += len(found)
+    _strip(module, (_LOOP_TAG,))
+    return total
 
 
 def _host_copies_to_kernels(module: ir.Module, device: GpuDevice) -> int:
@@ -564,7 +611,7 @@ def _host_copies_to_kernels(module: ir.Module, device: GpuDevice) -> int:
         types = [ir.MemRefType(v.type) for v in op.operands]
         if not all(t.has_static_shape and t.rank > 0 for t in types) or 0 in list(types[0].shape):
             return False
-        return not all(_contiguous(t) for t in types)
+        return not all(_identity_layout(t) for t in types)
 
     found = collect(module.operation, wanted)
     plans: list[KernelPlan] = []
@@ -606,8 +653,10 @@ def _one_use_per_empty(module: ir.Module) -> int:
 
 
 def _copy_host_slices(module: ir.Module) -> int:
-    """Give each static `tensor.extract_slice` used by something other than a linalg op (a
-    function result, a reshape) a `linalg.copy` into a fresh tensor, used there instead.
+    """Give each statically sized `tensor.extract_slice` on the host side (the function or its
+    loops, whose induction variables give the offsets until `_unroll_host_loops`) used by
+    something other than a linalg op (a function result, a reshape) a `linalg.copy` into a fresh
+    tensor, used there instead.
 
     Why: such a slice bufferizes to a strided subview that the host must copy (a returned Split
     output becomes `memref.copy` into an identity-layout result) or reshape, and the host side
@@ -615,12 +664,18 @@ def _copy_host_slices(module: ir.Module) -> int:
     other: one copy kernel. Linalg consumers read the subview directly and need no copy."""
     from mlir.dialects import linalg, tensor
 
-    found = collect(module.operation, lambda op: op.name == "tensor.extract_slice" and op.parent.name == "func.func")
+    def host_level(op: ir.Operation) -> bool:  # in the function or its loops, not in a kernel
+        parent = op.parent
+        while parent.name == "scf.for":
+            parent = parent.parent
+        return parent.name == "func.func"
+
+    found = collect(module.operation, lambda op: op.name == "tensor.extract_slice" and host_level(op))
     count = 0
     for op in found:
         view = op.opview
-        if len(view.offsets) or len(view.sizes) or len(view.strides):
-            continue  # dynamic slices: refused on the host side with the op named
+        if len(view.sizes) or len(view.strides) or not ir.RankedTensorType(op.results[0].type).has_static_shape:
+            continue  # dynamic sizes: refused on the host side with the op named
         uses = [u for u in op.results[0].uses if not u.owner.name.startswith("linalg.")]
         if not uses:
             continue
@@ -1161,6 +1216,7 @@ def map_to_gpu(module: ir.Module, device: GpuDevice, mma_types: frozenset[str] =
             run_pipeline(module, "builtin.module(canonicalize,cse)", "cleanup")
             _partials_to_workgroup_memory(module)
             run_pipeline(module, BUFFERIZE_PIPELINE, "bufferization")
+            _unroll_host_loops(module)
             _thread_allocs_to_private(module)
             _private_accumulators(module)
             _host_copies_to_kernels(module, device)

@@ -13,7 +13,7 @@ test_backend.py) is skipped with that error as its reason.
 from __future__ import annotations
 
 import pytest
-from test_gpu_backend_vulkan import _DYNAMIC, _LOOP, CASES, XFAILS as VULKAN_XFAILS
+from test_gpu_backend_vulkan import _DYNAMIC, _SCAN_HOST, CASES, XFAILS as VULKAN_XFAILS
 from test_gpu_cuda import ptxas  # noqa: F401  (the fixture: ptxas from the gpu extra, a failure when missing)
 
 _BOOL = "a bool (i1) buffer between kernels: the NVVM lowering of sub-byte loads asserts, so the CUDA target refuses it"
@@ -23,7 +23,7 @@ _HOSTLOAD = "Range reads its element count from a tensor on the host, which a GP
 #: Strict expected failures of the CUDA compilation, with the reason: the Vulkan list's
 #: mapping-level refusals (shared mapping), and the CUDA-specific ones.
 XFAILS: dict[str, str] = {
-    **{name: reason for name, reason in VULKAN_XFAILS.items() if reason in (_LOOP, _DYNAMIC)},
+    **{name: reason for name, reason in VULKAN_XFAILS.items() if reason in (_SCAN_HOST, _DYNAMIC)},
     "test_flexattention_causal_mask": _BOOL,
     "test_range_float_type_positive_delta": _HOSTLOAD,
     "test_onehot_with_axis": _ONEHOT,
