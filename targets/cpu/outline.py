@@ -226,8 +226,19 @@ def _captures_only_constants(op: ir.Operation) -> bool:
     return True
 
 
-#: Ops whose operand a shared generator's result may be replaced in by a copy of the generator.
+#: Loops whose operands (iter_args, shared_outs; their bounds are not tensors) are destinations.
 _LOOP_DESTINATION_USERS = frozenset({"scf.for", "scf.forall"})
+
+
+def _is_destination_use(user: ir.Operation, operand: int) -> bool:
+    """Whether ``user`` writes into its operand ``operand``: a loop's iter_args/shared_outs (a
+    tiled op), or the init of a linalg op (before tiling: the matmul accumulating into a fill)."""
+    if user.name in _LOOP_DESTINATION_USERS:
+        return True
+    if user.name.startswith("linalg."):
+        inputs = getattr(user.opview, "inputs", None)
+        return inputs is not None and operand >= len(inputs)
+    return False
 
 
 def unshare_generators(fn: ir.Operation) -> int:
@@ -256,7 +267,7 @@ def unshare_generators(fn: ir.Operation) -> int:
         # their own copy. A zero tensor that a pad inserts into or that slices read from stays
         # shared: cloning those (ShuffleNet's padded inputs) made LLVM's code generation of the
         # model 3x slower (24 s -> 72 s) for no run-time gain.
-        uses = [(user, operand) for user, operand in uses if user.name in _LOOP_DESTINATION_USERS]
+        uses = [(user, operand) for user, operand in uses if _is_destination_use(user, operand)]
         for user, operand in uses[1:]:
             pos = _top_level_index(user, body, index)
             if pos is None:
