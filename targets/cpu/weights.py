@@ -4,7 +4,8 @@ JIT resolves to numpy buffers instead of data that LLVM compiles.
 What: ``externalize_weights(module)`` takes a module in the LLVM dialect (after ``LLVM_PIPELINE``)
 and turns every ``llvm.mlir.global`` constant whose initial value holds at least
 ``MIN_BYTES`` bytes into an external declaration, returning ``ExternalWeights``: the values as
-numpy arrays, each in a buffer aligned like the global. ``ExternalWeights.register(engine)``
+numpy arrays, in place when the buffer is aligned to 16 bytes or more (the global's alignment is
+lowered to the buffer's), else copied to a buffer aligned like the global. ``ExternalWeights.register(engine)``
 hands their addresses to the ``ExecutionEngine`` (``raw_register_runtime``: a symbol is an
 address, data as well as code) before its first lookup, so the code reads the arrays in place.
 
@@ -125,7 +126,16 @@ def externalize_weights(module: ir.Module, min_bytes: int = MIN_BYTES) -> Extern
             continue
         alignment = ir.IntegerAttr(op.attributes["alignment"]).value if "alignment" in op.attributes else 16
         name = ir.StringAttr(op.attributes["sym_name"]).value
-        weights.arrays[name] = _aligned(array, max(alignment, 16))
+        # The global promises the code `alignment`; a buffer aligned less (but at least to 16
+        # bytes) lowers the promise instead of being copied (437 MB for BERT-base): x86 vector
+        # loads run as fast unaligned, and LLVM then emits only unaligned ones.
+        flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        have = flat.ctypes.data & -flat.ctypes.data if flat.ctypes.data else alignment
+        if have < alignment and have >= 16:
+            op.attributes["alignment"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64, module.context), have)
+            weights.arrays[name] = flat
+        else:
+            weights.arrays[name] = _aligned(array, max(alignment, 16))
         del op.attributes["value"]
         op.attributes["linkage"] = external
     return weights
