@@ -180,16 +180,10 @@ def fills_to_constants(module: ir.Module) -> int:
     215 MB per inference) and packed or transposed at run time; as a constant it is packed at
     compile time (``_constant_array``) and lives outside the code (``weights.py``), a zero
     splat in LLVM's zero-filled section."""
-    fills: list[ir.Operation] = []
+    from onnxc.transforms.onnx_utils import collect_ops
 
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "linalg.fill":
-            fills.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
     rewritten = 0
-    for fill in fills:
+    for fill in collect_ops(module.operation, lambda op: op.name == "linalg.fill"):
         value, dest = fill.operands[0], fill.operands[1]
         t = _ranked(fill.results[0])
         if t is None or not t.has_static_shape or isinstance(value.owner, ir.Block) or isinstance(dest.owner, ir.Block):

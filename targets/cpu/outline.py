@@ -471,15 +471,9 @@ def dedupe_parts(module: ir.Module, parts: list[ir.Operation]) -> int:
             first[key] = name
     if not alias:
         return 0
-    calls: list[ir.Operation] = []
+    from onnxc.transforms.onnx_utils import collect_ops
 
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "func.call":
-            calls.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    for call in calls:
+    for call in collect_ops(module.operation, lambda op: op.name == "func.call"):
         callee = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
         if callee in alias:
             call.attributes["callee"] = ir.FlatSymbolRefAttr.get(alias[callee], call.context)
