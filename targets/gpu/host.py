@@ -97,7 +97,8 @@ def _static_layout(t: ir.Type, where: ir.Operation) -> None:
         raise GpuMappingError(f"{where.location}: {where.name}: a view with a dynamic layout ({t}) is not supported on the host side")
     if t.rank == 0 and offset != 0:
         # The SPIR-V lowering drops the offset of a rank-0 view (a Scan over a scalar state read
-        # x[0] at every step): refused rather than computed wrong.
+        # x[0] at every step): refused rather than computed wrong, wherever such a view is
+        # made (a reshape, a rank-reducing subview) or handed to a kernel.
         raise GpuMappingError(f"{where.location}: {where.name}: a rank-0 view at an offset ({t}) is not supported on the host side")
 
 
@@ -201,6 +202,7 @@ def host_program(module: ir.Module) -> HostProgram:
                     raise GpuMappingError(f"{op.location}: kernel @{path[1]} takes a scalar argument ({v.type}); only buffers are supported")
                 if v not in values:
                     raise GpuMappingError(f"{op.location}: kernel argument from an unsupported host op: {v.owner}")
+                _static_layout(v.type, op)  # every view a kernel gets: static, and no rank-0 offset
                 args.append(values[v])
             steps.append(Launch(path[0], path[1], grid, blk, tuple(args)))  # type: ignore[arg-type]
         elif name == "func.return":

@@ -674,6 +674,21 @@ def _copy_host_slices(module: ir.Module) -> int:
     count = 0
     for op in found:
         view = op.opview
+        src = ir.RankedTensorType(view.source.type)
+        res = ir.RankedTensorType(op.results[0].type)
+        if res.rank == 0 and src.rank > 0 and not len(view.sizes) and not len(view.strides):
+            # A rank-reducing slice to a scalar (x[3] as tensor<f32>) would be a rank-0 view at
+            # an offset, which the SPIR-V lowering reads at offset 0 (host.py refuses it): take
+            # the unreduced [1, .., 1] slice, copy it with a kernel, and collapse the copy.
+            with ir.InsertionPoint(op), op.location:
+                unit = ir.RankedTensorType.get([1] * src.rank, res.element_type)
+                whole = tensor.ExtractSliceOp(unit, view.source, list(view.offsets), [], [], view.static_offsets, view.static_sizes, view.static_strides).result
+                copied = linalg.copy(whole, outs=[tensor.EmptyOp([1] * src.rank, res.element_type).result])
+                scalar = tensor.CollapseShapeOp(res, copied, []).result
+            op.results[0].replace_all_uses_with(scalar)
+            op.erase()
+            count += 1
+            continue
         if len(view.sizes) or len(view.strides) or not ir.RankedTensorType(op.results[0].type).has_static_shape:
             continue  # dynamic sizes: refused on the host side with the op named
         uses = [u for u in op.results[0].uses if not u.owner.name.startswith("linalg.")]

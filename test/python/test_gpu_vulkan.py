@@ -407,3 +407,32 @@ def test_mod_is_exact_at_the_edges(vulkan: None) -> None:
     with np.errstate(invalid="ignore"):
         np.testing.assert_array_equal(f, np.fmod(a, b))
         np.testing.assert_array_equal(m, np.mod(a, b))
+
+
+def test_scalar_slice_reads_its_element(vulkan: None) -> None:
+    """A rank-reducing slice to a scalar (x[1, 3] as tensor<f32>) read by a kernel: as a rank-0
+    view at an offset it read x[0, 0] in SPIR-V (a wrong answer, now refused by host.py); the
+    mapping copies the unreduced [1, 1] slice with a kernel instead."""
+    from mlir import ir
+
+    from onnxc.targets.vulkan import compile_module
+
+    src = """
+    func.func @r0(%x: tensor<2x5xf32>, %y: tensor<5xf32>) -> tensor<5xf32> {
+      %s = tensor.extract_slice %x[1, 3] [1, 1] [1, 1] : tensor<2x5xf32> to tensor<f32>
+      %e = tensor.empty() : tensor<5xf32>
+      %r = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> ()>, affine_map<(i) -> (i)>],
+                           iterator_types = ["parallel"]}
+          ins(%y, %s : tensor<5xf32>, tensor<f32>) outs(%e : tensor<5xf32>) {
+      ^bb0(%a: f32, %b: f32, %o: f32):
+        %t = arith.addf %a, %b : f32
+        linalg.yield %t : f32
+      } -> tensor<5xf32>
+      return %r : tensor<5xf32>
+    }
+    """
+    x = np.arange(10, dtype=np.float32).reshape(2, 5)
+    y = np.linspace(-1, 1, 5).astype(np.float32)
+    with ir.Context():
+        got = compile_module(ir.Module.parse(src))(x, y)[0]
+    np.testing.assert_array_equal(got, y + x[1, 3])
