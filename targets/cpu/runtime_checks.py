@@ -51,6 +51,7 @@ from onnxc.transforms.lowering.runtime_checks import (
     check_table,
     describe,
     ensure_status_global,
+    format_check,
     record_failure,
     set_check_table,
     status_memref_type,
@@ -227,8 +228,8 @@ def prepare_failure_exits(module: ir.Module) -> int:
                 coroutine = coroutine or op.name.startswith("llvm.intr.coro.")
                 if op.name == "memref.alloc" and (op.parent.operation == fn or len(op.operands)):
                     op.attributes[ALLOC_MARKER] = ir.UnitAttr.get()
-                elif CHECK_MARKER in op.attributes and op.parent.operation == fn:
-                    guards.append(op)
+                elif op.name in ("scf.if", "memref.store") and CHECK_MARKER in op.attributes and op.parent.operation == fn:
+                    guards.append(op)  # a store: the guard was folded away (fails whatever the data)
                 return ir.WalkResult.ADVANCE
 
             fn.walk(visit)
@@ -236,7 +237,12 @@ def prepare_failure_exits(module: ir.Module) -> int:
                 continue
             for guard in guards:
                 with ir.Location.unknown():
-                    _split_after(guard, guard.operands[0], fn)
+                    if guard.name == "scf.if":
+                        _split_after(guard, guard.operands[0], fn)
+                    else:
+                        with ir.InsertionPoint.after(guard):
+                            always = arith.constant(ir.IntegerType.get_signless(1), 1)
+                        _split_after(always.owner.operation, always, fn)
                 exits += 1
         module.operation.attributes[ALLOC_MARKER] = ir.UnitAttr.get()
         # The guards' descriptions, before convert-scf-to-cf dissolves the guards.
@@ -296,22 +302,9 @@ def insert_failure_exits(module: ir.Module) -> None:
 
 def format_failure(check: dict[str, Any] | None, values: Sequence[int]) -> str:
     """The sentence of a failed check: `Reshape node 'r1': the run-time target shape (2, 7) ...`."""
-    if check is None:  # its description went with a guard folded away (a statically false check)
+    if check is None:  # an id without a description (none is expected: see record_failure)
         return "a run-time check of the model failed (run-time check)"
-    named: dict[str, object] = {}
-    at = 0
-    for name, count in check.get("fields", []):  # count n: a number (n = 1); -n: a tuple of n
-        n = abs(int(count))
-        vs = [int(v) for v in values[at : at + n]]
-        at += n
-        named[str(name)] = vs[0] if int(count) == 1 and vs else "(" + ", ".join(map(str, vs)) + ("," if n == 1 else "") + ")"
-    try:
-        what = str(check.get("what", "")).format(**named)
-    except (KeyError, IndexError, ValueError):  # a description that does not fit its values
-        what = f"{check.get('what')} {named}"
-    node, op = str(check.get("node") or ""), str(check.get("op") or "")
-    who = f"{op} node '{node}'" if node and op else (f"node '{node}'" if node else (op or "the model"))
-    return f"{who}: {what} (run-time check)"
+    return f"{format_check(check, values)} (run-time check)"
 
 
 class StatusChannel:

@@ -515,6 +515,23 @@ _INVALID_SIZES = {
               {"x": np.arange(6, dtype=np.float32), "b": np.array([0]), "e": np.array([6]), "a": np.array([0]), "k": np.array([2])}, "k", np.array([0]), r"a run-time step is 0"),
     "CumSum": (h.make_node("CumSum", ["x", "a"], ["y"], name="n"), [_f("x", [2, 3]), _i64("a", [])], [T.FLOAT],
                {"x": _ONES, "a": np.array(1)}, "a", np.array(5), r"the run-time axis 5 is out of range for rank 2"),
+    # Indices into other tensors: RoiAlign's batch indices and ArrayFeatureExtractor's read outside
+    # their data (SIGSEGV), MaxUnpool's and Compress's condition were skipped or cut.
+    "RoiAlign": (h.make_node("RoiAlign", ["x", "r", "b"], ["y"], output_height=2, output_width=2, name="n"),
+                 [_f("x", [2, 1, 4, 4]), _f("r", [1, 4]), _i64("b", [1])], [T.FLOAT],
+                 {"x": np.arange(32, dtype=np.float32).reshape(2, 1, 4, 4), "r": np.array([[0, 0, 2, 2]], np.float32), "b": np.array([1])},
+                 "b", np.array([10**9]), r"index 1000000000 is out of range for axis 0"),
+    "ArrayFeatureExtractor": (h.make_node("ArrayFeatureExtractor", ["x", "i"], ["y"], domain="ai.onnx.ml", name="n"),
+                              [_f("x", [2, 3]), _i64("i", [2])], [T.FLOAT],
+                              {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "i": np.array([2, -1])}, "i", np.array([0, 3]),
+                              r"index 3 is out of range for axis 1 of the data's shape \(2, 3\)"),
+    "MaxUnpool": (h.make_node("MaxUnpool", ["x", "i"], ["y"], kernel_shape=[2, 2], strides=[2, 2], name="n"),
+                  [_f("x", [1, 1, 2, 2]), _i64("i", [1, 1, 2, 2])], [T.FLOAT],
+                  {"x": np.ones((1, 1, 2, 2), np.float32), "i": np.array([[[[0, 3], [9, 15]]]])}, "i", np.array([[[[0, 3], [16, 15]]]]),
+                  r"index 16 is out of range for axis 0"),
+    "Compress": (h.make_node("Compress", ["x", "c"], ["y"], axis=0, name="n"), [_f("x", [3]), h.make_tensor_value_info("c", T.BOOL, ["k"])], [T.FLOAT],
+                 {"x": np.arange(3, dtype=np.float32), "c": np.array([True, False, True])}, "c", np.ones(5, bool),
+                 r"the condition has 5 entries, axis 0 only 3"),
 }
 
 
@@ -526,12 +543,13 @@ def test_invalid_run_time_sizes_are_clear_errors(case: str) -> None:
     RuntimeCheckError naming node and values. Valid feeds match onnx.reference, before and after."""
     node, ins, out_types, feeds, name, bad, message = _INVALID_SIZES[case]
     outs = [h.make_tensor_value_info(o, t, None) for o, t in zip(node.output, out_types)]
-    m = h.make_model(h.make_graph([node], "g", ins, outs), opset_imports=[h.make_opsetid("", 18)])
+    opsets = [h.make_opsetid("", 18)] + ([h.make_opsetid("ai.onnx.ml", 3)] if node.domain else [])
+    m = h.make_model(h.make_graph([node], "g", ins, outs), opset_imports=opsets)
     compiled = onnxc.compile(m)
     want = ReferenceEvaluator(m).run(None, feeds)
     for _ in range(2):
         for got, w in zip(compiled(**feeds), want):
-            np.testing.assert_allclose(got, w, rtol=1e-6)
+            np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
         with pytest.raises(RuntimeCheckError, match=f"{case} node 'n': .*" + message):
             compiled(**{**feeds, name: bad})
 

@@ -640,6 +640,10 @@ def lower_compress(node: Node) -> list[ir.Value]:
     shape = shape_of(x)
     r = len(shape)
     n = arith.minsi(dim_value(dim(cond, 0)), dim_value(shape[axis]))
+    # A condition longer than the axis is invalid (onnx.reference raises); it is cut (memory-safe)
+    # and the caller gets a run-time error (runtime_checks.py).
+    fits = arith.cmpi(P.sle, dim_value(dim(cond, 0)), dim_value(shape[axis]))
+    require(fits, node.op, f"the condition has {{length}} entries, axis {axis} only {{size}}", [("length", dim_value(dim(cond, 0))), ("size", dim_value(shape[axis]))])
     out_shape = list(shape)
     out_shape[axis] = count_where(extract_slice(cond, [0], [n]), lambda c: c)
     slice_sizes = list(shape)

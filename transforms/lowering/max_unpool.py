@@ -16,6 +16,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, scf, tensor
 
+from onnxc.transforms.lowering.runtime_checks import require, require_indices
 from onnxc.transforms.lowering.common import (
     Dim,
     Node,
@@ -29,6 +30,7 @@ from onnxc.transforms.lowering.common import (
     extract_dims,
     filled,
     insert_slice,
+    is_unsigned,
     lowers,
     rank_of,
     reshape,
@@ -87,6 +89,9 @@ def lower_max_unpool(node: Node) -> list[ir.Value]:
 
     flat_x = reshape(x, [n_in])
     flat_i = reshape(ind, [n_in])
+    # An index outside the output is invalid (onnx.reference raises); the loop below skips it
+    # (memory-safe), the caller gets a run-time error (runtime_checks.py).
+    require_indices(node.op, flat_i, is_unsigned(node.in_elem(1)), [dim_value(total)], 0, [dim_value(d) for d in inferred])
     buf0 = filled([total], elem, 0.0 if isinstance(elem, ir.FloatType) else 0)
     total_v = dim_value(total)
     zero = const_index(0)
@@ -109,5 +114,11 @@ def lower_max_unpool(node: Node) -> list[ir.Value]:
     out_shape: list[Dim] = list(extract_dims(node.input(2), node.in_elem(2)))
     # The given shape must hold the inferred one (the reference's slice assignment needs it);
     # a smaller one is clamped so the insert never writes out of bounds.
+    fits = [arith.cmpi(P.sge, o, dim_value(i)) for o, i in zip(out_shape, inferred)]
+    ok = fits[0]
+    for f in fits[1:]:
+        ok = arith.andi(ok, f)
+    require(ok, node.op, "the run-time output_shape {shape} is smaller than the unpooled {inferred}",
+            [("shape", out_shape), ("inferred", [dim_value(i) for i in inferred])])  # fmt: skip
     out_shape = [arith.maxsi(o, dim_value(i)) for o, i in zip(out_shape, inferred)]
     return [insert_slice(y, filled(out_shape, elem, 0.0 if isinstance(elem, ir.FloatType) else 0), [0] * r)]

@@ -5,16 +5,20 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, tensor
 
+from onnxc.transforms.lowering.runtime_checks import require_indices
 from onnxc.transforms.lowering.common import (
     Node,
+    const_index,
     const_scalar,
     convert_element,
+    dim_value,
     elementwise,
     empty,
     generic,
     identity_map,
     index_of,
     is_float,
+    is_unsigned,
     lowers,
     rank_of,
     shape_of,
@@ -56,9 +60,14 @@ def lower_array_feature_extractor(node: Node) -> list[ir.Value]:
     flat = reshape(ind, [n])
     out_shape = shape_of(x)[:-1] + [n]
     ielem = node.in_elem(1)
+    # An index outside [-size, size) of the last axis read outside x (SIGSEGV): a run-time error
+    # (runtime_checks.py); a negative one counts from the end, as numpy (the reference) does.
+    size = dim_value(shape_of(x)[-1])
+    require_indices(node.op, ind, is_unsigned(ielem), [size], r - 1, [dim_value(d) for d in shape_of(x)])
 
     def body(a: list[ir.Value]) -> list[ir.Value]:
         i = to_index(tensor.extract(flat, [index_of(r - 1)]), ielem)
+        i = arith.select(arith.cmpi(arith.CmpIPredicate.slt, i, const_index(0)), arith.addi(i, size), i)
         return [tensor.extract(x, [index_of(d) for d in range(r - 1)] + [i])]
 
     return generic([], [empty(out_shape, convert_element(node.in_elem(0)))], [identity_map(r)], ["parallel"] * r, body)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, math, scf, tensor
 
+from onnxc.transforms.lowering.runtime_checks import require_indices
 from onnxc.transforms.lowering.common import (
     Node,
     affine_map,
@@ -36,6 +37,7 @@ from onnxc.transforms.lowering.common import (
     is_float,
     lowers,
     rank_of,
+    shape_of,
     static_shape,
     to_index,
 )
@@ -93,6 +95,8 @@ def lower_roi_align(node: Node) -> list[ir.Value]:
 
     idx = ir.IndexType.get()
     h_f, w_f = to_f(height), to_f(width)
+    # A batch index outside [0, N) read outside X (SIGSEGV): a run-time error (runtime_checks.py).
+    require_indices(node.op, bidx, False, [dim_value(dim(x, 0))], 0, [dim_value(d) for d in shape_of(node.input(0))], negative=False)
     out0 = empty([n_rois, chans, ph_n, pw_n], ct)
     loop = scf.ForOp(const_index(0), dim_value(n_rois), const_index(1), [out0])
     with ir.InsertionPoint(loop.body):

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -47,6 +48,7 @@ __all__ = [
     "collect_check_table",
     "describe",
     "ensure_status_global",
+    "format_check",
     "index_range_ok",
     "record_failure",
     "next_check_id",
@@ -155,20 +157,25 @@ def _i64(v: ir.Value) -> ir.Value:
     return v
 
 
-def record_failure(check_id: int, values: Sequence[ir.Value]) -> None:
+def record_failure(check_id: int, values: Sequence[ir.Value], description: ir.Attribute | None = None) -> None:
     """At the insertion point: store `check_id` and `values` in the status unless a failure is
     recorded already (the first failure of a call is its cause; later ones follow from it).
-    Branch-free (selects), so it can be built in structured and in CFG code alike."""
+    Branch-free (selects), so it can be built in structured and in CFG code alike.
+    `description` also goes on the record's last store: it survives a guard folded away (a check
+    that fails whatever the data, inlined by canonicalize), so the message still names the node
+    and the CPU target still leaves right after the record."""
     i64 = ir.IntegerType.get_signless(64)
     index = ir.IndexType.get()
     status = memref.get_global(status_memref_type(), STATUS_GLOBAL)
     zero_i = arith.constant(index, 0)
     old = memref.load(status, [zero_i])
     first = arith.cmpi(arith.CmpIPredicate.eq, old, arith.constant(i64, 0))
-    memref.store(arith.select(first, arith.constant(i64, check_id), old), status, [zero_i])
+    last = memref.StoreOp(arith.select(first, arith.constant(i64, check_id), old), status, [zero_i])
     for k, v in enumerate(values[: STATUS_WORDS - 2]):  # the last word is the target's exit flag
         at = arith.constant(index, k + 1)
-        memref.store(arith.select(first, v, memref.load(status, [at])), status, [at])
+        last = memref.StoreOp(arith.select(first, v, memref.load(status, [at])), status, [at])
+    if description is not None:  # on the last store: the whole record precedes it
+        last.operation.attributes[CHECK_MARKER] = description
 
 
 def require(ok: ir.Value, who: ir.Operation | tuple[str, str] | None, what: str, fields: Sequence[Field] = ()) -> None:
@@ -186,17 +193,40 @@ def require(ok: ir.Value, who: ir.Operation | tuple[str, str] | None, what: str,
         node, op_type = location_label(ir.Location.current)
     else:
         node, op_type = location_label(who.location)
-    ensure_status_global(module)
     seqs = [(n, [vs] if isinstance(vs, ir.Value) else list(vs), isinstance(vs, ir.Value)) for n, vs in fields]
     values = [v for _, vs, _ in seqs for v in vs]
+    fields_desc = [(n, len(vs) if scalar else -len(vs)) for n, vs, scalar in seqs]
+    known = _constant_int(ok)
+    if known is not None and bool(known):
+        return  # holds whatever the data
+    ensure_status_global(module)
     check_id = next_check_id(module)
-    desc = {"id": check_id, **describe(node, op_type, what, [(n, len(vs) if scalar else -len(vs)) for n, vs, scalar in seqs])}
+    desc = ir.StringAttr.get(json.dumps({"id": check_id, **describe(node, op_type, what, fields_desc)}))
     failed = arith.xori(ok, arith.constant(ir.IntegerType.get_signless(1), 1))
     guard = scf.IfOp(failed)
-    guard.operation.attributes[CHECK_MARKER] = ir.StringAttr.get(json.dumps(desc))
+    guard.operation.attributes[CHECK_MARKER] = desc
     with ir.InsertionPoint(guard.then_block):  # the values widened only where they are reported
-        record_failure(check_id, [_i64(v) for v in values])
+        record_failure(check_id, [_i64(v) for v in values], desc)
         scf.YieldOp([])
+
+
+def format_check(check: dict[str, Any], values: Sequence[int]) -> str:
+    """A check's sentence with its values: `Reshape node 'r1': the run-time target shape (2, 7) has
+    14 elements, the input 12` (a field of count 1 is a number, of count -n a tuple of n)."""
+    named: dict[str, object] = {}
+    at = 0
+    for name, count in check.get("fields", []):
+        n = abs(int(count))
+        vs = [int(v) for v in values[at : at + n]]
+        at += n
+        named[str(name)] = vs[0] if int(count) == 1 and vs else "(" + ", ".join(map(str, vs)) + ("," if n == 1 else "") + ")"
+    try:
+        what = str(check.get("what", "")).format(**named)
+    except (KeyError, IndexError, ValueError):  # a description that does not fit its values
+        what = f"{check.get('what')} {named}"
+    node, op = str(check.get("node") or ""), str(check.get("op") or "")
+    who = f"{op} node '{node}'" if node and op else (f"node '{node}'" if node else (op or "the model"))
+    return f"{who}: {what}"
 
 
 def require_declared_shape(v: ir.Value, declared: ir.Type, who: ir.Operation | tuple[str, str] | None, label: str, claim: str = "the model declares") -> None:
@@ -221,8 +251,9 @@ def require_declared_shape(v: ir.Value, declared: ir.Type, who: ir.Operation | t
     require(ok, who, f"{label} has the run-time shape {{shape}}, {claim} {shown}", [("shape", dims)])
 
 
-def index_range_ok(indices: ir.Value, unsigned: bool, sizes: Sequence[ir.Value]) -> tuple[ir.Value, ir.Value]:
-    """(ok, offending value) for an index tensor whose entries must lie in [-size, size).
+def index_range_ok(indices: ir.Value, unsigned: bool, sizes: Sequence[ir.Value], negative: bool = True) -> tuple[ir.Value, ir.Value]:
+    """(ok, offending value) for an index tensor whose entries must lie in [-size, size) (in
+    [0, size) when `negative` is False: ops that do not count from the end).
 
     One size: every entry is checked against it. Several (GatherND/ScatterND): entry [..., j] of
     the last dim is checked against `sizes[j]`. The minimum and maximum are two reductions over
@@ -257,7 +288,7 @@ def index_range_ok(indices: ir.Value, unsigned: bool, sizes: Sequence[ir.Value])
         at = [arith.constant(ir.IndexType.get(), j)] if per_column else []
         mn, mx = tensor.extract(lo, at), tensor.extract(hi, at)
         s = _i64(size)
-        low_ok = arith.cmpi(arith.CmpIPredicate.sge, mn, arith.subi(arith.constant(i64, 0), s))
+        low_ok = arith.cmpi(arith.CmpIPredicate.sge, mn, arith.subi(arith.constant(i64, 0), s) if negative else arith.constant(i64, 0))
         high_ok = arith.cmpi(arith.CmpIPredicate.slt, mx, s)
         this_ok = arith.andi(low_ok, high_ok)
         this_bad = arith.select(low_ok, mx, mn)
@@ -267,13 +298,13 @@ def index_range_ok(indices: ir.Value, unsigned: bool, sizes: Sequence[ir.Value])
     return ok, bad
 
 
-def require_indices(who: ir.Operation, indices: ir.Value, unsigned: bool, sizes: Sequence[ir.Value], first_axis: int, data_shape: Sequence[ir.Value]) -> None:
+def require_indices(who: ir.Operation, indices: ir.Value, unsigned: bool, sizes: Sequence[ir.Value], first_axis: int, data_shape: Sequence[ir.Value], negative: bool = True) -> None:
     """A run-time error for an entry of `indices` outside [-size, size) (`index_range_ok`: one
     size, or one per column of the last dim) indexing the data from `first_axis` on: onnx.reference
     refuses it; the gather/scatter itself clamps (memory-safe) and the caller raises."""
-    if _constant_in_range(indices, sizes):
+    if _constant_in_range(indices, sizes, negative):
         return  # nothing to check at run time (the embedding tables' position ids, a class token)
-    ok, bad = index_range_ok(indices, unsigned, sizes)
+    ok, bad = index_range_ok(indices, unsigned, sizes, negative)
     where = f"axis {first_axis}" if len(sizes) == 1 else f"axes {first_axis}..{first_axis + len(sizes) - 1}"
     require(ok, who, f"index {{index}} is out of range for {where} of the data's shape {{shape}}",
             [("index", bad), ("shape", list(data_shape))])  # fmt: skip
@@ -291,17 +322,15 @@ def _constant_int(v: ir.Value) -> "np.ndarray | None":
     return None
 
 
-def _constant_in_range(indices: ir.Value, sizes: Sequence[ir.Value]) -> bool:
-    """Whether `indices` and `sizes` are constants with every index in [-size, size)."""
+def _constant_in_range(indices: ir.Value, sizes: Sequence[ir.Value], negative: bool = True) -> bool:
+    """Whether `indices` and `sizes` are constants with every index in [-size, size) ([0, size)
+    unless `negative`)."""
     ind = _constant_int(indices)
     bounds = [_constant_int(s) for s in sizes]
     if ind is None or any(b is None for b in bounds):
         return False
-    if len(sizes) > 1:
-        cols = ind.reshape(-1, len(sizes))
-        return all(bool(((cols[:, j] >= -int(b)) & (cols[:, j] < int(b))).all()) for j, b in enumerate(bounds))  # type: ignore[arg-type]
-    b = int(bounds[0])  # type: ignore[arg-type]
-    return bool(((ind >= -b) & (ind < b)).all())
+    cols = ind.reshape(-1, len(sizes))
+    return all(bool(((cols[:, j] >= (-int(b) if negative else 0)) & (cols[:, j] < int(b))).all()) for j, b in enumerate(bounds))  # type: ignore[arg-type]
 
 
 def _reads_data(v: ir.Value, depth: int = 12) -> bool:
