@@ -472,7 +472,7 @@ def _exact_remf(module: ir.Module) -> int:
             def c(v: float) -> ir.Value:
                 return arith.ConstantOp(t, v).result
 
-            inf, zero, two, half = c(math_inf()), c(0.0), c(2.0), c(0.5)
+            inf, zero, two, half = c(float("inf")), c(0.0), c(2.0), c(0.5)
             abs_a, abs_b = math.absf(a), math.absf(b)
             finite_a = arith.cmpf(F.OLT, abs_a, inf)
             usable_b = arith.andi(arith.cmpf(F.OGT, abs_b, zero), arith.cmpf(F.OLT, abs_b, inf))
@@ -498,18 +498,10 @@ def _exact_remf(module: ir.Module) -> int:
             nan_case = arith.ori(
                 arith.ori(arith.cmpf(F.UNO, a, b), arith.cmpf(F.OEQ, abs_b, zero)), arith.cmpf(F.OEQ, abs_a, inf)
             )
-            result = arith.select(nan_case, c(math_nan()), result)
+            result = arith.select(nan_case, c(float("nan")), result)
         op.results[0].replace_all_uses_with(result)
         op.erase()
     return len(found)
-
-
-def math_inf() -> float:
-    return float("inf")
-
-
-def math_nan() -> float:
-    return float("nan")
 
 
 def _insert_slices_to_copies(module: ir.Module) -> int:
@@ -552,6 +544,7 @@ _LOOP_TAG = "onnxc.gpu_host_loop"
 
 
 def _constant_index(v: ir.Value) -> int | None:
+    """The value of an index given by an `arith.constant`, else None."""
     owner = v.owner
     owner = getattr(owner, "operation", owner)
     if isinstance(owner, ir.Operation) and owner.name == "arith.constant" and isinstance(owner.attributes["value"], ir.IntegerAttr):
@@ -1158,6 +1151,7 @@ def _one_barrier_per_copy(module: ir.Module) -> int:
 
 
 def _index_const(v: int) -> ir.Value:
+    """An `arith.constant` of index type (at the current insertion point)."""
     from mlir.dialects import arith
 
     return arith.ConstantOp(ir.IndexType.get(), v).result
