@@ -124,6 +124,7 @@ _FILL_TAG = "onnxc.gpu_fill"
 _KERNEL_TAG = "onnxc.gpu_kernel"
 _COPY_TAG = "onnxc.gpu_copy"
 _COPY_LOOP_TAG = "onnxc.gpu_copy_loop"
+_COPY_LOOP_NO_BARRIER_TAG = "onnxc.gpu_copy_loop_nobarrier"
 _CONTRACTIONS = ("linalg.matmul", "linalg.batch_matmul")
 
 
@@ -1000,7 +1001,8 @@ def _tile_to_blocks_and_threads(module: ir.Module, device: GpuDevice, mma_types:
                     copy = _unit_attr_match(root, f"{_COPY_TAG}_{i}_{j}")
                     chunks = structured.TileUsingForOp([_any_op()] * sum(1 for t in threads if t), copy, sizes=threads)
                     structured.TileUsingForallOp(_any_op(), _any_op(), chunks.tiled_linalg_op, num_threads=threads, mapping=_mapping("thread", sum(1 for t in threads if t)))
-                    transform.AnnotateOp(chunks.loops[0], _COPY_LOOP_TAG)
+                    # Only the last copy of a step needs a barrier after it (see _one_barrier_per_copy).
+                    transform.AnnotateOp(chunks.loops[0], _COPY_LOOP_TAG if j == len(copies[i]) - 1 else _COPY_LOOP_NO_BARRIER_TAG)
 
         _apply(module, build_threads, "tiling promoted contractions to threads")
     return len(plans)
@@ -1137,16 +1139,22 @@ def _one_barrier_per_copy(module: ir.Module) -> int:
     every thread loop, which is inside the chunk loops; chunks write disjoint parts of the
     workgroup buffer and nobody reads it until the copy ends, so only the barrier after the
     whole copy is needed (every thread runs the same chunk loops: their bounds depend on the
-    workgroup only, so the barrier stays uniform)."""
+    workgroup only, so the barrier stays uniform). A K-step's A copy (tagged to have no
+    barrier) and B copy write different buffers that nothing reads before the compute, so one
+    barrier after the B copy serves both."""
     from mlir.dialects import gpu
 
-    loops = collect(module.operation, lambda op: op.name == "scf.for" and _COPY_LOOP_TAG in op.attributes)
+    tags = (_COPY_LOOP_TAG, _COPY_LOOP_NO_BARRIER_TAG)
+    loops = collect(module.operation, lambda op: op.name == "scf.for" and any(t in op.attributes for t in tags))
     for loop in loops:
         for barrier in collect(loop, lambda op: op.name == "gpu.barrier"):
             barrier.erase()
-        with ir.InsertionPoint.after(loop), loop.location:
-            gpu.BarrierOp()
-        del loop.attributes[_COPY_LOOP_TAG]
+        if _COPY_LOOP_TAG in loop.attributes:
+            with ir.InsertionPoint.after(loop), loop.location:
+                gpu.BarrierOp()
+        for t in tags:
+            if t in loop.attributes:
+                del loop.attributes[t]
     return len(loops)
 
 
@@ -1233,6 +1241,6 @@ def map_to_gpu(module: ir.Module, device: GpuDevice, mma_types: frozenset[str] =
             _one_barrier_per_copy(module)
             _rewrite_mma(module)
         finally:
-            _strip(module, (_ROOT_TAG, _FILL_TAG, _KERNEL_TAG, _COPY_TAG, _COPY_LOOP_TAG))
+            _strip(module, (_ROOT_TAG, _FILL_TAG, _KERNEL_TAG, _COPY_TAG, _COPY_LOOP_TAG, _COPY_LOOP_NO_BARRIER_TAG))
         run_pipeline(module, OUTLINE_PIPELINE, "kernel outlining")
     return module

@@ -2,7 +2,7 @@
 """Workgroup-memory promotion of a contraction's operands (`map_to_gpu`, then the CUDA target's
 `lower_to_ptx`): the K loop steps by the device's `matmul_k_tile`; each step the workgroup's
 threads copy the A and B slices into `#gpu.address_space<workgroup>` buffers (chunk loops of
-the workgroup's shape, one barrier after each copy), and the register tiles read from them, with
+the workgroup's shape, one barrier after both copies), and the register tiles read from them, with
 a barrier after the compute before the next step overwrites the buffers. Shapes divide no tile
 (37x50 @ 50x70): the buffers have the static bound, the partial tiles use their leading part.
 In PTX the buffers are `.shared` arrays and the barriers `bar.sync`."""
@@ -35,13 +35,15 @@ func.func @mm(%a: tensor<37x50xf32>, %b: tensor<50x70xf32>) -> tensor<37x70xf32>
 # CHECK: scf.for
 # CHECK: scf.for
 # CHECK: linalg.copy {{.*}}outs(%{{.*}} : memref<?x?xf32, strided<[16, 1], offset: ?>, #gpu.address_space<workgroup>>)
+# No barrier between the A and B copies (different buffers, nothing reads them yet).
+# CHECK-NOT: gpu.barrier
+# CHECK: %[[B:.*]] = memref.alloc() {{.*}}: memref<16x32xf32, #gpu.address_space<workgroup>>
+# CHECK-NOT: gpu.barrier
+# CHECK: linalg.copy {{.*}}outs(%{{.*}} : memref<?x?xf32, strided<[32, 1], offset: ?>, #gpu.address_space<workgroup>>)
 # CHECK-NOT: gpu.barrier
 # CHECK: }
 # CHECK-NEXT: }
 # CHECK-NEXT: gpu.barrier
-# CHECK: %[[B:.*]] = memref.alloc() {{.*}}: memref<16x32xf32, #gpu.address_space<workgroup>>
-# CHECK: linalg.copy {{.*}}outs(%{{.*}} : memref<?x?xf32, strided<[32, 1], offset: ?>, #gpu.address_space<workgroup>>)
-# CHECK: gpu.barrier
 # The register tile reads both operands from workgroup memory, then a barrier ends the step.
 # CHECK: %[[AT:.*]] = memref.subview %[[AV]]
 # CHECK: linalg.generic
