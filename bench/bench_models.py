@@ -449,3 +449,230 @@ def random_feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]
         else:
             feeds[vi.name] = rng.integers(0, 10, shape).astype(dtype)
     return feeds
+
+
+# --- hub architectures with dynamic axes (issue 10, items 5-6) ----------------------------------
+#
+# The builders below write the graphs torch.onnx's classic exporter writes with ``dynamic_axes``:
+# graph inputs carry ``dim_param`` names ("batch", "seq", "frames") and every shape the model
+# needs at run time is computed in the graph (``Shape`` -> ``Gather`` -> ``Unsqueeze`` ->
+# ``Concat`` -> ``Reshape``, ``Range`` over a ``Shape``), so one compiled model serves every
+# batch and sequence length. Small widths by default: the op patterns matter for conformance.
+
+
+def _dim(g: GraphBuilder, x: str, axis: int) -> str:
+    """``x.size(axis)`` as the exporter writes it: a 1-D int64 [1] from Shape/Gather/Unsqueeze."""
+    d = g.op("Gather", [g.op("Shape", [x]), g.const(np.array(axis, dtype=np.int64), "axis")], axis=0)
+    return g.op("Unsqueeze", [d, g.const([0])])
+
+
+def _dyn_reshape(g: GraphBuilder, x: str, parts: Sequence[str | int]) -> str:
+    """``x.view(*parts)`` where a part is a run-time dim (a name from ``_dim``) or a constant."""
+    pieces = [p if isinstance(p, str) else g.const([p], "dim") for p in parts]
+    return g.op("Reshape", [x, g.op("Concat", pieces, axis=0)])
+
+
+def _silu(g: GraphBuilder, x: str) -> str:
+    """nn.SiLU: torch.onnx (opset < 22) writes ``x * Sigmoid(x)``."""
+    return g.op("Mul", [x, g.op("Sigmoid", [x])])
+
+
+def efficientnet(layers: int | None = None, seed: int = 0, size: int = 64, width: float = 0.25) -> BenchModel:
+    """torchvision EfficientNet-B0 (BN folded), widths scaled by ``width``: stem Conv + SiLU, MBConv
+    blocks (1x1 expand + SiLU, depthwise 3x3/5x5 + SiLU, squeeze-excite as GlobalAveragePool ->
+    1x1 Conv -> SiLU -> 1x1 Conv -> Sigmoid -> Mul, 1x1 project, residual Add), head Conv + SiLU,
+    GlobalAveragePool, Flatten, Gemm. Input [batch, 3, size, size] with a dynamic batch.
+    ``layers`` caps the blocks per stage."""
+
+    def ch(c: int) -> int:
+        return max(8, int(c * width + 4) // 8 * 8)
+
+    g = GraphBuilder("efficientnet", seed)
+    x = g.input("input", np.float32, ["batch", 3, size, size])
+    cin = ch(32)
+    x = _silu(g, g.conv(x, 3, cin, 3, 2))
+    # (expand ratio, kernel, stride, channels, repeats) of B0's seven stages
+    for t, k, s, c, n in ((1, 3, 1, 16, 1), (6, 3, 2, 24, 2), (6, 5, 2, 40, 2), (6, 3, 2, 80, 3), (6, 5, 1, 112, 3), (6, 5, 2, 192, 4), (6, 3, 1, 320, 1)):
+        cout = ch(c)
+        for i in range(n if layers is None else min(n, layers)):
+            stride = s if i == 0 else 1
+            hidden = cin * t
+            y = _silu(g, g.conv(x, cin, hidden, 1)) if t != 1 else x
+            y = _silu(g, g.conv(y, hidden, hidden, k, stride, group=hidden))
+            squeezed = max(1, cin // 4)
+            se = g.op("GlobalAveragePool", [y])
+            se = _silu(g, g.conv(se, hidden, squeezed, 1))
+            se = g.op("Sigmoid", [g.conv(se, squeezed, hidden, 1)])
+            y = g.op("Mul", [y, se])
+            y = g.conv(y, hidden, cout, 1, gain=0.5)
+            x = g.op("Add", [y, x]) if stride == 1 and cin == cout else y
+            cin = cout
+    head = ch(1280)
+    x = _silu(g, g.conv(x, cin, head, 1))
+    x = g.op("Flatten", [g.op("GlobalAveragePool", [x])], axis=1)
+    g.output(g.gemm(x, head, 1000), name="logits")
+    return BenchModel("efficientnet", g.model(), _feeds_image(size, seed), f"EfficientNet-B0 (width x{width}), [batch]x3x{size}x{size}")
+
+
+def t5_encoder(layers: int | None = None, seed: int = 0, seq: int = 12, d_model: int = 64, heads: int = 4, d_ff: int = 128, vocab: int = 100, buckets: int = 32, max_distance: int = 128) -> BenchModel:
+    """HF T5 v1.1 encoder (T5EncoderModel) with dynamic batch and sequence: token Gather, T5
+    LayerNorm (RMS without mean: Pow/ReduceMean/Add/Sqrt/Reciprocal/Mul, then the weight), bias-free
+    attention without 1/sqrt(d) scaling, the bidirectional relative position bias computed in the
+    graph (Range over Shape, Sub, the log-bucket formula with Greater/Abs/Less/Log/Cast/Min/Where,
+    Gather from the bias table, Transpose/Unsqueeze) plus the padding mask ``(1 - mask) * finfo.min``
+    added to the scores, gated-GELU FFN (gelu_new(wi_0 x) * wi_1 x, wo), final LayerNorm."""
+    layers = 2 if layers is None else layers
+    hd = d_model // heads
+    g = GraphBuilder("t5_encoder", seed)
+    ids = g.input("input_ids", np.int64, ["batch", "seq"])
+    mask = g.input("attention_mask", np.int64, ["batch", "seq"])
+    x = g.op("Gather", [g.weight((vocab, d_model), 1.0, "shared"), ids], axis=0)
+    batch = _dim(g, ids, 0)
+
+    def t5_norm(v: str) -> str:
+        var = g.op("ReduceMean", [g.op("Pow", [v, g.const(2.0)])], axes=[-1], keepdims=1)
+        v = g.op("Mul", [v, g.op("Reciprocal", [g.op("Sqrt", [g.op("Add", [var, g.const(1e-6)])])])])
+        return g.op("Mul", [g.const(1.0 + 0.1 * g.rng.standard_normal(d_model, dtype=np.float32), "ln_w"), v])
+
+    # relative_position[q, k] = k - q, bucketed (T5Attention._relative_position_bucket, bidirectional)
+    n = g.op("Gather", [g.op("Shape", [ids]), g.const(np.array(1, dtype=np.int64), "axis")], axis=0)
+    pos = g.op("Range", [g.const(np.array(0, dtype=np.int64), "start"), n, g.const(np.array(1, dtype=np.int64), "step")])
+    rel = g.op("Sub", [g.op("Unsqueeze", [pos, g.const([0])]), g.op("Unsqueeze", [pos, g.const([1])])])
+    half = buckets // 2
+    max_exact = half // 2
+    sign = g.op("Mul", [g.op("Cast", [g.op("Greater", [rel, g.const(np.array(0, dtype=np.int64), "zero")])], to=TensorProto.INT64), g.const(np.array(half, dtype=np.int64), "half")])
+    dist = g.op("Abs", [rel])
+    small = g.op("Less", [dist, g.const(np.array(max_exact, dtype=np.int64), "max_exact")])
+    logd = g.op("Log", [g.op("Div", [g.op("Cast", [dist], to=TensorProto.FLOAT), g.const(float(max_exact))])])
+    scaled = g.op("Mul", [g.op("Div", [logd, g.const(math.log(max_distance / max_exact))]), g.const(float(half - max_exact))])
+    large = g.op("Add", [g.const(np.array(max_exact, dtype=np.int64), "max_exact"), g.op("Cast", [scaled], to=TensorProto.INT64)])
+    large = g.op("Min", [large, g.const(np.array(half - 1, dtype=np.int64), "last")])
+    bucket = g.op("Add", [sign, g.op("Where", [small, dist, large])])
+    bias = g.op("Gather", [g.weight((buckets, heads), 1.0, "rel_bias"), bucket], axis=0)  # [q, k, heads]
+    bias = g.op("Unsqueeze", [g.op("Transpose", [bias], perm=[2, 0, 1]), g.const([0])])  # [1, heads, q, k]
+    m = g.op("Cast", [g.op("Unsqueeze", [mask, g.const([1, 2])])], to=TensorProto.FLOAT)
+    add_mask = g.op("Mul", [g.op("Sub", [g.const(1.0), m]), g.const(np.float32(np.finfo(np.float32).min))])
+    position_bias = g.op("Add", [bias, add_mask])  # [batch, heads, q, k]
+
+    def split(v: str) -> str:
+        return g.op("Transpose", [_dyn_reshape(g, v, [batch, -1, heads, hd])], perm=[0, 2, 1, 3])
+
+    for _ in range(layers):
+        h = t5_norm(x)
+        q, k, v = (split(g.linear(h, d_model, d_model, bias=False, std=d_model**-0.5)) for _ in range(3))
+        scores = g.op("Add", [g.op("MatMul", [q, g.op("Transpose", [k], perm=[0, 1, 3, 2])]), position_bias])
+        ctx = g.op("Transpose", [g.op("MatMul", [g.op("Softmax", [scores], axis=-1), v])], perm=[0, 2, 1, 3])
+        ctx = _dyn_reshape(g, ctx, [batch, -1, d_model])
+        x = g.op("Add", [x, g.linear(ctx, d_model, d_model, bias=False, std=d_model**-0.5)])
+        h = t5_norm(x)
+        gate = g.gelu_tanh(g.linear(h, d_model, d_ff, bias=False, std=d_model**-0.5))
+        up = g.linear(h, d_model, d_ff, bias=False, std=d_model**-0.5)
+        x = g.op("Add", [x, g.linear(g.op("Mul", [gate, up]), d_ff, d_model, bias=False, std=d_ff**-0.5)])
+    g.output(t5_norm(x), name="last_hidden_state")
+    rng = np.random.default_rng(seed)
+    attn = np.ones((1, seq), np.int64)
+    attn[:, seq - seq // 4 :] = 0  # right padding, as a tokenizer pads a shorter sentence
+    feeds = {"input_ids": rng.integers(0, vocab, (1, seq), dtype=np.int64), "attention_mask": attn}
+    return BenchModel("t5_encoder", g.model(), feeds, f"T5 v1.1 encoder ({layers} layers), [batch, seq] (seq {seq} here)")
+
+
+def _sinusoids(length: int, channels: int) -> np.ndarray:
+    """Whisper's sinusoidal position table [length, channels]: sin half, then cos half."""
+    inc = math.log(10000) / (channels // 2 - 1)
+    inv = np.exp(-inc * np.arange(channels // 2, dtype=np.float64))
+    t = np.arange(length, dtype=np.float64)[:, None] * inv[None, :]
+    return np.concatenate([np.sin(t), np.cos(t)], axis=1).astype(np.float32)
+
+
+def whisper_encoder(layers: int | None = None, seed: int = 0, frames: int = 32, mels: int = 80, d_model: int = 64, heads: int = 4, ffn: int = 128, max_positions: int = 64) -> BenchModel:
+    """HF WhisperEncoder with dynamic batch and frame count: log-mel input [batch, mels, frames],
+    two Conv1d (k3, the second stride 2) each followed by GELU (Erf form), Transpose, the
+    sinusoidal position table Sliced to the run-time length (Shape/Gather), pre-LN blocks
+    (q scaled before the MatMul, k without bias, Reshape by run-time batch), final LayerNorm."""
+    layers = 2 if layers is None else layers
+    hd = d_model // heads
+    g = GraphBuilder("whisper_encoder", seed)
+    x = g.input("input_features", np.float32, ["batch", mels, "frames"])
+
+    def conv1d(v: str, cin: int, stride: int) -> str:
+        w = g.weight((d_model, cin, 3), math.sqrt(1.0 / (cin * 3)), "conv1d_w")
+        return g.op("Conv", [v, w, g.weight((d_model,), 0.02, "conv1d_b")], kernel_shape=[3], strides=[stride], pads=[1, 1], dilations=[1], group=1)
+
+    x = g.gelu_erf(conv1d(x, mels, 1))
+    x = g.gelu_erf(conv1d(x, d_model, 2))
+    x = g.op("Transpose", [x], perm=[0, 2, 1])  # [batch, seq, d_model]
+    batch, n = _dim(g, x, 0), _dim(g, x, 1)
+    pos = g.op("Slice", [g.const(_sinusoids(max_positions, d_model), "embed_positions"), g.const([0]), n, g.const([0])])
+    x = g.op("Add", [x, pos])
+
+    def split(v: str) -> str:
+        return g.op("Transpose", [_dyn_reshape(g, v, [batch, -1, heads, hd])], perm=[0, 2, 1, 3])
+
+    for _ in range(layers):
+        h = g.layer_norm(x, d_model)
+        q = split(g.op("Mul", [g.linear(h, d_model, d_model, std=d_model**-0.5), g.const(hd**-0.5)]))
+        k = split(g.linear(h, d_model, d_model, bias=False, std=d_model**-0.5))
+        v = split(g.linear(h, d_model, d_model, std=d_model**-0.5))
+        probs = g.op("Softmax", [g.op("MatMul", [q, g.op("Transpose", [k], perm=[0, 1, 3, 2])])], axis=-1)
+        ctx = _dyn_reshape(g, g.op("Transpose", [g.op("MatMul", [probs, v])], perm=[0, 2, 1, 3]), [batch, n, d_model])
+        x = g.op("Add", [x, g.linear(ctx, d_model, d_model, std=d_model**-0.5)])
+        h = g.gelu_erf(g.linear(g.layer_norm(x, d_model), d_model, ffn, std=d_model**-0.5))
+        x = g.op("Add", [x, g.linear(h, ffn, d_model, std=ffn**-0.5)])
+    g.output(g.layer_norm(x, d_model), name="last_hidden_state")
+    feeds = {"input_features": np.random.default_rng(seed).standard_normal((1, mels, frames), dtype=np.float32)}
+    return BenchModel("whisper_encoder", g.model(), feeds, f"Whisper encoder ({layers} layers), [batch, {mels}, frames] (frames {frames} here)")
+
+
+def yolo(layers: int | None = None, seed: int = 0, size: int = 64, classes: int = 4, top_k: int = 32, max_det: int = 10) -> BenchModel:
+    """A YOLOv5-style detector with dynamic batch: Conv + SiLU backbone (a residual bottleneck per
+    stage), a 1x1 detection Conv with 3 anchors x (5 + classes) channels, the exported ``Detect``
+    head (Reshape by run-time batch, Transpose, Sigmoid, xy = (2 s - 0.5 + grid) * stride,
+    wh = (2 s)^2 * anchor, Concat, Reshape to [batch, anchors, 5 + classes]), then the
+    post-processing: boxes xywh -> xyxy, TopK over objectness, GatherElements of the top boxes and
+    class scores, NonMaxSuppression, and GatherND of the kept boxes."""
+    layers = 1 if layers is None else layers
+    na, no = 3, 5 + classes
+    g = GraphBuilder("yolo", seed)
+    x = g.input("images", np.float32, ["batch", 3, size, size])
+    cin = 3
+    for c in (16, 32, 64):
+        x = _silu(g, g.conv(x, cin, c, 3, 2))
+        for _ in range(layers):
+            y = _silu(g, g.conv(_silu(g, g.conv(x, c, c // 2, 1)), c // 2, c, 3, gain=0.5))
+            x = g.op("Add", [x, y])
+        cin = c
+    stride = 8
+    ny = nx = size // stride
+    batch = _dim(g, x, 0)
+    p = g.op("Conv", [x, g.weight((na * no, cin, 1, 1), math.sqrt(1.0 / cin), "det_w"), g.weight((na * no,), 0.5, "det_b")], kernel_shape=[1, 1])
+    p = g.op("Sigmoid", [g.op("Transpose", [_dyn_reshape(g, p, [batch, na, no, ny, nx])], perm=[0, 1, 3, 4, 2])])
+    yv, xv = np.meshgrid(np.arange(ny), np.arange(nx), indexing="ij")
+    grid = np.stack([xv, yv], -1).reshape(1, 1, ny, nx, 2).astype(np.float32) - 0.5
+    anchors = (np.array([[10, 13], [16, 30], [33, 23]], np.float32)).reshape(1, na, 1, 1, 2)
+
+    def cut(v: str, lo: int, hi: int) -> str:
+        return g.op("Slice", [v, g.const([lo]), g.const([hi]), g.const([4])])
+
+    xy = g.op("Mul", [g.op("Add", [g.op("Mul", [cut(p, 0, 2), g.const(2.0)]), g.const(grid, "grid")]), g.const(float(stride))])
+    wh = g.op("Mul", [g.op("Pow", [g.op("Mul", [cut(p, 2, 4), g.const(2.0)]), g.const(2.0)]), g.const(anchors, "anchor_grid")])
+    pred = _dyn_reshape(g, g.op("Concat", [xy, wh, cut(p, 4, no)], axis=4), [batch, -1, no])  # [batch, N, 5 + classes]
+    g.output(pred, name="predictions")
+
+    def cols(lo: int, hi: int) -> str:
+        return g.op("Slice", [pred, g.const([lo]), g.const([hi]), g.const([2])])
+
+    half = g.op("Div", [cols(2, 4), g.const(2.0)])
+    boxes = g.op("Concat", [g.op("Sub", [cols(0, 2), half]), g.op("Add", [cols(0, 2), half])], axis=2)  # [batch, N, 4] xyxy
+    obj = g.op("Squeeze", [cols(4, 5), g.const([2])])  # [batch, N]
+    cls = g.op("Mul", [cols(5, no), cols(4, 5)])  # class confidence = cls * obj
+    _, top = g.ops("TopK", [obj, g.const([top_k])], 2, axis=1, largest=1, sorted=1)  # [batch, K]
+    idx = g.op("Unsqueeze", [top, g.const([2])])
+    top_boxes = g.op("GatherElements", [boxes, g.op("Expand", [idx, g.op("Concat", [batch, g.const([top_k, 4])], axis=0)])], axis=1)
+    top_cls = g.op("GatherElements", [cls, g.op("Expand", [idx, g.op("Concat", [batch, g.const([top_k, classes])], axis=0)])], axis=1)
+    nms_scores = g.op("Transpose", [top_cls], perm=[0, 2, 1])  # [batch, classes, K]
+    sel = g.op("NonMaxSuppression", [top_boxes, nms_scores, g.const([max_det]), g.const(np.array([0.45], np.float32)), g.const(np.array([0.25], np.float32))])
+    g.output(sel, np.int64, name="selected_indices")  # [num, 3]: batch, class, box
+    where = g.op("Gather", [sel, g.const([0, 2])], axis=1)  # [num, 2]: batch, box
+    g.output(g.op("GatherND", [top_boxes, where]), name="detections")  # [num, 4]
+    feeds = {"images": np.random.default_rng(seed).standard_normal((1, 3, size, size), dtype=np.float32)}
+    return BenchModel("yolo", g.model(), feeds, f"YOLOv5-style detector, [batch]x3x{size}x{size}, {classes} classes")
