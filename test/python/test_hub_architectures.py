@@ -1,0 +1,165 @@
+"""The onnx model hub's architectures as a regression set (issue 10, items 5 and 6).
+
+What: one test per architecture users most often bring (ResNet, MobileNetV2, EfficientNet, BERT,
+GPT-2 prefill and KV-cache decode, T5 encoder, ViT, Llama-style decoder, Whisper encoder,
+YOLO-style detector), each built at test time with seeded random weights in the op patterns
+torch.onnx's exporters write (the builders of ``bench/bench_models.py``), checked by
+``onnx.checker``, compiled once by ``onnxc.compile(model, target="cpu")`` and compared output by
+output with onnxruntime. The architectures built with dynamic axes (EfficientNet, T5, Whisper,
+YOLO: ``dim_param`` batch / seq / frames, shapes computed in the graph by Shape/Gather/Concat/
+Reshape/Range/Slice) run two different batch and sequence sizes through the same compiled model;
+the older builders (ResNet, MobileNet, BERT, GPT-2, ViT, Llama) are static at batch 1, as the
+benchmarks use them.
+
+Why small widths and one or two layers: conformance depends on the op patterns, not on the size,
+and the file must stay cheap enough for CI (a few minutes on two cores).
+
+Tolerance: ``np.testing.assert_allclose(rtol=1e-3, atol=1e-4)`` on float outputs (float32
+accumulation order differs between the two implementations; the outputs here are O(1)-O(100));
+integer outputs (NonMaxSuppression's indices) must be equal.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from onnxc.compiler import compile as onnxc_compile
+from onnxc.targets.cpu.pipeline import CpuPipelineError
+
+pytest.importorskip("onnxruntime")
+from test_differential import ort_session  # noqa: E402  (one-thread onnxruntime CPU session)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import bench_models as B  # noqa: E402
+
+RTOL = 1e-3
+ATOL = 1e-4
+
+
+def _check(model: onnx.ModelProto, runs: list[dict[str, np.ndarray]]) -> None:
+    """Check the model, compile it once, and compare every output of every run with onnxruntime."""
+    onnx.checker.check_model(model, full_check=True)
+    compiled = onnxc_compile(model, target="cpu")
+    sess = ort_session(model)
+    names = [o.name for o in model.graph.output]
+    for feeds in runs:
+        label = ", ".join(f"{k}{list(v.shape)}" for k, v in feeds.items())
+        got = compiled.run(feeds)
+        for name, want in zip(names, sess.run(names, feeds)):
+            have = got[name]
+            assert have.shape == want.shape and have.dtype == want.dtype, f"{name} ({label}): {have.dtype}{have.shape}, onnxruntime {want.dtype}{want.shape}"
+            if want.dtype.kind == "f":
+                np.testing.assert_allclose(have, want, rtol=RTOL, atol=ATOL, err_msg=f"{name} ({label})")
+            else:
+                np.testing.assert_array_equal(have, want, err_msg=f"{name} ({label})")
+
+
+def _images(batch: int, size: int, seed: int) -> np.ndarray:
+    """Seeded standard-normal images [batch, 3, size, size]."""
+    return np.random.default_rng(seed).standard_normal((batch, 3, size, size), dtype=np.float32)
+
+
+# --- static builders (batch 1) -------------------------------------------------------------------
+
+STATIC: dict[str, Callable[[], B.BenchModel]] = {
+    "resnet": lambda: B.resnet50(size=32, blocks=(1, 1, 1, 1)),
+    "mobilenet_v2": lambda: B.mobilenet_v2(size=32),
+    "bert": lambda: B.bert(layers=1, seq=16, hidden=64, heads=4, ffn=128, vocab=100),
+    "gpt2_prefill": lambda: B._gpt2("gpt2", 1, 0, seq=8, past_len=0, vocab=100, hidden=64, heads=4),
+    "gpt2_decode": lambda: B._gpt2("gpt2_decode", 1, 0, seq=1, past_len=7, vocab=100, hidden=64, heads=4),
+    "vit": lambda: B.vit(layers=1, size=32, patch=8, hidden=64, heads=4, mlp=128),
+    "llama": lambda: B.llama(layers=1, seq=16, hidden=64, heads=4, kv_heads=2, ffn=128),
+}
+
+
+@pytest.mark.parametrize("name", list(STATIC))
+def test_static_architecture(name: str) -> None:
+    """The benchmark builders at small widths: onnxc matches onnxruntime on the builder's feeds."""
+    m = STATIC[name]()
+    _check(m.proto, [m.feeds])
+
+
+# --- dynamic-axis builders: one compiled model, two batch / sequence sizes -------------------------
+
+
+def test_efficientnet_dynamic_batch() -> None:
+    """Depthwise 3x3/5x5 convolutions, squeeze-excite gates, SiLU; batch 1 then 3."""
+    m = B.efficientnet(size=32, layers=1)
+    _check(m.proto, [{"input": _images(1, 32, 0)}, {"input": _images(3, 32, 1)}])
+
+
+def _t5_feeds(batch: int, seq: int, seed: int) -> dict[str, np.ndarray]:
+    """Token ids and an attention mask with the last sentence right-padded (so the mask matters)."""
+    rng = np.random.default_rng(seed)
+    mask = np.ones((batch, seq), np.int64)
+    mask[-1, seq - seq // 3 :] = 0  # the last sentence padded on the right
+    return {"input_ids": rng.integers(0, 100, (batch, seq), dtype=np.int64), "attention_mask": mask}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=CpuPipelineError,
+    reason="onnxc refuses: the integer Abs of the relative-position bucket (|k - q|, int64) is vectorized to "
+    "math.absi on vector<1x8xi64>, which cpu-to-llvm cannot legalize ('failed to legalize operation "
+    "math.absi that was explicitly marked illegal', node Abs)",
+)
+def test_t5_encoder_dynamic_batch_and_seq() -> None:
+    """RMS LayerNorm, in-graph relative position buckets, padding mask, gated GELU."""
+    m = B.t5_encoder(layers=1)
+    _check(m.proto, [_t5_feeds(1, 12, 0), _t5_feeds(2, 20, 1)])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="onnxc gives a WRONG answer with dynamic axes: last_hidden_state differs from onnxruntime by ~1.2 "
+    "absolute (outputs O(1)) with dim_param batch only, frames only, or both; the same model with static "
+    "[1, 80, 32] input matches (1.3e-6, compiles in 2.7 s against 17-100 s dynamic); the Conv1d+GELU stem with "
+    "the sliced positions alone and one pre-LN block alone on a dynamic [batch, seq, 64] input both match",
+)
+def test_whisper_encoder_dynamic_batch_and_frames() -> None:
+    """Conv1d + GELU stem on log-mel frames, sliced sinusoidal positions, pre-LN blocks."""
+    m = B.whisper_encoder(layers=1)
+    rng = np.random.default_rng(0)
+    runs = [{"input_features": rng.standard_normal((b, 80, f), dtype=np.float32)} for b, f in ((1, 32), (2, 48))]
+    _check(m.proto, runs)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="onnxc gives a WRONG answer with a dynamic batch: the class confidence Mul(Slice(pred, 5:9), "
+    "Slice(pred, 4:5)) feeding GatherElements after TopK holds values unrelated to pred (|error| ~100), so "
+    "selected_indices and detections differ (predictions match); with the batch dim static (1) every output "
+    "matches; the Detect head + that Mul without the TopK/NMS post-processing matches too",
+)
+def test_yolo_dynamic_batch() -> None:
+    """Detect head decode with grid/anchors, TopK, GatherElements, NonMaxSuppression, GatherND."""
+    m = B.yolo(size=64)
+    _check(m.proto, [{"images": _images(1, 64, 0)}, {"images": _images(2, 64, 1)}])
+
+
+def _pinned(model: onnx.ModelProto, sizes: dict[str, int]) -> onnx.ModelProto:
+    """A copy of ``model`` with its inputs' ``dim_param`` dims set to ``sizes`` (an export without
+    ``dynamic_axes``); the in-graph shape computations stay as they are."""
+    pinned = onnx.ModelProto()
+    pinned.CopyFrom(model)
+    for vi in pinned.graph.input:
+        for d in vi.type.tensor_type.shape.dim:
+            if d.HasField("dim_param") and d.dim_param in sizes:
+                d.dim_value = sizes[d.dim_param]
+    return pinned
+
+
+@pytest.mark.parametrize("name", ["whisper_encoder", "yolo"])
+def test_dynamic_builder_exported_static(name: str) -> None:
+    """The op patterns of the Whisper and YOLO builders with the dynamic dims pinned (batch 1, 32
+    frames): keeps them covered while their dynamic-axis tests above are xfail."""
+    m = B.whisper_encoder(layers=1) if name == "whisper_encoder" else B.yolo(size=64)
+    _check(_pinned(m.proto, {"batch": 1, "frames": 32}), [m.feeds])
