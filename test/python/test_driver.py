@@ -236,20 +236,23 @@ def test_errors_are_one_message(work: Path) -> None:
 
 
 def test_unsupported_ops_listed_together(work: Path) -> None:
-    # Two ops no lowering handles (string ops), in one model: both named in one message.
+    # Two nodes no lowering handles (MaxRoiPool has none), in one model: both named in one message.
     nodes = [
-        helper.make_node("StringNormalizer", ["s"], ["n"], case_change_action="LOWER", name="norm"),
-        helper.make_node("RegexFullMatch", ["n"], ["m"], pattern="a.*", name="match"),
+        helper.make_node("MaxRoiPool", ["x", "rois"], ["a"], pooled_shape=[2, 2], name="roi_a"),
+        helper.make_node("MaxRoiPool", ["x", "rois"], ["b"], pooled_shape=[1, 1], name="roi_b"),
     ]
     graph = helper.make_graph(
-        nodes, "strings", [helper.make_tensor_value_info("s", TensorProto.STRING, [2])], [helper.make_tensor_value_info("m", TensorProto.BOOL, [2])]
+        nodes,
+        "rois",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4]), helper.make_tensor_value_info("rois", TensorProto.FLOAT, [1, 5])],
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 1, 2, 2]), helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 1, 1, 1])],
     )
-    path = work / "strings.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]), path)
+    path = work / "rois.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)]), path)
     r = onnxc("compile", path, "--emit", "linalg")
     assert r.returncode == 1
     assert "Traceback" not in r.stderr
-    assert "StringNormalizer" in r.stderr and "RegexFullMatch" in r.stderr, r.stderr
+    assert "roi_a" in r.stderr and "roi_b" in r.stderr and "MaxRoiPool" in r.stderr, r.stderr
 
 
 def test_dynamic_input_must_be_given(work: Path) -> None:
