@@ -180,7 +180,10 @@ def _relu(x: ir.Value, s: Scalar) -> ir.Value:
 def _abs(x: ir.Value, s: Scalar) -> ir.Value:
     if s.is_float:
         return math.absf(x)
-    return x if s.unsigned else math.absi(x)
+    # max(x, 0 - x), not math.absi: vectorized to an n-D vector (a T5 relative-position bucket,
+    # vector<1x8xi64>) math.absi has no LLVM lowering; arith's ops unroll to 1-D. The same
+    # result for INT_MIN (both wrap to INT_MIN).
+    return x if s.unsigned else arith.maxsi(x, arith.subi(s.c(0), x))
 
 
 def _neg(x: ir.Value, s: Scalar) -> ir.Value:

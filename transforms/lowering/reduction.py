@@ -181,7 +181,8 @@ def _reduce_static(node: Node, x: ir.Value, axes: list[int]) -> ir.Value:
         pre = lambda v: mul(widen(v), widen(v))  # noqa: E731
     elif op == "ReduceL1":
         combine = add
-        pre = (lambda v: math.absf(widen(v))) if fl else (lambda v: v if unsigned else math.absi(v))  # noqa: E731
+        # Integer |v| as max(v, 0 - v): math.absi has no LLVM lowering on n-D vectors.
+        pre = (lambda v: math.absf(widen(v))) if fl else (lambda v: v if unsigned else arith.maxsi(v, arith.subi(arith.constant(v.type, 0), v)))  # noqa: E731
     elif op == "ReduceProd":
         combine = mul
         init = 1
