@@ -16,7 +16,7 @@ from onnx.reference import ReferenceEvaluator
 
 from onnxc.importers import import_model
 from onnxc.targets.cpu import jit
-from onnxc.targets.cpu.outline import outline_function, outline_functions, unshare_generators
+from onnxc.targets.cpu.outline import OutlineStats, outline_function, outline_functions, unshare_generators
 from onnxc.targets.cpu.pipeline import CpuPipelineOptions, bufferize, lower_to_llvm, lower_to_vector, runtime_libraries
 from onnxc.transforms.named_pipelines import lower_onnx_module
 
@@ -53,17 +53,24 @@ def chain_model(batch: int | str, layers: int = LAYERS, width: int = WIDTH) -> o
     return model
 
 
-def lowered(model: onnx.ModelProto, max_ops: int | None) -> tuple[ir.Module, int]:
-    """The model at the vector stage, outlined with `max_ops` (None: not outlined)."""
+def lowered_stats(model: onnx.ModelProto, max_ops: int | None, dedupe: bool = False) -> tuple[ir.Module, OutlineStats]:
+    """The model at the vector stage, outlined with `max_ops` (None: not outlined), and what
+    the outlining did."""
     module = import_model(model)
     lower_onnx_module(module, "linalg")
-    parts = 0
+    stats = OutlineStats()
     with module.context:
         lower_to_vector(module)
         if max_ops is not None:
-            parts = outline_functions(module, max_ops).parts
+            stats = outline_functions(module, max_ops, dedupe=dedupe)
             assert module.operation.verify()
-    return module, parts
+    return module, stats
+
+
+def lowered(model: onnx.ModelProto, max_ops: int | None) -> tuple[ir.Module, int]:
+    """The model at the vector stage, outlined with `max_ops`; returns the parts made."""
+    module, stats = lowered_stats(model, max_ops)
+    return module, stats.parts
 
 
 def run(module: ir.Module, x: np.ndarray) -> np.ndarray:
@@ -148,12 +155,7 @@ def test_repeated_layers_merge_into_one_part(batch: int | str) -> None:
     model = chain_model(batch, layers=40, width=32)
     x = np.random.default_rng(3).standard_normal((5, 32)).astype(np.float32)
     (want,) = ReferenceEvaluator(model).run(None, {"x": x})
-    module = import_model(model)
-    lower_onnx_module(module, "linalg")
-    with module.context:
-        lower_to_vector(module)
-        stats = outline_functions(module, max_ops=8, dedupe=True)
-        assert module.operation.verify()
+    module, stats = lowered_stats(model, max_ops=8, dedupe=True)
     assert stats.parts >= 5 and stats.merged >= stats.parts // 2, stats
     assert len(_parts(module)) == stats.parts - stats.merged
     np.testing.assert_allclose(run(module, x), want, rtol=1e-4, atol=1e-5)
@@ -178,11 +180,7 @@ def test_parts_with_other_structure_do_not_merge() -> None:
     model.ir_version = 8
     xv = rng.standard_normal((3, 16)).astype(np.float32)
     (want,) = ReferenceEvaluator(model).run(None, {"x": xv})
-    module = import_model(model)
-    lower_onnx_module(module, "linalg")
-    with module.context:
-        lower_to_vector(module)
-        stats = outline_functions(module, max_ops=4, dedupe=True)
+    module, stats = lowered_stats(model, max_ops=4, dedupe=True)
     assert stats.merged > 0
     np.testing.assert_allclose(run(module, xv), want, rtol=1e-4, atol=1e-5)
 
