@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import os
 import pickle
@@ -162,13 +163,24 @@ def mutate(rng: random.Random, model: onnx.ModelProto, feeds: dict[str, np.ndarr
             shape.dim.add().dim_value = d
         return m, f, f"input {vi.name} -> shape {list(a.shape)}"
     if kind == "symbolic":
-        for vi in g.input:
-            for j, d in enumerate(vi.type.tensor_type.shape.dim):
-                d.dim_param = f"{vi.name}_d{j}"
+        dims = [(vi, j, d) for vi in g.input for j, d in enumerate(vi.type.tensor_type.shape.dim)]
+        if not dims:
+            return None
+        # "every": each dim its own name; "some": a random non-empty subset (static and dynamic
+        # dims meet in one op); "shared": dims of equal size share a name (the compiler may use
+        # the equality: broadcasting and shape checks between inputs).
+        mode = rng.choice(("every", "every", "some", "shared"))
+        pick = [rng.random() < 0.5 for _ in dims] if mode == "some" else [True] * len(dims)
+        if not any(pick):
+            pick[rng.randrange(len(pick))] = True
+        for (vi, j, d), p in zip(dims, pick):
+            if p and d.HasField("dim_value"):
+                d.dim_param = f"n{d.dim_value}" if mode == "shared" else f"{vi.name}_d{j}"
         for vi in g.output:
             vi.type.tensor_type.ClearField("shape")
         del g.value_info[:]
-        return m, f, "every input dim symbolic"
+        which = "every input dim" if mode != "some" else f"input dims {[f'{vi.name}[{j}]' for (vi, j, _), p in zip(dims, pick) if p]}"
+        return m, f, f"{which} symbolic" + (" (equal sizes share a name)" if mode == "shared" else "")
     if kind == "opset":
         entry = next((e for e in m.opset_import if e.domain in ("", "ai.onnx")), None)
         if entry is None:
@@ -193,10 +205,20 @@ def mutate(rng: random.Random, model: onnx.ModelProto, feeds: dict[str, np.ndarr
     if kind == "feed":
         name = rng.choice(list(f))
         a = f[name]
-        if rng.random() < 0.5:
-            f[name] = a.astype(np.float64 if a.dtype != np.float64 else np.float32)
+        how = rng.randrange(4)
+        if how == 0:
+            other = rng.choice([t for t in _TYPES if _np_type(t) != a.dtype])
+            with np.errstate(all="ignore"):
+                f[name] = a.astype(_np_type(other))
             return m, f, f"feed {name} as {f[name].dtype}"
-        f[name] = np.concatenate([a.reshape(-1), a.reshape(-1)[:1]]) if a.size else np.zeros(3, a.dtype)
+        if how == 1:
+            f[name] = np.concatenate([a.reshape(-1), a.reshape(-1)[:1]]) if a.size else np.zeros(3, a.dtype)
+        elif how == 2:
+            f[name] = a.reshape((1,) + a.shape)
+        elif a.ndim and a.shape[0] > 1:
+            f[name] = a[:-1]
+        else:
+            f[name] = np.concatenate([a, a]) if a.ndim else a.reshape(1, 1)
         return m, f, f"feed {name} with shape {f[name].shape}"
     raise ValueError(kind)
 
@@ -232,17 +254,22 @@ def _same(got: np.ndarray, want: np.ndarray) -> bool:
     return bool(np.array_equal(got.astype(np.int64), want.astype(np.int64)))
 
 
-def run_case(case: Case) -> dict[str, str]:
-    """Compile and run one case in this process: {'cls': outcome, 'detail': why}."""
+def run_case(case: Case, jit_opt_level: int = 3) -> dict[str, str]:
+    """Compile and run one case in this process: {'cls': outcome, 'detail': why}.
+
+    `jit_opt_level` is the CPU target's `CpuPipelineOptions.jit_opt_level` (LLVM's optimization
+    level in the JIT): every onnxc pass, check and lowering runs the same at any level; 0 skips
+    LLVM's optimizer (the fuzzer tests answers, not speed)."""
     import warnings
 
     import onnxc
     from onnxc.errors import OnnxcError
+    from onnxc.targets.cpu.pipeline import CpuPipelineOptions
 
     warnings.simplefilter("ignore")
     model = onnx.load_from_string(case.model)
     try:
-        compiled = onnxc.compile(model)
+        compiled = onnxc.compile(model, options=CpuPipelineOptions(jit_opt_level=jit_opt_level))
         got = compiled.run(case.feeds)
     except OnnxcError as exc:
         return {"cls": "refused", "detail": str(exc).splitlines()[0][:300]}
@@ -324,7 +351,7 @@ def second_opinion(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> tupl
     return None
 
 
-def worker_main() -> None:
+def worker_main(jit_opt_level: int = 3) -> None:
     """Read case file paths from stdin, one per line; write one JSON result line per case."""
     for line in sys.stdin:
         path = line.strip()
@@ -332,7 +359,7 @@ def worker_main() -> None:
             continue
         with open(path, "rb") as fh:
             case = pickle.load(fh)
-        result = run_case(case)
+        result = run_case(case, jit_opt_level)
         sys.stdout.write(json.dumps(result) + "\n")
         sys.stdout.flush()
 
@@ -340,8 +367,9 @@ def worker_main() -> None:
 class Worker:
     """A worker process; restarted when it dies (an abort) or a case times out."""
 
-    def __init__(self, limit_bytes: int) -> None:
+    def __init__(self, limit_bytes: int, jit_opt_level: int = 3) -> None:
         self.limit_bytes = limit_bytes
+        self.jit_opt_level = jit_opt_level
         self.proc: subprocess.Popen[str] | None = None
 
     def _start(self) -> subprocess.Popen[str]:
@@ -355,7 +383,7 @@ class Worker:
 
         env = dict(os.environ, PYTHONWARNINGS="ignore")
         return subprocess.Popen(
-            [sys.executable, "-m", "onnxc.tools.fuzz_compile", "--worker"],
+            [sys.executable, "-m", "onnxc.tools.fuzz_compile", "--worker", "--jit-opt-level", str(self.jit_opt_level)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, preexec_fn=limits, env=env,
         )  # fmt: skip
 
@@ -386,23 +414,71 @@ class Worker:
             self.proc = None
 
 
+def case_key(case: Case) -> str:
+    """A digest of what a case runs: the model's bytes and every feed's name, dtype, shape and
+    data. Two draws of the same mutation of the same model (the `symbolic` "every dim" mutation
+    of a model is always the same) have the same key."""
+    digest = hashlib.sha1(case.model)
+    for name in sorted(case.feeds):
+        a = np.ascontiguousarray(case.feeds[name])
+        digest.update(f"|{name}|{a.dtype.str}|{a.shape}|".encode())
+        digest.update(a.tobytes())
+    return digest.hexdigest()
+
+
+def report(seed: int, results: list[tuple[Case, dict[str, str]]], duplicates: int = 0, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON report of a run: counts per outcome and per mutation, and the bug cases."""
+    counts = Counter(r["cls"] for _, r in results)
+    bugs = [{"index": c.index, "base": c.base, "mutation": c.mutation, "change": c.detail, "cls": r["cls"], "why": r["detail"]}
+            for c, r in results if r["cls"] in BUGS]  # fmt: skip
+    by_mutation = Counter(f"{c.mutation}:{r['cls']}" for c, r in results)
+    return {"seed": seed, "cases": len(results), "counts": dict(counts), "by_mutation": dict(sorted(by_mutation.items())),
+            "duplicates": duplicates, **(extra or {}), "bugs": sorted(bugs, key=lambda b: b["index"])}  # fmt: skip
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write `data` to `path` through a temporary name (a reader never sees half a report)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
 def fuzz(n: int, seed: int, workers: int = 2, timeout: float = 120.0, only: int | None = None,
-         deadline: float | None = None, limit_bytes: int = 6 << 30, log: Any = None) -> dict[str, Any]:  # fmt: skip
-    """Run `n` cases (or just case `only`) on `workers` workers; stop starting cases after
-    `deadline` (time.time()). Returns counts and the bug cases."""
+         deadline: float | None = None, limit_bytes: int = 6 << 30, log: Any = None, jit_opt_level: int = 3,
+         json_path: Path | None = None, flush_s: float = 60.0) -> dict[str, Any]:  # fmt: skip
+    """Run `n` drawn cases (or just case `only`) on `workers` workers; stop starting cases after
+    `deadline` (time.time()). Returns counts and the bug cases.
+
+    A case whose model and feeds equal an earlier case's (`case_key`) is not run again: it is
+    counted in `duplicates`, not in `cases`, so the counts are of distinct models and inputs.
+    With `json_path` the report so far is written there every `flush_s` seconds (a long run
+    stopped early keeps its counts) and at the end."""
     bases = base_cases()
     cases = make_cases(n, seed, bases)
     if only is not None:
         cases = [c for c in cases if c.index == only]
+    seen: set[str] = set()
+    unique = []
+    for c in cases:
+        k = case_key(c)
+        if k not in seen:
+            seen.add(k)
+            unique.append(c)
+    duplicates = len(cases) - len(unique)
     tmp = Path(tempfile.mkdtemp(prefix="onnxc_fuzz_"))
     todo: queue.Queue[Case] = queue.Queue()
-    for c in cases:
+    for c in unique:
         todo.put(c)
     results: list[tuple[Case, dict[str, str]]] = []
     lock = threading.Lock()
+    start = time.time()
+    last_flush = [start]
+
+    def extra() -> dict[str, Any]:
+        return {"drawn": len(cases), "jit_opt_level": jit_opt_level, "workers": workers, "seconds": round(time.time() - start, 1)}
 
     def drive() -> None:
-        w = Worker(limit_bytes)
+        w = Worker(limit_bytes, jit_opt_level)
         try:
             while deadline is None or time.time() < deadline:
                 try:
@@ -417,6 +493,9 @@ def fuzz(n: int, seed: int, workers: int = 2, timeout: float = 120.0, only: int 
                     results.append((c, r))
                     if log is not None:
                         print(f"[{len(results)}] case {c.index} {c.base} {c.mutation} ({c.detail}): {r['cls']} {r['detail'][:160]}", file=log, flush=True)
+                    if json_path is not None and time.time() - last_flush[0] >= flush_s:
+                        last_flush[0] = time.time()
+                        _write_json(json_path, report(seed, results, duplicates, {**extra(), "partial": True}))
         finally:
             w.stop()
 
@@ -425,12 +504,10 @@ def fuzz(n: int, seed: int, workers: int = 2, timeout: float = 120.0, only: int 
         t.start()
     for t in threads:
         t.join()
-    counts = Counter(r["cls"] for _, r in results)
-    bugs = [{"index": c.index, "base": c.base, "mutation": c.mutation, "change": c.detail, "cls": r["cls"], "why": r["detail"]}
-            for c, r in results if r["cls"] in BUGS]  # fmt: skip
-    by_mutation = Counter(f"{c.mutation}:{r['cls']}" for c, r in results)
-    return {"seed": seed, "cases": len(results), "counts": dict(counts), "by_mutation": dict(sorted(by_mutation.items())),
-            "bugs": sorted(bugs, key=lambda b: b["index"])}  # fmt: skip
+    out = report(seed, results, duplicates, extra())
+    if json_path is not None:
+        _write_json(json_path, out)
+    return out
 
 
 DOCS_BEGIN, DOCS_END = "<!-- fuzz_compile:begin (generated: python -m onnxc.tools.fuzz_compile --docs) -->", "<!-- fuzz_compile:end -->"
@@ -479,25 +556,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--docs", type=Path, default=None, help="write the runs' counts into this file's generated section")
     p.add_argument("--from-json", type=Path, nargs="*", default=None, help="with --docs: the reports of earlier runs instead of a run")
     p.add_argument("--commit", default="", help="with --docs: the commit the runs were made on")
+    p.add_argument("--jit-opt-level", type=int, default=3, choices=(0, 1, 2, 3),
+                   help="the CPU target's LLVM optimization level (CpuPipelineOptions.jit_opt_level); 0 compiles fastest")
+    p.add_argument("--flush-s", type=float, default=60.0, help="with --json: write the report so far this often (seconds)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
-        worker_main()
+        worker_main(args.jit_opt_level)
         return 0
     if args.docs is not None and args.from_json:
         write_docs(args.docs, [json.loads(f.read_text()) for f in args.from_json], args.commit)
         return 0
     deadline = None if args.minutes is None else time.time() + 60 * args.minutes
-    report = fuzz(args.cases, args.seed, args.workers, args.timeout, args.only, deadline, log=sys.stderr if args.verbose else None)
-    text = json.dumps(report, indent=1)
-    if args.json is not None:
-        args.json.write_text(text)
-    print(json.dumps({k: report[k] for k in ("seed", "cases", "counts")}))
-    for b in report["bugs"]:
+    out = fuzz(args.cases, args.seed, args.workers, args.timeout, args.only, deadline, log=sys.stderr if args.verbose else None,
+               jit_opt_level=args.jit_opt_level, json_path=args.json, flush_s=args.flush_s)  # fmt: skip
+    print(json.dumps({k: out[k] for k in ("seed", "cases", "duplicates", "seconds", "counts")}))
+    for b in out["bugs"]:
         print(f"BUG {b['cls']}: case {b['index']} ({b['base']}, {b['mutation']}: {b['change']}): {b['why']}")
     if args.docs is not None:
-        write_docs(args.docs, [report], args.commit)
-    return 1 if any(report["counts"].get(k, 0) for k in BUGS) else 0
+        write_docs(args.docs, [out], args.commit)
+    return 1 if any(out["counts"].get(k, 0) for k in BUGS) else 0
 
 
 if __name__ == "__main__":
