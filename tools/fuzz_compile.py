@@ -254,12 +254,19 @@ def _same(got: np.ndarray, want: np.ndarray) -> bool:
     return bool(np.array_equal(got.astype(np.int64), want.astype(np.int64)))
 
 
-def run_case(case: Case, jit_opt_level: int = 3) -> dict[str, str]:
+#: The last model this process compiled: (sha1 of its bytes, jit_opt_level, CompiledModel).
+_LAST_COMPILED: list[tuple[str, int, Any]] = []
+
+
+def run_case(case: Case, jit_opt_level: int = 3, reuse: bool = False) -> dict[str, str]:
     """Compile and run one case in this process: {'cls': outcome, 'detail': why}.
 
     `jit_opt_level` is the CPU target's `CpuPipelineOptions.jit_opt_level` (LLVM's optimization
     level in the JIT): every onnxc pass, check and lowering runs the same at any level; 0 skips
-    LLVM's optimizer (the fuzzer tests answers, not speed)."""
+    LLVM's optimizer (the fuzzer tests answers, not speed). With `reuse`, a case whose model
+    bytes equal the previous case's runs on that case's `CompiledModel` instead of compiling it
+    again (the `feed` mutation runs one model with several wrong inputs: the compiled code is the
+    same, and a model called again after a refused call must still answer right)."""
     import warnings
 
     import onnxc
@@ -268,8 +275,15 @@ def run_case(case: Case, jit_opt_level: int = 3) -> dict[str, str]:
 
     warnings.simplefilter("ignore")
     model = onnx.load_from_string(case.model)
+    digest = hashlib.sha1(case.model).hexdigest()
     try:
-        compiled = onnxc.compile(model, options=CpuPipelineOptions(jit_opt_level=jit_opt_level))
+        if reuse and _LAST_COMPILED and _LAST_COMPILED[0][:2] == (digest, jit_opt_level):
+            compiled = _LAST_COMPILED[0][2]
+        else:
+            _LAST_COMPILED.clear()  # the old model's JIT code is freed before the next compile
+            compiled = onnxc.compile(model, options=CpuPipelineOptions(jit_opt_level=jit_opt_level))
+            if reuse:
+                _LAST_COMPILED.append((digest, jit_opt_level, compiled))
         got = compiled.run(case.feeds)
     except OnnxcError as exc:
         return {"cls": "refused", "detail": str(exc).splitlines()[0][:300]}
@@ -359,7 +373,10 @@ def worker_main(jit_opt_level: int = 3) -> None:
             continue
         with open(path, "rb") as fh:
             case = pickle.load(fh)
-        result = run_case(case, jit_opt_level)
+        reused = bool(_LAST_COMPILED) and _LAST_COMPILED[0][:2] == (hashlib.sha1(case.model).hexdigest(), jit_opt_level)
+        result = run_case(case, jit_opt_level, reuse=True)
+        if reused and result["cls"] in BUGS:  # a replay (`--only`) compiles afresh: say so
+            result["detail"] += " [on the model compiled for the previous case]"
         sys.stdout.write(json.dumps(result) + "\n")
         sys.stdout.flush()
 
@@ -458,17 +475,21 @@ def fuzz(n: int, seed: int, workers: int = 2, timeout: float = 120.0, only: int 
     if only is not None:
         cases = [c for c in cases if c.index == only]
     seen: set[str] = set()
-    unique = []
+    # Cases of one model (bytes equal: the `feed` mutations of a base model, say) are queued
+    # together, in the order of the first one drawn, so a worker compiles the model once
+    # (`run_case(reuse=True)`); the order of the models stays the drawn one.
+    groups: dict[str, list[Case]] = {}
     for c in cases:
         k = case_key(c)
         if k not in seen:
             seen.add(k)
-            unique.append(c)
+            groups.setdefault(hashlib.sha1(c.model).hexdigest(), []).append(c)
+    unique = [c for group in groups.values() for c in group]
     duplicates = len(cases) - len(unique)
     tmp = Path(tempfile.mkdtemp(prefix="onnxc_fuzz_"))
-    todo: queue.Queue[Case] = queue.Queue()
-    for c in unique:
-        todo.put(c)
+    todo: queue.Queue[list[Case]] = queue.Queue()
+    for group in groups.values():
+        todo.put(group)
     results: list[tuple[Case, dict[str, str]]] = []
     lock = threading.Lock()
     start = time.time()
@@ -482,20 +503,23 @@ def fuzz(n: int, seed: int, workers: int = 2, timeout: float = 120.0, only: int 
         try:
             while deadline is None or time.time() < deadline:
                 try:
-                    c = todo.get_nowait()
+                    group = todo.get_nowait()
                 except queue.Empty:
                     return
-                path = tmp / f"case{c.index}.pkl"
-                path.write_bytes(pickle.dumps(c))
-                r = w.run(str(path), timeout)
-                path.unlink()
-                with lock:
-                    results.append((c, r))
-                    if log is not None:
-                        print(f"[{len(results)}] case {c.index} {c.base} {c.mutation} ({c.detail}): {r['cls']} {r['detail'][:160]}", file=log, flush=True)
-                    if json_path is not None and time.time() - last_flush[0] >= flush_s:
-                        last_flush[0] = time.time()
-                        _write_json(json_path, report(seed, results, duplicates, {**extra(), "partial": True}))
+                for c in group:
+                    if deadline is not None and time.time() >= deadline:
+                        return
+                    path = tmp / f"case{c.index}.pkl"
+                    path.write_bytes(pickle.dumps(c))
+                    r = w.run(str(path), timeout)
+                    path.unlink()
+                    with lock:
+                        results.append((c, r))
+                        if log is not None:
+                            print(f"[{len(results)}] case {c.index} {c.base} {c.mutation} ({c.detail}): {r['cls']} {r['detail'][:160]}", file=log, flush=True)
+                        if json_path is not None and time.time() - last_flush[0] >= flush_s:
+                            last_flush[0] = time.time()
+                            _write_json(json_path, report(seed, results, duplicates, {**extra(), "partial": True}))
         finally:
             w.stop()
 

@@ -90,3 +90,23 @@ def test_docs_section_is_generated_from_reports(tmp_path: Path) -> None:
     assert text.startswith("intro\n") and text.endswith("\noutro\n") and "old" not in text
     assert "| 3 | 5 | 3 | 1 | 0 | 0 | 1 | 0 |" in text  # seed, cases, ok, refused, raw, abort, wrong, timeout
     assert "| rank | 3 | 1 | 0 | 0 | 0 | 0 |" in text and "- seed 3 case 4: test_x, feed (feed x): **wrong** output 'y'" in text
+
+
+def test_identical_cases_run_once_and_one_model_compiles_once() -> None:
+    """`case_key` tells identical draws apart from cases that differ only in a feed, and a worker
+    (`run_case(reuse=True)`) runs a model's cases on one compile: a refused call (a wrong feed)
+    leaves the compiled model answering the next, valid one right."""
+    g = h.make_graph([h.make_node("Relu", ["x"], ["y"])], "g", [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)])  # fmt: skip
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)]).SerializeToString()
+    x = np.arange(-3, 3, dtype=np.float32).reshape(2, 3)
+    bad = fz.Case(0, "t", "feed", "", m, {"x": x.astype(np.float64)})
+    good = fz.Case(1, "t", "feed", "", m, {"x": x})
+    assert fz.case_key(good) == fz.case_key(fz.Case(2, "t", "feed", "", m, {"x": x.copy()}))
+    assert fz.case_key(good) != fz.case_key(bad) != fz.case_key(fz.Case(3, "t", "feed", "", m, {"x": x.reshape(3, 2)}))
+    fz._LAST_COMPILED.clear()
+    assert fz.run_case(bad, 0, reuse=True)["cls"] == "refused"
+    first = fz._LAST_COMPILED[0][2]
+    assert fz.run_case(good, 0, reuse=True) == {"cls": "ok", "detail": ""}
+    assert fz._LAST_COMPILED[0][2] is first  # not compiled again
+    fz._LAST_COMPILED.clear()
