@@ -156,7 +156,13 @@ def _compile_with(target: Any, options: Any, model: onnx.ModelProto) -> GraphFun
 
     module = import_model(model)
     run_pipeline(module, "onnx-to-linalg", reraise=True)
-    compiled = target.compile(module, target.options(options))
+    runnable = target.compile(module, target.options(options))
+    # The runnable holds unsigned ONNX types in signless integers of the same width (uint8 as
+    # int8): CompiledModel views the arrays as `onnxc.compile` does, so a uint8 graph placed on
+    # a backend takes and returns uint8 arrays (target="auto" refused them before).
+    from onnxc.compiler import CompiledModel, io_specs
+
+    compiled = CompiledModel(io_specs(list(model.graph.input)), io_specs(list(model.graph.output)), runnable, target.name)
     # The importer keeps inputs that have an initializer as arguments (callers of onnxc.compile
     # may override them); a backend graph binds only the others, so the initializer is passed.
     names = [v.name for v in model.graph.input]

@@ -189,6 +189,17 @@ def check_sub_byte_buffers(module: ir.Module) -> None:
                         f"{func.location}: kernel @{name} argument {i} is a buffer of {ir.MemRefType(arg.type).element_type}; "
                         "the CUDA target does not support buffers of elements narrower than a byte (bool) yet"
                     )
+    # The host function too: a bool read on the host (an optional's presence flag, a host-side
+    # condition) reaches the same assertion through the host's LLVM lowering.
+    from onnxc.targets.gpu.mapping import _node_words
+
+    for op in collect(module.operation, lambda op: op.name in ("memref.load", "memref.store")):
+        memref = op.operands[0] if op.name == "memref.load" else op.operands[1]
+        if narrow(memref.type):
+            raise CudaLoweringError(
+                f"{_node_words(op)}: {op.name} of a buffer of {ir.MemRefType(memref.type).element_type}; "
+                "the CUDA target does not support buffers of elements narrower than a byte (bool) yet"
+            )
 
 
 def prepare_for_nvvm(module: ir.Module) -> ir.Module:

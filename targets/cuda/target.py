@@ -70,9 +70,17 @@ class CudaTarget(Target):
 
         from . import CudaUnavailable, cuda_device_count
 
+        from onnxc.targets.gpu.mapping import refuse_host_runtime
+        from onnxc.targets.gpu.specialize import needs_specialization
+
         opts: CudaOptions = self.options(options)
-        select_entry(module, entry)
-        run_pipeline(copy_module(module), self.pipeline(opts), instrumentation=instrumentation, reraise=True)
+        signature = select_entry(module, entry)
+        refuse_host_runtime(module)
+        # Dynamic or data-dependent shapes are compiled per call (targets/gpu/specialize.py, as
+        # the Vulkan target runs them), which needs a GPU to call; static models are lowered to
+        # PTX here so that an unsupported op fails with its own error first.
+        if not needs_specialization(module, signature.name):
+            run_pipeline(copy_module(module), self.pipeline(opts), instrumentation=instrumentation, reraise=True)
         if cuda_device_count() == 0:
             raise CudaUnavailable(
                 "target 'cuda': no NVIDIA GPU is present (no CUDA driver, libcuda.so.1, or no device); "

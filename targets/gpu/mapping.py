@@ -1211,6 +1211,54 @@ def _strip(module: ir.Module, prefixes: Sequence[str]) -> None:
     module.operation.walk(visit)
 
 
+def _node_words(op: ir.Operation) -> str:
+    """`node 'sn' (StringNormalizer)` from an op's `loc("sn"("StringNormalizer"))`, or the
+    location itself when it names no ONNX node: how a refusal names the model element."""
+    from onnxc.importers.proto import location_label
+
+    name, kind = location_label(op.location)
+    if not name:
+        return str(op.location)
+    return f"node '{name}'" + (f" ({kind})" if kind else "")
+
+
+def refuse_host_runtime(module: ir.Module) -> None:
+    """Refuse, naming the ONNX node, what only the CPU target's host runtime computes: calls to
+    functions without a body (the string, ImageDecoder and regex helpers linked into CPU
+    code) and string tensors (`onnxc.string` i64 handles at the function boundary). The GPU
+    host program launches kernels and copies buffers; it has no such runtime, and without this
+    check the mapping failed later with an internal IndexError on the declaration."""
+    declared = {
+        ir.StringAttr(op.operation.attributes["sym_name"]).value
+        for op in module.body.operations
+        if op.operation.name == "func.func" and not op.operation.regions[0].blocks
+    }
+    for func in module.body.operations:
+        f = func.operation
+        if f.name != "func.func" or not f.regions[0].blocks:
+            continue
+        fname = ir.StringAttr(f.attributes["sym_name"]).value
+        calls = collect(f, lambda op: op.name == "func.call" and ir.FlatSymbolRefAttr(op.attributes["callee"]).value in declared)
+        if calls:
+            op = calls[0]
+            callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+            raise GpuMappingError(
+                f"{_node_words(op)}: calls the CPU host runtime (@{callee}: string, image decoding or regex helpers); "
+                "the GPU targets (cuda, vulkan) do not take it (compile this model for the CPU target)"
+            )
+        for key, what in (("arg_attrs", "input"), ("res_attrs", "output")):
+            if key not in f.attributes:
+                continue
+            for i, attrs in enumerate(ir.ArrayAttr(f.attributes[key])):
+                d = ir.DictAttr(attrs)
+                if "onnxc.string" in d:
+                    label = ir.StringAttr(d["onnx.name"]).value if "onnx.name" in d else f"#{i}"
+                    raise GpuMappingError(
+                        f"@{fname}: {what} '{label}' is a string tensor; the GPU targets (cuda, vulkan) do not take "
+                        "strings (compile this model for the CPU target)"
+                    )
+
+
 def map_to_gpu(module: ir.Module, device: GpuDevice, mma_types: frozenset[str] = frozenset()) -> ir.Module:
     """Rewrite a linalg-on-tensors `module` in place into host code + outlined GPU kernels.
 
@@ -1223,6 +1271,7 @@ def map_to_gpu(module: ir.Module, device: GpuDevice, mma_types: frozenset[str] =
     with module.context, ir.Location.unknown():
         if not module.operation.verify():
             raise GpuMappingError("the input module does not verify")
+        refuse_host_runtime(module)
         strip_runtime_checks(module.operation)  # no status channel on the GPU host (runtime_checks.py)
         run_pipeline(module, PRE_PIPELINE, "elementwise fusion")
         _one_use_per_empty(module)

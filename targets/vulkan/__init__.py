@@ -59,11 +59,13 @@ class VulkanFunction:
 
 def check_signature(signature: FunctionSignature) -> None:
     """Refuse entry arguments/results of element types the Vulkan target cannot store."""
-    for spec in list(signature.inputs) + list(signature.results):
-        if spec.element_type not in SUPPORTED_ELEMENT_TYPES:
-            raise VulkanLoweringError(
-                f"@{signature.name}: {spec} has element type {spec.element_type}; the Vulkan target supports {', '.join(SUPPORTED_ELEMENT_TYPES)}"
-            )
+    for what, specs in (("input", signature.inputs), ("output", signature.results)):
+        for i, spec in enumerate(specs):
+            if spec.element_type not in SUPPORTED_ELEMENT_TYPES:
+                raise VulkanLoweringError(
+                    f"@{signature.name}: {what} #{i} ({spec}) has element type {spec.element_type}; "
+                    f"the Vulkan target supports {', '.join(SUPPORTED_ELEMENT_TYPES)}"
+                )
 
 
 def compile_module(module: ir.Module, options: VulkanOptions | None = None, entry: str | None = None) -> VulkanFunction:

@@ -16,10 +16,11 @@ serializer looks for it inside; moving it is what makes `gpu-module-to-binary` w
 MLIR 22.1.8: without it, "An error happened while serializing the module").
 
 Element types: Vulkan storage buffers of 32-bit scalars need no extra capability; i64 needs the
-Int64 capability, which the target environment allows (`spirv-update-vce` then requires it only
-in modules that use it) and the runtime checks against the device's `shaderInt64`. 8/16-bit and
-bool buffers need features not requested yet and are refused by `check_element_types` with the
-buffer named.
+Int64 capability and f64 the Float64 capability, which the target environment allows
+(`spirv-update-vce` then requires them only in modules that use them) and the runtime checks
+against the device's `shaderInt64`/`shaderFloat64` (lavapipe has both): a device without one
+refuses the program before anything runs. 8/16-bit and bool buffers need features not
+requested yet and are refused by `check_element_types` with the buffer named.
 """
 
 from __future__ import annotations
@@ -40,9 +41,10 @@ class VulkanLoweringError(OnnxcError):
 
 
 #: Element types of buffers the Vulkan target accepts: 32-bit scalars need no optional device
-#: feature; i64 (ONNX indices: Gather, ArgMax, Hardmax) needs `shaderInt64`, which the runtime
-#: enables where the device has it and checks before loading a program that uses it.
-SUPPORTED_ELEMENT_TYPES = ("f32", "i32", "i64")
+#: feature; i64 (ONNX indices: Gather, ArgMax, Hardmax) needs `shaderInt64` and f64 (DFT, Det,
+#: f64 models) `shaderFloat64`, which the runtime enables where the device has them and checks
+#: before loading a program whose SPIR-V declares the capability.
+SUPPORTED_ELEMENT_TYPES = ("f32", "i32", "i64", "f64")
 
 _VERSION = re.compile(r"^v1\.[0-6]$")
 
@@ -72,7 +74,7 @@ def spirv_pipeline(options: VulkanOptions) -> str:
     """The native pipeline from prepared kernels to SPIR-V modules (before serialization)."""
     return (
         "builtin.module("
-        f"spirv-attach-target{{ver={options.spirv_version} caps=Shader,Int64 exts=SPV_KHR_storage_buffer_storage_class client_api=Vulkan}},"
+        f"spirv-attach-target{{ver={options.spirv_version} caps=Shader,Int64,Float64 exts=SPV_KHR_storage_buffer_storage_class client_api=Vulkan}},"
         "gpu.module(convert-math-to-spirv),"
         "convert-gpu-to-spirv{use-64bit-index=false},"
         "spirv.module(spirv-lower-abi-attrs,spirv-update-vce))"
@@ -108,7 +110,7 @@ def check_element_types(module: ir.Module) -> None:
                 continue
             ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
             # The supported element types as types, compared by value (not by printed text).
-            supported = [ir.F32Type.get(), ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64)]
+            supported = [ir.F32Type.get(), ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64), ir.F64Type.get()]
             for i, t in enumerate(ftype.inputs):
                 elem = ir.MemRefType(t).element_type if isinstance(t, ir.MemRefType) else t
                 if not any(elem == s for s in supported):
@@ -146,6 +148,78 @@ def _workgroup_memory_to_storage_class(module: ir.Module) -> int:
     return len(found)
 
 
+#: f64 math ops that `convert-math-to-spirv` leaves unconverted (its GLSL patterns take 16/32-bit
+#: floats only) and that are exact in integer arithmetic: rewritten by `_f64_math_to_arith`.
+_F64_EXACT_MATH = ("math.absf", "math.copysign", "math.trunc", "math.floor", "math.ceil", "math.round", "math.roundeven")
+
+
+def _f64_math_to_arith(module: ir.Module) -> int:
+    """Rewrite f64 `math.absf/copysign/trunc/floor/ceil/round/roundeven` in kernels as exact
+    arith code (sign-bit masks through `arith.bitcast`; for |x| < 2^52 an i64 round trip, above
+    it x is already an integer; NaN and infinities pass through), so that f64 kernels (Resize's
+    coordinate math, Det's pivots) lower to SPIR-V with the Float64 capability. f64
+    transcendental functions (cos, exp...) have no GLSL.std.450 instruction and stay refused by
+    the conversion, naming the node."""
+    from mlir.dialects import arith
+
+    f64, i64 = ir.F64Type.get(), ir.IntegerType.get_signless(64)
+    found = [
+        op for g in collect(module.operation, lambda op: op.name == "gpu.module")
+        for op in collect(g, lambda op: op.name in _F64_EXACT_MATH and op.results[0].type == f64)
+    ]
+    F = arith.CmpFPredicate
+    for op in found:
+        with ir.InsertionPoint(op), op.location:
+            def c(v: float) -> ir.Value:
+                return arith.ConstantOp(f64, v).result
+
+            def bits(v: ir.Value) -> ir.Value:
+                return arith.bitcast(i64, v)
+
+            magnitude = arith.ConstantOp(i64, 0x7FFFFFFFFFFFFFFF).result
+            sign = arith.ConstantOp(i64, -0x8000000000000000).result
+
+            def copysign(a: ir.Value, b: ir.Value) -> ir.Value:
+                return arith.bitcast(f64, arith.ori(arith.andi(bits(a), magnitude), arith.andi(bits(b), sign)))
+
+            def absf(a: ir.Value) -> ir.Value:
+                return arith.bitcast(f64, arith.andi(bits(a), magnitude))
+
+            x = op.operands[0]
+            small = arith.cmpf(F.OLT, absf(x), c(2.0**52))  # false for NaN and for integers already
+
+            def trunc(a: ir.Value) -> ir.Value:
+                t = copysign(arith.sitofp(f64, arith.fptosi(i64, a)), a)  # -0.4 -> -0.0, as C's trunc
+                return arith.select(small, t, a)
+
+            if op.name == "math.absf":
+                result = absf(x)
+            elif op.name == "math.copysign":
+                result = copysign(x, op.operands[1])
+            elif op.name == "math.trunc":
+                result = trunc(x)
+            elif op.name == "math.floor":
+                t = trunc(x)
+                result = arith.select(arith.cmpf(F.OGT, t, x), arith.subf(t, c(1.0)), t)
+            elif op.name == "math.ceil":
+                t = trunc(x)
+                result = arith.select(arith.cmpf(F.OLT, t, x), arith.addf(t, c(1.0)), t)
+            elif op.name == "math.round":  # half away from zero
+                t = trunc(x)
+                up = arith.cmpf(F.OGE, absf(arith.subf(x, t)), c(0.5))
+                result = copysign(arith.select(up, arith.addf(absf(t), c(1.0)), absf(t)), x)
+            else:  # math.roundeven: half to even
+                t = trunc(x)
+                f = arith.select(arith.cmpf(F.OGT, t, x), arith.subf(t, c(1.0)), t)  # floor
+                d = arith.subf(x, f)  # in [0, 1), exact
+                odd = arith.cmpi(arith.CmpIPredicate.ne, arith.andi(arith.fptosi(i64, f), arith.ConstantOp(i64, 1).result), arith.ConstantOp(i64, 0).result)
+                up = arith.ori(arith.cmpf(F.OGT, d, c(0.5)), arith.andi(arith.cmpf(F.OEQ, d, c(0.5)), odd))
+                result = copysign(arith.select(small, arith.select(up, arith.addf(f, c(1.0)), f), x), x)
+        op.results[0].replace_all_uses_with(result)
+        op.erase()
+    return len(found)
+
+
 def _nest_spirv_modules(module: ir.Module) -> None:
     """Move each `spirv.module @__spv__<name>` into `gpu.module @<name>` (see the module doc)."""
     gmods = _gpu_modules(module)
@@ -169,6 +243,7 @@ def lower_to_spirv(module: ir.Module, options: VulkanOptions | None = None, *, s
     with module.context, ir.Location.unknown():
         check_element_types(module)
         lower_kernels_to_loops(module, VulkanLoweringError)
+        _f64_math_to_arith(module)
         _workgroup_memory_to_storage_class(module)
         _set_entry_point_abis(module)
         run_pipeline(module, spirv_pipeline(opts), "conversion to SPIR-V", VulkanLoweringError)

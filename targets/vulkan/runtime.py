@@ -31,7 +31,7 @@ import numpy as np
 from onnxc.errors import OnnxcError
 from onnxc.targets.gpu.host import Copy, HostProgram, Launch
 
-__all__ = ["VulkanContext", "VulkanError", "VulkanProgram", "VulkanUnavailable", "vulkan_context"]
+__all__ = ["VulkanContext", "VulkanError", "VulkanProgram", "VulkanUnavailable", "spirv_capabilities", "vulkan_context"]
 
 
 class VulkanError(OnnxcError):
@@ -79,9 +79,14 @@ class VulkanContext:
         self.device_name = str(props.deviceName)
         self.limits = props.limits
         queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.queue_family, queueCount=1, pQueuePriorities=[1.0])
-        # 64-bit integers (ONNX index tensors) in shaders need the optional shaderInt64 feature.
-        self.int64 = bool(vk.vkGetPhysicalDeviceFeatures(self.physical).shaderInt64)
-        features = vk.VkPhysicalDeviceFeatures(shaderInt64=vk.VK_TRUE if self.int64 else vk.VK_FALSE)
+        # 64-bit integers (ONNX index tensors) and doubles in shaders need the optional
+        # shaderInt64/shaderFloat64 features: enabled where the device has them.
+        available = vk.vkGetPhysicalDeviceFeatures(self.physical)
+        self.int64 = bool(available.shaderInt64)
+        self.float64 = bool(available.shaderFloat64)
+        features = vk.VkPhysicalDeviceFeatures(
+            shaderInt64=vk.VK_TRUE if self.int64 else vk.VK_FALSE, shaderFloat64=vk.VK_TRUE if self.float64 else vk.VK_FALSE
+        )
         self.device = vk.vkCreateDevice(
             self.physical, vk.VkDeviceCreateInfo(queueCreateInfoCount=1, pQueueCreateInfos=[queue_info], pEnabledFeatures=features), None
         )
@@ -148,6 +153,32 @@ class _Buffer:
         vk.vkFreeMemory(self.ctx.device, self.memory, None)
 
 
+#: SPIR-V `OpCapability` opcode and the capabilities that need an optional device feature.
+_OP_CAPABILITY = 17
+_CAPABILITY_FLOAT64 = 10
+_CAPABILITY_INT64 = 11
+
+
+def spirv_capabilities(words: bytes) -> set[int]:
+    """The capabilities a SPIR-V binary declares (its `OpCapability` instructions, which precede
+    every other instruction but OpExtension/OpExtInstImport/OpMemoryModel): what the device
+    must have, read from the module itself rather than guessed from buffer types (a kernel may
+    compute in f64 between f32 buffers)."""
+    code = np.frombuffer(words, dtype=np.uint32)
+    caps: set[int] = set()
+    i = 5  # after the header: magic, version, generator, bound, schema
+    while i < len(code):
+        count, opcode = int(code[i]) >> 16, int(code[i]) & 0xFFFF
+        if count == 0:
+            break  # malformed: spirv-val's business, not a reason to loop forever
+        if opcode == _OP_CAPABILITY:
+            caps.add(int(code[i + 1]))
+        elif opcode not in (10, 11, 14):  # OpExtension, OpExtInstImport, OpMemoryModel
+            break
+        i += count
+    return caps
+
+
 class VulkanProgram:
     """A `HostProgram` loaded on a Vulkan device; call it with the input arrays in order."""
 
@@ -157,9 +188,13 @@ class VulkanProgram:
         self.program = program
         self.ctx = ctx or vulkan_context()
         vk = self.ctx.vk
-        wide = [b for b in program.buffers if b.element_type == "i64"]
-        if wide and not self.ctx.int64:
-            raise VulkanUnavailable(f"@{program.name} uses 64-bit integer buffers; the Vulkan device {self.ctx.device_name} lacks shaderInt64")
+        declared = {c for words in spirv.values() for c in spirv_capabilities(words)}
+        for cap, feature, have, what in (
+            (_CAPABILITY_INT64, "shaderInt64", self.ctx.int64, "64-bit integers"),
+            (_CAPABILITY_FLOAT64, "shaderFloat64", self.ctx.float64, "f64 (double) arithmetic"),
+        ):
+            if cap in declared and not have:
+                raise VulkanUnavailable(f"@{program.name} uses {what}; the Vulkan device {self.ctx.device_name} lacks {feature}")
         dev = self.ctx.device
         self._dtypes = {b.id: numpy_dtype(b.element_type) for b in program.buffers}
         self._buffers: dict[int, _Buffer] = {}

@@ -61,6 +61,8 @@ class VulkanTarget(Target):
         """Lower a copy of `module` and load it on the first Vulkan device."""
         from onnxc.targets.cpu.jit import copy_module, select_entry
         from onnxc.targets.gpu.host import host_program
+        from onnxc.targets.gpu.mapping import refuse_host_runtime
+        from onnxc.targets.gpu.specialize import SpecializingFunction, needs_specialization
         from onnxc.transforms.pipeline import run_pipeline
 
         from . import VulkanFunction, check_signature
@@ -69,9 +71,16 @@ class VulkanTarget(Target):
 
         opts: VulkanOptions = self.options(options)
         signature = select_entry(module, entry)
+        refuse_host_runtime(module)  # names the node of a string/image op before the types are read
         check_signature(signature)
-        lowered = copy_module(module)
-        run_pipeline(lowered, self.pipeline(opts), instrumentation=instrumentation, reraise=True)
-        program = host_program(lowered)  # the host function is untouched by the SPIR-V stages
-        binaries = spirv_binaries(lowered)
-        return VulkanFunction(signature, VulkanProgram(program, binaries), binaries)
+
+        def compile_one(lowered: ir.Module) -> VulkanFunction:
+            static = select_entry(lowered, signature.name)
+            run_pipeline(lowered, self.pipeline(opts), instrumentation=instrumentation, reraise=True)
+            program = host_program(lowered)  # the host function is untouched by the SPIR-V stages
+            binaries = spirv_binaries(lowered)
+            return VulkanFunction(static, VulkanProgram(program, binaries), binaries)
+
+        if needs_specialization(module, signature.name):  # dynamic or data-dependent shapes: per call
+            return SpecializingFunction(copy_module(module), signature, compile_one)
+        return compile_one(copy_module(module))

@@ -13,21 +13,16 @@ test_backend.py) is skipped with that error as its reason.
 from __future__ import annotations
 
 import pytest
-from test_gpu_backend_vulkan import _DYNAMIC, _SCAN_HOST, CASES, XFAILS as VULKAN_XFAILS
+from test_gpu_backend_vulkan import _SCAN_HOST, CASES
 from test_gpu_cuda import ptxas  # noqa: F401  (the fixture: ptxas from the gpu extra, a failure when missing)
 
 _BOOL = "a bool (i1) buffer between kernels: the NVVM lowering of sub-byte loads asserts, so the CUDA target refuses it"
-_ONEHOT = "OneHot's depth is read from a tensor on the host (memref.load outside the kernels), which a GPU program does not do"
-_HOSTLOAD = "Range reads its element count from a tensor on the host, which a GPU program does not do"
 
 #: Strict expected failures of the CUDA compilation, with the reason: the Vulkan list's
-#: mapping-level refusals (shared mapping), and the CUDA-specific ones.
+#: mapping-level refusal (shared mapping), and the CUDA-specific one.
 XFAILS: dict[str, str] = {
-    **{name: reason for name, reason in VULKAN_XFAILS.items() if reason in (_SCAN_HOST, _DYNAMIC)},
+    "test_scan_sum": _SCAN_HOST,
     "test_flexattention_causal_mask": _BOOL,
-    "test_range_float_type_positive_delta": _HOSTLOAD,
-    "test_onehot_with_axis": _ONEHOT,
-    "test_onehot_with_negative_axis": _ONEHOT,
 }
 
 
@@ -40,7 +35,9 @@ def test_xfails_are_cases() -> None:
 def test_node_case_assembles_for_cuda(case, ptxas: str, request) -> None:
     import onnxc
     from onnxc.compiler import lower
+    from onnxc.targets.cpu.jit import select_entry
     from onnxc.targets.cuda import CudaOptions, assemble, compile_ptx
+    from onnxc.targets.gpu.specialize import host_read_arguments, needs_specialization, specialize
 
     if case.name in XFAILS:
         request.applymarker(pytest.mark.xfail(reason=XFAILS[case.name], strict=True, raises=onnxc.errors.OnnxcError))
@@ -50,6 +47,12 @@ def test_node_case_assembles_for_cuda(case, ptxas: str, request) -> None:
         if case.name in XFAILS:
             raise
         pytest.skip(f"does not lower to linalg (target-independent, see test_backend.py): {str(early).splitlines()[0][:200]}")
+    entry = select_entry(linalg, None)
+    if needs_specialization(linalg, entry.name):
+        # Dynamic or data-dependent shapes (Resize's scales, Range, OneHot's depth): compiled per
+        # call's shapes and host-read values, as a run would; here for the case's first inputs.
+        inputs = entry.validate(case.data_sets[0][0])
+        linalg = specialize(linalg, entry.name, inputs, host_read_arguments(linalg, entry.name))
     artifact = compile_ptx(linalg, CudaOptions("sm_80", "+ptx80", allow_tf32=True))
     for chip in ("sm_80", "sm_90"):
         for kernel, ptx in artifact.ptx.items():

@@ -322,16 +322,43 @@ def test_bool_buffers_are_refused_with_the_type_named() -> None:
         _compile(model)
 
 
-@pytest.mark.parametrize("target", ["vulkan", "cuda"])
-def test_dynamic_shapes_are_refused_naming_the_node(target: str) -> None:
-    """Dynamic shapes are refused before any kernel runs, with the ONNX node's name (the op's
-    location) in the message: never a wrong answer or a crash."""
+def _dynamic_model() -> onnx.ModelProto:
+    """softmax(relu(x) @ W) with a dynamic batch N: x [N, 4] -> [N, 3]."""
+    rng = np.random.default_rng(7)
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu0"),
+        helper.make_node("MatMul", ["r", "w"], ["m"], name="matmul0"),
+        helper.make_node("Softmax", ["m"], ["y"], name="softmax0", axis=-1),
+    ]
+    return _model(nodes, [_f32("x", ["N", 4])], [_f32("y", ["N", 3])], [_init(rng, "w", (4, 3))])
+
+
+def test_dynamic_shapes_run_per_call_shape(vulkan: None) -> None:
+    """A dynamic batch runs: each call's shapes are made static in a copy of the module, which
+    is compiled once per distinct shape (targets/gpu/specialize.py); every size is checked
+    against onnx.reference, and a size seen before reuses its program."""
     import onnxc
+
+    model = _dynamic_model()
+    compiled = onnxc.compile(model, target="vulkan")
+    ref = ReferenceEvaluator(model)
+    rng = np.random.default_rng(0)
+    for n in (3, 7, 3, 1):
+        x = rng.standard_normal((n, 4)).astype(np.float32)
+        got = compiled(x)[0]
+        assert got.shape == (n, 3)
+        np.testing.assert_allclose(got, ref.run(None, {"x": x})[0], rtol=RTOL, atol=ATOL)
+    assert compiled.function.specializations == 3
+
+
+@pytest.mark.parametrize("target", ["vulkan", "cuda"])
+def test_dynamic_shapes_in_a_stage_are_refused_naming_the_node(target: str) -> None:
+    """The `gpu` stage (`--emit gpu`, onnx-opt) has no call to take shapes from: a dynamic
+    shape there is refused with the ONNX node's name, never a crash."""
     from onnxc.targets.gpu import GpuMappingError
 
-    dynamic = _model([helper.make_node("Relu", ["x"], ["y"], name="relu0")], [_f32("x", ["N", 4])], [_f32("y", ["N", 4])], [])
     with pytest.raises(GpuMappingError, match=r"relu0.*dynamic shape"):
-        onnxc.compile(dynamic, target=target)
+        lower(_dynamic_model(), "gpu", target=target)
 
 
 def test_reductions_to_a_scalar(vulkan: None) -> None:

@@ -1,0 +1,209 @@
+"""Run-time specialization for the GPU targets: dynamic shapes and host-read inputs made static per call.
+
+Why: the GPU mapping tiles static loop extents, and its host program has fixed buffer sizes and
+launch grids. A model with a dynamic dim (a `dim_param` batch or sequence length) or whose
+shapes depend on input *values* (Resize's `scales`, Range's `limit`, OneHot's `depth`: the
+output shape is data) has neither at compile time. The issue's design keeps data-dependent
+shapes on the host: here the host is the Python side of the runtime, which, at each call, reads
+the call's shapes and the few inputs that shape computations read (`host_read_arguments`),
+makes them static in a copy of the linalg module (`specialize`), and compiles that copy for the
+target once per distinct key (`SpecializingFunction`, cached). Every kernel then sees static
+sizes, so nothing is guessed: a call whose shapes or host-read values differ gets its own
+program, never another call's.
+
+What is made static:
+- an argument with dynamic dims gets the call's static type (a `tensor.cast` back to the
+  declared type feeds its old uses, so canonicalization folds the sizes through every op);
+- an argument read on the host (`tensor.extract` outside a kernel body, through view-like ops)
+  of at most `MAX_VALUE_ELEMENTS` elements is replaced by an `arith.constant` of the call's value
+  (the argument stays in the signature, unused), so the sizes computed from it fold;
+- function results whose value is then a cast from a static type return that static type.
+
+A module that needs none of this is compiled ahead of time as before (`needs_specialization`).
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import arith, tensor
+
+from onnxc.errors import OnnxcError
+
+__all__ = ["MAX_VALUE_ELEMENTS", "SpecializingFunction", "host_read_arguments", "needs_specialization", "specialize"]
+
+#: Host-read arguments up to this many elements are specialized by value (shape-like inputs:
+#: scales, sizes, limits); larger ones are data, read by kernels, and stay arguments.
+MAX_VALUE_ELEMENTS = 64
+
+#: Specialized programs kept per compiled model (least recently used dropped first).
+CACHE_SIZE = 8
+
+#: Ops through which an argument is still "the argument" for the host-read analysis.
+_VIEWS = ("tensor.cast", "tensor.collapse_shape", "tensor.expand_shape", "tensor.extract_slice", "tensor.reshape")
+
+
+class SpecializationError(OnnxcError):
+    """A call's arrays cannot specialize the module (a rank or dtype the signature refuses)."""
+
+
+def _entry(module: ir.Module, name: str) -> ir.Operation:
+    for op in module.body.operations:
+        op = op.operation
+        if op.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == name:
+            return op
+    raise SpecializationError(f"no function @{name} in the module")
+
+
+def _in_kernel_body(op: ir.Operation, func: ir.Operation) -> bool:
+    """Whether `op` sits in the body of a linalg op (per-element code, which becomes a kernel)."""
+    parent = op.parent
+    while parent is not None and parent != func:
+        if parent.name.startswith("linalg."):
+            return True
+        parent = parent.parent
+    return False
+
+
+def host_read_arguments(module: ir.Module, name: str) -> set[int]:
+    """Indices of @name's tensor arguments whose elements the host code reads (`tensor.extract`
+    outside any linalg body, directly or through view-like ops): the inputs that sizes, trip
+    counts or host-side values are computed from."""
+    func = _entry(module, name)
+    found: set[int] = set()
+    for i, arg in enumerate(func.regions[0].blocks[0].arguments):
+        work = [arg]
+        while work:
+            v = work.pop()
+            for use in v.uses:
+                owner = use.owner
+                if owner.name == "tensor.extract" and not _in_kernel_body(owner, func):
+                    found.add(i)
+                elif owner.name in _VIEWS:
+                    work.extend(owner.results)
+    return found
+
+
+def _dynamic(t: ir.Type) -> bool:
+    return isinstance(t, ir.RankedTensorType) and not ir.RankedTensorType(t).has_static_shape
+
+
+def needs_specialization(module: ir.Module, name: str) -> bool:
+    """Whether @name has a dynamically shaped argument or result, or reads an argument on the
+    host: then it is compiled per call (`SpecializingFunction`)."""
+    func = _entry(module, name)
+    ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+    if any(_dynamic(t) for t in list(ftype.inputs) + list(ftype.results)):
+        return True
+    return any(
+        int(np.prod(ir.RankedTensorType(ftype.inputs[i]).shape, dtype=np.int64)) <= MAX_VALUE_ELEMENTS
+        for i in host_read_arguments(module, name)
+        if isinstance(ftype.inputs[i], ir.RankedTensorType) and ir.RankedTensorType(ftype.inputs[i]).has_static_shape
+    )
+
+
+def _constant(value: np.ndarray, t: ir.RankedTensorType) -> ir.Value:
+    if value.dtype == np.bool_:
+        attr = ir.DenseElementsAttr.get(value.astype(np.bool_), type=t)
+    else:
+        attr = ir.DenseElementsAttr.get(np.ascontiguousarray(value), type=t)
+    return arith.ConstantOp(t, attr).result
+
+
+def specialize(module: ir.Module, name: str, arrays: Sequence[np.ndarray], by_value: set[int]) -> ir.Module:
+    """A copy of `module` with @name specialized to `arrays` (see the module doc): dynamic
+    argument dims made the arrays' dims, arguments in `by_value` (small enough) replaced by
+    their values, then canonicalized so that the sizes fold; results made static where they
+    became so."""
+    from onnxc.targets.cpu.jit import copy_module
+
+    from .mapping import run_pipeline
+
+    out = copy_module(module)
+    with out.context, ir.Location.unknown():
+        func = _entry(out, name)
+        block = func.regions[0].blocks[0]
+        ip = ir.InsertionPoint.at_block_begin(block)
+        for i, (arg, a) in enumerate(zip(block.arguments, arrays)):
+            if not isinstance(arg.type, ir.RankedTensorType):
+                continue
+            declared = ir.RankedTensorType(arg.type)
+            if declared.rank != a.ndim:
+                raise SpecializationError(f"@{name} argument {i}: rank {a.ndim}, the function takes {declared}")
+            static = ir.RankedTensorType.get(list(a.shape), declared.element_type)
+            if i in by_value and a.size <= MAX_VALUE_ELEMENTS:
+                with ip:
+                    value = _constant(a, static)
+                    if static != declared:
+                        value = tensor.CastOp(declared, value).result
+                arg.replace_all_uses_with(value)
+            elif static != declared:
+                arg.set_type(static)
+                with ip:
+                    cast = tensor.CastOp(declared, arg)
+                arg.replace_all_uses_except(cast.result, cast.operation)
+        ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+        func.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get([a.type for a in block.arguments], list(ftype.results)))
+        run_pipeline(out, "builtin.module(canonicalize,cse,canonicalize)", "specialization to the call's shapes")
+        _static_results(func)
+        run_pipeline(out, "builtin.module(canonicalize,cse)", "specialization to the call's shapes")
+    return out
+
+
+def _static_results(func: ir.Operation) -> None:
+    """Results returned through a `tensor.cast` from a static type get that type."""
+    block = func.regions[0].blocks[0]
+    ret = list(block.operations)[-1]
+    for i, v in enumerate(list(ret.operands)):
+        owner = v.owner if isinstance(v, ir.OpResult) else None
+        if owner is not None and owner.name == "tensor.cast" and _dynamic(v.type) and not _dynamic(owner.operands[0].type):
+            ret.operands[i] = owner.operands[0]
+    results = [v.type for v in ret.operands]
+    ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+    func.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(list(ftype.inputs), results))
+
+
+class SpecializingFunction:
+    """A GPU runnable compiled per call's shapes and host-read values (see the module doc).
+
+    `compile_one(module)` compiles a specialized module (the target's ahead-of-time path) into
+    a runnable; `signature` is the declared (dynamic) signature, which every call is checked
+    against first. Up to `CACHE_SIZE` specializations are kept."""
+
+    def __init__(self, module: ir.Module, signature: Any, compile_one: Callable[[ir.Module], Any]) -> None:
+        self.module = module
+        self.signature = signature
+        self._compile_one = compile_one
+        self.by_value = host_read_arguments(module, signature.name)
+        self._cache: collections.OrderedDict[tuple[Any, ...], Any] = collections.OrderedDict()
+
+    def _key(self, arrays: Sequence[np.ndarray]) -> tuple[Any, ...]:
+        return tuple(
+            (a.shape, a.dtype.str, a.tobytes() if i in self.by_value and a.size <= MAX_VALUE_ELEMENTS else None)
+            for i, a in enumerate(arrays)
+        )
+
+    def runnable(self, arrays: Sequence[np.ndarray]) -> Any:
+        """The program specialized to `arrays` (compiled on first use of their key)."""
+        key = self._key(arrays)
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
+        compiled = self._compile_one(specialize(self.module, self.signature.name, arrays, self.by_value))
+        self._cache[key] = compiled
+        if len(self._cache) > CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return compiled
+
+    @property
+    def specializations(self) -> int:
+        """How many specialized programs are cached now."""
+        return len(self._cache)
+
+    def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
+        checked = self.signature.validate(arrays)
+        return self.runnable(checked)(*checked)

@@ -1,0 +1,130 @@
+"""What the GPU targets refuse, and how: an `OnnxcError` naming the ONNX node, never an internal
+error (IndexError, an MLIR assertion that kills the process); and what they now take instead of
+refusing (f64 kernels on Vulkan, uint8 graphs through target="auto").
+
+The refusal cases come from a sweep of the ONNX backend node suite through both GPU pipelines
+(every case that lowers to linalg on the CPU): string and image ops (host runtime calls) gave
+"internal error in gpu-map: IndexError", and an If on a bool condition killed the process in the
+NVVM lowering (`MemRefToLLVM`: integral element width >= 8).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+IR_VERSION = 10
+
+
+def _model(nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto], outputs: list[onnx.ValueInfoProto], opset: int = 18) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "g", inputs, outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=IR_VERSION)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _string_model() -> onnx.ModelProto:
+    node = helper.make_node("StringNormalizer", ["x"], ["y"], case_change_action="UPPER", name="normalize0")
+    return _model([node], [helper.make_tensor_value_info("x", TensorProto.STRING, [2])], [helper.make_tensor_value_info("y", TensorProto.STRING, [2])])
+
+
+@pytest.mark.parametrize("target", ["vulkan", "cuda"])
+def test_string_ops_are_refused_naming_the_node(target: str) -> None:
+    """A string op calls the CPU host runtime: refused with the node and op named."""
+    from onnxc.targets.gpu import GpuMappingError
+
+    import onnxc
+
+    with pytest.raises(GpuMappingError, match=r"node 'normalize0' \(StringNormalizer\): calls the CPU host runtime.*do not take it"):
+        onnxc.compile(_string_model(), target=target)
+
+
+@pytest.mark.parametrize("stage_target", [("gpu", "vulkan"), ("gpu", "cuda")])
+def test_string_ops_are_refused_in_the_gpu_stage(stage_target: tuple[str, str]) -> None:
+    """The same refusal from the `gpu-map` stage alone (`--emit gpu`, onnx-opt), which before
+    failed with "internal error in onnxc pass 'gpu-map': IndexError"."""
+    import onnxc
+    from onnxc.compiler import lower
+
+    stage, target = stage_target
+    with pytest.raises(onnxc.errors.OnnxcError, match=r"normalize0.*StringNormalizer") as info:
+        lower(_string_model(), stage, target=target)
+    assert "internal error" not in str(info.value)
+
+
+def _backend_case(name: str) -> onnx.ModelProto:
+    from onnx.backend.test.case import node
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return next(c for c in node.collect_testcases(None) if c.name == name).model
+
+
+def test_a_bool_read_on_the_host_is_refused_for_cuda() -> None:
+    """An If on a bool condition reads an i1 on the host: the NVVM lowering's assertion on
+    sub-byte loads killed the process; now a CudaLoweringError names the If node."""
+    from onnxc.compiler import lower
+    from onnxc.targets.cuda import CudaLoweringError
+
+    with pytest.raises(CudaLoweringError, match=r"node 'res' \(If\).*narrower than a byte"):
+        lower(_backend_case("test_if"), "ptx", target="cuda")
+
+
+def test_auto_target_takes_uint8() -> None:
+    """target="auto" places a uint8 graph on the CPU backend, which holds uint8 as i8: the
+    arrays are viewed as onnxc.compile views them (it refused uint8 with an ArgumentError)."""
+    import onnxc
+
+    model = _model(
+        [helper.make_node("Add", ["x", "x"], ["y"], name="add0")],
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, [4])],
+    )
+    x = np.array([1, 100, 200, 255], np.uint8)
+    got = onnxc.compile(model, target="auto")(x)[0]
+    assert got.dtype == np.uint8
+    np.testing.assert_array_equal(got, x + x)  # wraps modulo 256, as numpy's uint8 does
+
+
+def test_spirv_capabilities_are_read_from_the_binary() -> None:
+    """The runtime reads OpCapability from the SPIR-V words (Float64 = 10, Int64 = 11) to check
+    the device's shaderFloat64/shaderInt64 before loading a program."""
+    from onnxc.targets.vulkan.runtime import spirv_capabilities
+
+    header = [0x07230203, 0x00010000, 0, 10, 0]
+    capability = (2 << 16) | 17
+    memory_model = (3 << 16) | 14
+    entry_point = (4 << 16) | 15
+    words = [capability, 1, capability, 10, memory_model, 0, 1]
+    assert spirv_capabilities(np.array(header + words, np.uint32).tobytes()) == {1, 10}
+    words += [entry_point, 5, 1, 0, capability, 11]  # words after the preamble are not read as capabilities
+    assert spirv_capabilities(np.array(header + words, np.uint32).tobytes()) == {1, 10}
+
+
+def test_f64_rounding_on_vulkan_is_exact() -> None:
+    """f64 Floor/Ceil/Round/Abs run on Vulkan (Float64 capability; the math ops rewritten to
+    exact integer arithmetic by `_f64_math_to_arith`), at the edges: halves (Round is half to
+    even), -0.0, values beyond 2^52 (already integers), infinities and NaN, against numpy."""
+    import onnxc
+    from test_gpu_vulkan import _vulkan_or_skip
+
+    _vulkan_or_skip()
+    ops = ["Floor", "Ceil", "Round", "Abs"]
+    model = _model(
+        [helper.make_node(op, ["x"], [f"y{i}"], name=f"{op.lower()}0") for i, op in enumerate(ops)],
+        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [24])],
+        [helper.make_tensor_value_info(f"y{i}", TensorProto.DOUBLE, [24]) for i in range(len(ops))],
+    )
+    x = np.array(
+        [0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999999999999994, -0.0, 0.0, 1e300, -1e300, 2.0**52 + 1, -(2.0**53) - 2,
+         4503599627370495.5, -4503599627370495.5, np.inf, -np.inf, np.nan, 3.7, -3.7, 1e-310, -1e-310, 7.0, -7.0],
+        np.float64,
+    )
+    got = onnxc.compile(model, target="vulkan")(x)
+    for want, g in zip([np.floor(x), np.ceil(x), np.round(x), np.abs(x)], got):
+        np.testing.assert_array_equal(g, want)
+        np.testing.assert_array_equal(np.signbit(g), np.signbit(want))  # -0.0 stays -0.0
