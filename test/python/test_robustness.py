@@ -900,3 +900,61 @@ def test_lp_normalization_p_is_1_or_2() -> None:
     m = _model([h.make_node("LpNormalization", ["x"], ["y"], p=5, name="lp")], [_f("x", [2, 2])], ["y"])
     with pytest.raises(OnnxcError, match=r"'lp'.*attribute 'p' = 5 is not one of 1, 2"):
         onnxc.compile(m)
+
+
+def _tensor_scatter(mode: str, cache: list[int | str], update: list[int | str], indices: list[int | str]) -> onnx.ModelProto:
+    node = h.make_node("TensorScatter", ["c", "u", "w"], ["y"], mode=mode, axis=-2, name="ts")
+    inputs = [_f("c", cache), _f("u", update), h.make_tensor_value_info("w", T.INT64, indices)]
+    return _model([node], inputs, ["y"], opset=24)
+
+
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_tensor_scatter_write_indices_are_checked(symbolic: bool) -> None:
+    """TensorScatter's write indices: linear mode refuses an index past max_sequence_length -
+    sequence_length (onnx.reference fails with an IndexError) or below 0 (the reference wraps it
+    numpy's way; the spec has no such index), where they used to be answered with the cache
+    rows left unchanged. Valid indices, and any index in circular mode (taken modulo the cache
+    length), match onnx.reference, with static and symbolic dims."""
+    c_shape, u_shape, w_shape = ([2, 5, 3], [2, 2, 3], [2]) if not symbolic else (["b", "s", 3], ["b", "n", 3], ["b"])
+    rng = np.random.default_rng(0)
+    c = rng.standard_normal((2, 5, 3)).astype(np.float32)
+    u = rng.standard_normal((2, 2, 3)).astype(np.float32)
+    linear = onnxc.compile(_tensor_scatter("linear", c_shape, u_shape, w_shape))
+    for w in ([0, 3], [3, 1]):
+        feeds = {"c": c, "u": u, "w": np.array(w, np.int64)}
+        want = ReferenceEvaluator(_tensor_scatter("linear", c_shape, u_shape, w_shape)).run(None, feeds)[0]
+        np.testing.assert_array_equal(linear.run(feeds)["y"], want)
+    for w, bad in (([0, 4], 4), ([-1, 0], -1)):
+        with pytest.raises(RuntimeCheckError, match=rf"TensorScatter node 'ts': write index {bad} is outside \[0, 3\]"):
+            linear.run({"c": c, "u": u, "w": np.array(w, np.int64)})
+    circular = onnxc.compile(_tensor_scatter("circular", c_shape, u_shape, w_shape))
+    for w in ([4, -1], [-7, 9]):
+        feeds = {"c": c, "u": u, "w": np.array(w, np.int64)}
+        want = ReferenceEvaluator(_tensor_scatter("circular", c_shape, u_shape, w_shape)).run(None, feeds)[0]
+        np.testing.assert_array_equal(circular.run(feeds)["y"], want)
+
+
+def test_tensor_scatter_run_time_shapes_must_fit() -> None:
+    """With symbolic dims the shapes are only known at run time: an update longer than the cache,
+    an update of another batch or feature size, or write_indices of another length than the batch
+    made the gather read past the update or the indices; now each is a run-time error."""
+    m = _tensor_scatter("circular", ["b", "s", "f"], ["b2", "n", "f2"], ["k"])
+    compiled = onnxc.compile(m)
+    c = np.zeros((2, 5, 3), np.float32)
+    w = np.zeros(2, np.int64)
+    bad = {"longer update": ({"u": np.ones((2, 6, 3), np.float32)}, r"the update's shape \(2, 6, 3\) does not fit the past cache's shape \(2, 5, 3\)"),
+           "other features": ({"u": np.ones((2, 2, 4), np.float32)}, r"the update's shape \(2, 2, 4\) does not fit"),
+           "other batch": ({"u": np.ones((3, 2, 3), np.float32)}, r"the update's shape \(3, 2, 3\) does not fit"),
+           "short indices": ({"u": np.ones((2, 2, 3), np.float32), "w": np.zeros(1, np.int64)}, r"write_indices has 1 entries, the batch 2")}  # fmt: skip
+    for feeds, message in bad.values():
+        with pytest.raises(RuntimeCheckError, match=message):
+            compiled.run({"c": c, "w": w, **feeds})
+    ok = {"c": c, "u": np.ones((2, 2, 3), np.float32), "w": np.array([4, 1], np.int64)}
+    np.testing.assert_array_equal(compiled.run(ok)["y"], ReferenceEvaluator(m).run(None, ok)[0])
+
+
+def test_tensor_scatter_write_indices_of_another_rank_are_refused() -> None:
+    with pytest.raises(OnnxcError, match="write_indices must be a 1-D tensor"):
+        onnxc.compile(_tensor_scatter("linear", [2, 5, 3], [2, 2, 3], [2, 1]))
+    with pytest.raises(OnnxcError, match="write_indices has 3 entries, the batch 2"):
+        onnxc.compile(_tensor_scatter("linear", [2, 5, 3], [2, 2, 3], [3]))

@@ -8,8 +8,15 @@ from `update` at s, else from the past cache. Why a gather: every output element
 exactly once, so this is a plain parallel map that needs no scatter loop, and reads outside the
 update are clamped (the clamped read is discarded by the select). An update of length 0 known
 only at run time is guarded by an `scf.if` returning the past cache (there is nothing to read).
-Linear mode with positions past the cache end leaves those cache rows unchanged (the reference
-fails there; the spec leaves it undefined).
+
+Run-time checks (`runtime_checks.require`): dims known only at run time must fit (the update's
+dims equal the cache's except on `axis`, where it is at most as long; `write_indices` has one
+entry per batch row: the gather reads `write_indices[b]` and the update at every cache position
+otherwise past their ends), and in linear mode every write index must lie in
+[0, max_sequence_length - sequence_length]: past the end `onnx.reference` fails (an IndexError),
+and a negative index it wraps numpy's way while the spec's pseudocode has no such index, so
+either is invalid input refused at run time, not answered. Circular mode takes any index modulo
+the cache length, as the spec says.
 """
 
 from __future__ import annotations
@@ -30,10 +37,13 @@ from onnxc.transforms.lowering.common import (
     lowers,
     normalize_axis,
     rank_of,
+    dim_value,
+    is_unsigned,
     shape_of,
     static_shape,
     to_index,
 )
+from onnxc.transforms.lowering.runtime_checks import index_range_ok, require
 
 P = arith.CmpIPredicate
 
@@ -57,7 +67,41 @@ def _check_tensor_scatter(node: Node) -> str | None:
     for i, (c, u) in enumerate(zip(cs, us)):
         if c is not None and u is not None and (c < u if i == axis else c != u):
             return f"update shape {us} does not fit past_cache shape {cs} on dim {i}"
+    if node.has(2):
+        it = node.onnx_types[2]
+        if not isinstance(it, ir.RankedTensorType) or rank_of(it) != 1:
+            return "write_indices must be a 1-D tensor (one index per batch row)"
+        b, n = static_shape(it)[0], cs[0]
+        if b is not None and n is not None and b != n:
+            return f"write_indices has {b} entries, the batch {n}"
     return None
+
+
+def _require_valid(node: Node, past: ir.Value, upd: ir.Value, idx: ir.Value | None, idx_elem: ir.Type | None, axis: int, circular: bool) -> None:
+    """The run-time checks of the module docstring (none where the static shapes decide)."""
+    ps, us = shape_of(past), shape_of(upd)
+    fit: ir.Value | None = None
+    for i, (c, u) in enumerate(zip(ps, us)):
+        if isinstance(c, int) and isinstance(u, int):
+            continue  # checked before lowering (_check_tensor_scatter)
+        ok = arith.cmpi(P.sle if i == axis else P.eq, dim_value(u), dim_value(c))
+        fit = ok if fit is None else arith.andi(fit, ok)
+    if fit is not None:
+        require(fit, node.op, f"the update's shape {{update}} does not fit the past cache's shape {{cache}} (axis {axis})",
+                [("update", [dim_value(d) for d in us]), ("cache", [dim_value(d) for d in ps])])  # fmt: skip
+    if idx is None:
+        return
+    batch, entries = ps[0], dim(idx, 0)
+    if not (isinstance(batch, int) and isinstance(entries, int)):
+        require(arith.cmpi(P.eq, dim_value(entries), dim_value(batch)), node.op, "write_indices has {entries} entries, the batch {batch}",
+                [("entries", dim_value(entries)), ("batch", dim_value(batch))])  # fmt: skip
+    if circular:
+        return
+    # Linear: 0 <= write_indices[b] <= max_sequence_length - sequence_length, i.e. [0, room + 1).
+    room = arith.subi(dim_value(ps[axis]), dim_value(us[axis]))
+    ok, bad = index_range_ok(idx, is_unsigned(idx_elem), [arith.addi(room, const_index(1))], negative=False)
+    require(ok, node.op, "write index {index} is outside [0, {room}] (linear mode: the update of {length} must fit the cache of {size})",
+            [("index", bad), ("room", room), ("length", dim_value(us[axis])), ("size", dim_value(ps[axis]))])  # fmt: skip
 
 
 @lowers("TensorScatter", check=_check_tensor_scatter)
@@ -73,6 +117,7 @@ def lower_tensor_scatter(node: Node) -> list[ir.Value]:
     max_len = dim(past, axis)
     seq = dim(upd, axis)
     elem = convert_element(elem_of(past.type))
+    _require_valid(node, past, upd, idx, idx_elem, axis, circular)
 
     def build() -> ir.Value:
         def body(a: list[ir.Value]) -> list[ir.Value]:
