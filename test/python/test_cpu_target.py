@@ -509,6 +509,9 @@ def test_aot_optimizes_like_the_jit(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert tools[:2] == ["opt", "llc"], tools
     opt_cmd, llc_cmd = calls[0], calls[1]
     assert "-O3" in opt_cmd and any(a.startswith("-mcpu=") for a in opt_cmd), opt_cmd
+    # A target triple for both (without one LLVM expands memcpy into byte loops).
+    assert any(a.startswith("-mtriple=") and len(a) > len("-mtriple=") for a in opt_cmd), opt_cmd
+    assert any(a.startswith("-mtriple=") for a in llc_cmd), llc_cmd
     assert llc_cmd[llc_cmd.index("-o") - 1] == opt_cmd[opt_cmd.index("-o") + 1], (opt_cmd, llc_cmd)
 
 
