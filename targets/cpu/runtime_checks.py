@@ -7,8 +7,10 @@ What, in the code:
   contradicted shapes, indices out of range; it has recorded the failure in the status words),
   the function leaves at once when the check failed: a function returns `ub.poison` results.
   The code after a contradicted shape assumption is not memory-safe (a Squeeze of a dim assumed
-  1 fed 3 copied 12 elements into a buffer of 4). Checks nested in loops only record. It also
-  marks the allocations to test: those of a function's body and those of a dynamic size.
+  1 fed 3 copied 12 elements into a buffer of 4). A check nested in a loop (or another region)
+  records, and the function leaves right after the op of its body holding that loop when a
+  failure was recorded: the loop's later iterations still run, the code after it does not. It
+  also marks the allocations to test: those of a function's body and those of a dynamic size.
 - `insert_failure_exits` (after `convert-scf-to-cf`, before `finalize-memref-to-llvm`): each
   marked `memref.alloc` is followed by a test of its pointer: a NULL (a run-time shape of 4e14
   bytes) records `could not allocate N bytes`, naming the node from the alloc's location, and
@@ -115,6 +117,14 @@ def _exit_word_set() -> ir.Value:
     return arith.cmpi(arith.CmpIPredicate.ne, word, arith.constant(i64, 0))
 
 
+def _failure_recorded() -> ir.Value:
+    """i1: whether a check recorded a failure in this call (status word 0, the check id, is set)."""
+    i64 = ir.IntegerType.get_signless(64)
+    status = memref.get_global(status_memref_type(), STATUS_GLOBAL)
+    word = memref.load(status, [arith.constant(ir.IndexType.get(), 0)])
+    return arith.cmpi(arith.CmpIPredicate.ne, word, arith.constant(i64, 0))
+
+
 def _set_exit_word() -> None:
     status = memref.get_global(status_memref_type(), STATUS_GLOBAL)
     i64 = ir.IntegerType.get_signless(64)
@@ -212,15 +222,19 @@ def prepare_failure_exits(module: ir.Module) -> int:
     - leave the function right after a failed check of the lowering (an `scf.if` marked
       `onnxc.runtime_check` in a function's body): the code after a contradicted shape assumption
       is not memory-safe (a Squeeze of a dim assumed 1 copied 12 elements into a buffer of 4 and
-      corrupted the heap). Checks nested in loops only record.
+      corrupted the heap);
+    - after an op of a function's body that holds checks in its regions (a loop: a Loop/Scan body,
+      an scf.if of a branch), leave when a failure was recorded: no exit edge inside the loop
+      (LLVM's loop optimizations stay), but nothing after it runs on a contradicted assumption.
 
-    Returns how many checks got an exit."""
+    Returns how many checks or ops holding checks got an exit."""
     exits = 0
     with module.context:
         for fn in _functions(module):
             if not _defined(fn):
                 continue
             guards: list[ir.Operation] = []
+            holders: list[ir.Operation] = []  # ops of the body holding nested checks
             coroutine = False
 
             def visit(op: ir.Operation) -> ir.WalkResult:
@@ -228,8 +242,16 @@ def prepare_failure_exits(module: ir.Module) -> int:
                 coroutine = coroutine or op.name.startswith("llvm.intr.coro.")
                 if op.name == "memref.alloc" and (op.parent.operation == fn or len(op.operands)):
                     op.attributes[ALLOC_MARKER] = ir.UnitAttr.get()
-                elif op.name in ("scf.if", "memref.store") and CHECK_MARKER in op.attributes and op.parent.operation == fn:
-                    guards.append(op)  # a store: the guard was folded away (fails whatever the data)
+                elif op.name in ("scf.if", "memref.store") and CHECK_MARKER in op.attributes:
+                    if op.parent.operation == fn:
+                        guards.append(op)  # a store: the guard was folded away (fails whatever the data)
+                    elif not (op.name == "memref.store" and CHECK_MARKER in op.parent.operation.attributes):  # not a guard's own record
+                        top = op.parent.operation
+                        while top.parent.operation != fn:
+                            top = top.parent.operation
+                        # A walk visits one holder's checks together; a guard of the body has its exit.
+                        if CHECK_MARKER not in top.attributes and (not holders or holders[-1] != top):
+                            holders.append(top)
                 return ir.WalkResult.ADVANCE
 
             fn.walk(visit)
@@ -243,6 +265,11 @@ def prepare_failure_exits(module: ir.Module) -> int:
                         with ir.InsertionPoint.after(guard):
                             always = arith.constant(ir.IntegerType.get_signless(1), 1)
                         _split_after(always.owner.operation, always, fn)
+                exits += 1
+            for top in holders:
+                with top.location, ir.InsertionPoint.after(top):
+                    failed = _failure_recorded()
+                _split_after(failed.owner.operation, failed, fn)
                 exits += 1
         module.operation.attributes[ALLOC_MARKER] = ir.UnitAttr.get()
         # The guards' descriptions, before convert-scf-to-cf dissolves the guards.

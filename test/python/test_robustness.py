@@ -958,3 +958,70 @@ def test_tensor_scatter_write_indices_of_another_rank_are_refused() -> None:
         onnxc.compile(_tensor_scatter("linear", [2, 5, 3], [2, 2, 3], [2, 1]))
     with pytest.raises(OnnxcError, match="write_indices has 3 entries, the batch 2"):
         onnxc.compile(_tensor_scatter("linear", [2, 5, 3], [2, 2, 3], [3]))
+
+
+def test_check_inside_a_loop_leaves_after_the_loop() -> None:
+    """A run-time check nested in a loop records its failure; the function then leaves right
+    after the loop (`prepare_failure_exits`), so the code after it never runs on a contradicted
+    assumption (it used to run on). The check in the function's body keeps its own exit."""
+    import json
+
+    from mlir import ir
+
+    from onnxc.targets.cpu.runtime_checks import prepare_failure_exits
+    from onnxc.transforms.lowering.runtime_checks import describe
+
+    desc = lambda i: json.dumps(json.dumps({"id": i, **describe("n", "Gather", "index out of range", [])}))  # noqa: E731
+    text = f"""
+    memref.global "private" @__onnxc_status : memref<16xi64> = dense<0>
+    func.func @f(%n: index, %bad: i1, %m: memref<4xf32>) {{
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %one = arith.constant 1 : i64
+      %f = arith.constant 1.0 : f32
+      %s = memref.get_global @__onnxc_status : memref<16xi64>
+      scf.for %i = %c0 to %n step %c1 {{
+        scf.if %bad {{
+          memref.store %one, %s[%c0] : memref<16xi64>
+        }} {{onnxc.runtime_check = {desc(1)}}}
+        memref.store %f, %m[%i] : memref<4xf32>
+      }}
+      memref.store %f, %m[%c0] : memref<4xf32>
+      scf.if %bad {{
+        memref.store %one, %s[%c0] : memref<16xi64>
+      }} {{onnxc.runtime_check = {desc(2)}}}
+      return
+    }}"""
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        assert prepare_failure_exits(module) == 2
+        module.operation.verify()
+        fn = module.body.operations[1]
+        blocks = list(fn.regions[0].blocks)
+        first = [op.operation.name for op in blocks[0].operations]
+        # The loop is followed by the test of status word 0 and a branch to an exit block.
+        assert first[first.index("scf.for") + 1 :][-1] == "cf.cond_br" and "memref.load" in first[first.index("scf.for") :], first
+        exits = [b for b in blocks if [op.operation.name for op in b.operations][-1] == "func.return"]
+        assert len(exits) == 3  # the loop's exit, the body check's exit, the normal end
+
+
+def test_check_inside_a_loop_body_is_reported() -> None:
+    """End to end: a Gather with an out-of-range index inside a Loop body is a RuntimeCheckError
+    naming the node, and valid indices match onnx.reference."""
+    body = h.make_graph(
+        [h.make_node("Gather", ["x", "i"], ["g"], name="inner", axis=0), h.make_node("Add", ["acc", "g"], ["acc_out"]),
+         h.make_node("Identity", ["cond"], ["cond_out"])],
+        "body", [h.make_tensor_value_info("it", T.INT64, []), h.make_tensor_value_info("cond", T.BOOL, []), _f("acc", [3])],
+        [h.make_tensor_value_info("cond_out", T.BOOL, []), _f("acc_out", [3])],
+    )  # fmt: skip
+    # A condition input given (onnx.reference runs no iteration without one; onnxruntime and onnxc run n).
+    loop = h.make_node("Loop", ["n", "c", "a0"], ["y"], body=body, name="loop")
+    m = _model([loop], [h.make_tensor_value_info("n", T.INT64, []), h.make_tensor_value_info("c", T.BOOL, []), _f("a0", [3]),
+                        _f("x", [4, 3]), h.make_tensor_value_info("i", T.INT64, [])], ["y"], opset=18)  # fmt: skip
+    compiled = onnxc.compile(m)
+    feeds = {"n": np.array(3, np.int64), "c": np.array(True), "a0": np.zeros(3, np.float32), "x": np.arange(12, dtype=np.float32).reshape(4, 3)}
+    good = {**feeds, "i": np.array(2, np.int64)}
+    np.testing.assert_allclose(compiled.run(good)["y"], ReferenceEvaluator(m).run(None, good)[0])
+    with pytest.raises(RuntimeCheckError, match="Gather node 'inner': index 7 is out of range"):
+        compiled.run({**feeds, "i": np.array(7, np.int64)})
+    np.testing.assert_allclose(compiled.run(good)["y"], ReferenceEvaluator(m).run(None, good)[0])
