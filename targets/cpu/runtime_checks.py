@@ -21,8 +21,9 @@ What, in the code:
   address, and the public constant `onnxc_runtime_checks` holds the check table (JSON).
 
 Every exit sets the exit word, so after a call (`StatusChannel`): exit word set -> the results
-are poison (not read, not freed; the buffers allocated before the failure leak: an error path
-only); status word 0 set -> a `RuntimeCheckError` naming node, op type and the values.
+are poison (not read, not freed; an exit after a lowering's check frees the buffers of the
+function's body live there, `_buffers_live_at`; an allocation failure's exit and buffers freed
+conditionally or allocated in loops still leak: an error path only); status word 0 set -> a `RuntimeCheckError` naming node, op type and the values.
 
 Why tests there and not everywhere: a test with an exit edge inside a hot loop would stop LLVM's
 loop optimizations; the lowering's checks run once per op (an index tensor's min and max, a few
@@ -212,6 +213,46 @@ def _call_check(op: ir.Operation, fn: ir.Operation, can_return: bool) -> None:
     _split_after(left.owner.operation, left, fn, can_return=can_return)
 
 
+def _buffers_live_at(fn: ir.Operation) -> Callable[[ir.Operation], Callable[[], None]]:
+    """For an exit after op `at` of `fn`'s body: a builder of `memref.dealloc`s of the buffers the
+    body allocated before `at` and would free (or return) only after it. Why: an exit returns
+    poison, so those buffers were leaked by every call that failed a check (a server fed invalid
+    inputs grew without bound). Only what is plain in the body is freed: a top-level
+    `memref.alloc` whose top-level `memref.dealloc` comes after `at`, or which the body's
+    `func.return` returns (directly or through a `memref.cast`); a buffer freed conditionally
+    (ownership-based deallocation's `scf.if`) or allocated in a region still leaks. Positions are
+    taken before any split (the body is one block then; the splits keep the ops' order)."""
+    blocks = list(fn.regions[0].blocks)
+    if len(blocks) != 1:
+        return lambda at: (lambda: None)
+    ops = [o.operation for o in blocks[0].operations]
+    pos = {o: i for i, o in enumerate(ops)}
+    allocs = [o for o in ops if o.name == "memref.alloc"]
+    freed_at: dict[ir.Operation, int] = {}
+    for i, o in enumerate(ops):
+        if o.name == "memref.dealloc" and isinstance(o.operands[0].owner, ir.Operation | ir.OpView):
+            freed_at.setdefault(o.operands[0].owner.operation, i)
+        elif o.name == "func.return":
+            for v in o.operands:
+                owner = v.owner
+                if isinstance(owner, ir.Operation | ir.OpView) and owner.operation.name == "memref.cast":
+                    owner = owner.operation.operands[0].owner
+                if isinstance(owner, ir.Operation | ir.OpView) and owner.operation.name == "memref.alloc":
+                    freed_at.setdefault(owner.operation, i)
+
+    def builder(at: ir.Operation) -> Callable[[], None]:
+        p = pos.get(at)
+        live = [] if p is None else [a for a in allocs if pos[a] < p and freed_at.get(a, -1) > p]
+
+        def emit() -> None:
+            for a in live:
+                memref.dealloc(a.results[0])
+
+        return emit
+
+    return builder
+
+
 def prepare_failure_exits(module: ir.Module) -> int:
     """On structured memrefs (before `convert-scf-to-cf`, while loops are still `scf`):
 
@@ -226,6 +267,8 @@ def prepare_failure_exits(module: ir.Module) -> int:
     - after an op of a function's body that holds checks in its regions (a loop: a Loop/Scan body,
       an scf.if of a branch), leave when a failure was recorded: no exit edge inside the loop
       (LLVM's loop optimizations stay), but nothing after it runs on a contradicted assumption.
+
+    Each exit frees the body's buffers that are live there (`_buffers_live_at`).
 
     Returns how many checks or ops holding checks got an exit."""
     exits = 0
@@ -257,19 +300,20 @@ def prepare_failure_exits(module: ir.Module) -> int:
             fn.walk(visit)
             if coroutine:
                 continue
+            free = _buffers_live_at(fn)
             for guard in guards:
                 with ir.Location.unknown():
                     if guard.name == "scf.if":
-                        _split_after(guard, guard.operands[0], fn)
+                        _split_after(guard, guard.operands[0], fn, before_exit=free(guard))
                     else:
                         with ir.InsertionPoint.after(guard):
                             always = arith.constant(ir.IntegerType.get_signless(1), 1)
-                        _split_after(always.owner.operation, always, fn)
+                        _split_after(always.owner.operation, always, fn, before_exit=free(guard))
                 exits += 1
             for top in holders:
                 with top.location, ir.InsertionPoint.after(top):
                     failed = _failure_recorded()
-                _split_after(failed.owner.operation, failed, fn)
+                _split_after(failed.owner.operation, failed, fn, before_exit=free(top))
                 exits += 1
         module.operation.attributes[ALLOC_MARKER] = ir.UnitAttr.get()
         # The guards' descriptions, before convert-scf-to-cf dissolves the guards.

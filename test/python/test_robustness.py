@@ -1025,3 +1025,62 @@ def test_check_inside_a_loop_body_is_reported() -> None:
     with pytest.raises(RuntimeCheckError, match="Gather node 'inner': index 7 is out of range"):
         compiled.run({**feeds, "i": np.array(7, np.int64)})
     np.testing.assert_allclose(compiled.run(good)["y"], ReferenceEvaluator(m).run(None, good)[0])
+
+
+def test_exit_after_a_failed_check_frees_the_live_buffers() -> None:
+    """An exit after a failed check frees the body's buffers allocated before it and freed or
+    returned after it (they leaked on every failed call); not those freed before it (a double
+    free), and nothing when no buffer is live."""
+    import json
+
+    from mlir import ir
+
+    from onnxc.targets.cpu.runtime_checks import prepare_failure_exits
+    from onnxc.transforms.lowering.runtime_checks import describe
+
+    desc = json.dumps(json.dumps({"id": 1, **describe("n", "Gather", "index out of range", [])}))
+    text = f"""
+    memref.global "private" @__onnxc_status : memref<16xi64> = dense<0>
+    func.func @f(%bad: i1) -> memref<4xf32> {{
+      %c0 = arith.constant 0 : index
+      %one = arith.constant 1 : i64
+      %s = memref.get_global @__onnxc_status : memref<16xi64>
+      %early = memref.alloc() : memref<8xf32>
+      memref.dealloc %early : memref<8xf32>
+      %tmp = memref.alloc() : memref<4xf32>
+      %res = memref.alloc() : memref<4xf32>
+      scf.if %bad {{
+        memref.store %one, %s[%c0] : memref<16xi64>
+      }} {{onnxc.runtime_check = {desc}}}
+      %late = memref.alloc() : memref<2xf32>
+      memref.dealloc %late : memref<2xf32>
+      memref.dealloc %tmp : memref<4xf32>
+      return %res : memref<4xf32>
+    }}"""
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        assert prepare_failure_exits(module) == 1
+        module.operation.verify()
+        fn = module.body.operations[1]
+        exit_block = next(b for b in fn.regions[0].blocks if any(o.operation.name == "ub.poison" for o in b.operations))
+        freed = [o.operation.operands[0] for o in exit_block.operations if o.operation.name == "memref.dealloc"]
+        # %tmp and %res (memref<4xf32>), two different buffers; not %early (8) nor %late (2).
+        assert [ir.MemRefType(v.type).shape for v in freed] == [[4], [4]] and freed[0] != freed[1], freed
+
+
+def test_failed_calls_free_their_buffers_and_the_model_still_answers() -> None:
+    """Many calls that fail a check (each exit frees the buffers live there: a double free would
+    abort) and then a valid call: the right answer."""
+    g = h.make_graph([h.make_node("Relu", ["x"], ["r"]), h.make_node("Gather", ["r", "i"], ["y"], name="g1", axis=0),
+                      h.make_node("Neg", ["r"], ["z"])], "g",
+                     [_f("x", [4, 3]), h.make_tensor_value_info("i", T.INT64, [2])], [_f("y", None), _f("z", None)])  # fmt: skip
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    compiled = onnxc.compile(m, threads=1)
+    x = np.arange(-6, 6, dtype=np.float32).reshape(4, 3)
+    for _ in range(200):
+        with pytest.raises(RuntimeCheckError, match="Gather node 'g1': index 9 is out of range"):
+            compiled.run({"x": x, "i": np.array([1, 9], np.int64)})
+    feeds = {"x": x, "i": np.array([3, -4], np.int64)}
+    got = compiled.run(feeds)
+    for name, want in zip(("y", "z"), ReferenceEvaluator(m).run(None, feeds)):
+        np.testing.assert_array_equal(got[name], want)
