@@ -3,6 +3,7 @@
     onnxc bench model.onnx [--threads N] [--iterations K] [--warmup W] [--input name=x.npy ...]
     onnxc bench model.onnx --profile [--iterations K]
     onnxc bench model.onnx --compile-stages [--opt-level L]
+    onnxc bench model.onnx --target vulkan|cuda [--gpu-arch sm_XX] [--iterations K] [--warmup W]
 
 What: compiles the model once (printing the compile time), runs it ``--warmup`` times untimed,
 then ``--iterations`` timed runs, and prints the median, p90, mean, min and max latency and the
@@ -15,7 +16,8 @@ model stage by stage and prints the seconds each stage took (import, ONNX-level 
 conversion to linalg, the CPU target's vector / bufferize / LLVM-dialect stages, LLVM's IR
 optimisation in the ExecutionEngine and its machine-code generation, which ORC does lazily at the
 first lookup of the entry) with their share of the total: the figures behind decisions
-on compile time (issue 8, section 7).
+on compile time (issue 8, section 7). ``--target vulkan|cuda`` times the device target the same
+way (``bench_device``); CUDA without an NVIDIA GPU fails with the target's message.
 
 Why a separate module: the driver stays a dispatcher (`tools/driver.py` only registers the
 sub-command through ``add_subparser``); the timing rules (warm-up, median and p90 of individual
@@ -297,6 +299,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     if args.iterations < 1 or args.warmup < 0:
         raise DriverError("--iterations must be at least 1 and --warmup at least 0")
+    if args.target != "cpu":
+        return bench_device(args)
     if args.compile_stages:
         from onnxc.targets.cpu.pipeline import CpuPipelineOptions
 
@@ -349,8 +353,42 @@ def add_subparser(sub: Any) -> argparse.ArgumentParser:
     b.add_argument("--opt-level", type=int, choices=(0, 1, 2, 3), default=3, help="LLVM level for --compile-stages (default 3)")
     b.add_argument("--profile", action="store_true", help="also time each generated function, naming the ONNX nodes it runs")
     b.add_argument("--profile-top", type=int, default=15, help="functions listed by --profile (default 15)")
+    b.add_argument("--target", default="cpu", help="the target to time (cpu, vulkan, cuda; default cpu)")
+    from onnxc.tools.driver import add_gpu_flags
+
+    add_gpu_flags(b)
     b.set_defaults(func=cmd_bench)
     return b
+
+
+def bench_device(args: argparse.Namespace) -> int:
+    """`onnxc bench --target vulkan|cuda`: compile for the device target, then warm-up runs and
+    timed runs as for the CPU (median, p90, throughput; each run uploads the inputs, dispatches
+    every kernel and downloads the outputs, what a caller of the compiled model waits for). The
+    device is named; CUDA without a GPU fails with the target's own message. CPU-only flags
+    (--threads, --compile-stages, --profile) are refused rather than ignored."""
+    import onnxc
+    from onnxc.tools.driver import DriverError, _bind_inputs, gpu_options
+
+    cpu_only = [flag for flag, given in (("--threads", args.threads is not None), ("--compile-stages", args.compile_stages), ("--profile", args.profile)) if given]
+    if cpu_only:
+        raise DriverError(f"{', '.join(cpu_only)}: only for --target cpu (got --target {args.target})")
+    t0 = time.perf_counter()
+    model = onnxc.compile(args.model, args.target, options=gpu_options(args))
+    compile_s = time.perf_counter() - t0
+    feeds = _bind_inputs(model, args.input or [], args.seed)
+    stats = measure(lambda: model(**feeds), args.iterations, args.warmup)
+    device = args.target
+    if args.target == "vulkan":
+        from onnxc.targets.vulkan import vulkan_context
+
+        device = f"vulkan ({vulkan_context().device_name})"
+    print(f"model: {args.model}")
+    print(f"target: {device}; compile: {compile_s:.2f} s")
+    print(f"iterations: {args.iterations} (after {args.warmup} warm-up)")
+    print(f"latency ms: median {stats.median:.3f}  p90 {stats.p90:.3f}  mean {stats.mean:.3f}  min {min(stats.times_ms):.3f}  max {max(stats.times_ms):.3f}")
+    print(f"throughput: {stats.throughput:.2f} runs/s")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,7 +4,8 @@ reference runtime.
 
     onnxc compile model.onnx --target cpu --emit {onnx,linalg,vector,bufferize,llvm,obj,lib} [-o out]
     onnxc compile model.onnx --target <gpu target> --emit {onnx,linalg,<its stages>}
-    onnxc run model.onnx [--input name=x.npy ...] [--check] [--rtol R] [--atol A] [--output-dir d]
+    onnxc compile model.onnx --target cuda --emit ptx [--gpu-arch sm_80|sm_86|sm_89|sm_90] [--tensor-cores auto|off] [--allow-tf32]
+    onnxc run model.onnx [--target cpu|vulkan|cuda] [--input name=x.npy ...] [--check] [--rtol R] [--atol A] [--output-dir d]
     onnxc run model.so   [--input name=x.npy ...] [--check [--model model.onnx]]
 
 `--emit onnx|linalg|vector|bufferize|llvm` prints the IR after that stage (to `-o` or stdout),
@@ -73,7 +74,32 @@ def _lower(model: Any, stage: str, args: argparse.Namespace) -> Any:
 
     ctx = import_context()
     with ctx:
-        return lower(model, stage, context=ctx, target=args.target, **_pipeline_flags(args))
+        return lower(model, stage, context=ctx, target=args.target, options=gpu_options(args), **_pipeline_flags(args))
+
+
+#: The CUDA chips `--gpu-arch` takes (the rows of `onnxc.targets.cuda.lowering.MIN_PTX`).
+GPU_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90")
+
+
+def gpu_options(args: argparse.Namespace) -> Any:
+    """The target's options from the GPU flags (`--gpu-arch`, `--tensor-cores`, `--allow-tf32`):
+    `CudaOptions` for `--target cuda`, None (the target's defaults) when no GPU flag is given;
+    a GPU flag with another target is an error naming it."""
+    given = {
+        k: v
+        for k, v in (("chip", getattr(args, "gpu_arch", None)), ("tensor_cores", getattr(args, "tensor_cores", None)),
+                     ("allow_tf32", getattr(args, "allow_tf32", None) or None))
+        if v is not None
+    }
+    if not given:
+        return None
+    target = getattr(args, "target", "cpu")
+    if target != "cuda":
+        flags = {"chip": "--gpu-arch", "tensor_cores": "--tensor-cores", "allow_tf32": "--allow-tf32"}
+        raise DriverError(f"{', '.join(flags[k] for k in given)}: only for --target cuda (got --target {target})")
+    from onnxc.targets.cuda import CudaOptions
+
+    return CudaOptions(**given)
 
 
 def _pipeline_flags(args: argparse.Namespace) -> dict[str, Any]:
@@ -408,6 +434,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     path = args.model
     model_path: str | None
     if path.endswith(_LIB_SUFFIXES):
+        if args.target != "cpu":
+            raise DriverError(f"{path}: a library from --emit lib runs on the CPU; --target {args.target} takes an ONNX model")
         if not Path(path).is_file():
             raise DriverError(f"{path}: no such file")
         cm, model_path = _load_library_model(path)
@@ -418,7 +446,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         _load_model(path)  # a clear error for a missing file or a non-ONNX one
         # The path, not the loaded proto: external data resolves beside the model, and a failing
         # pass's reproducer names the file.
-        cm = onnxc.compile(path, "cpu", **_pipeline_flags(args))
+        cm = onnxc.compile(path, args.target, options=gpu_options(args), **_pipeline_flags(args))
         model_path = path
     feeds = _bind_inputs(cm, args.input or [], args.seed)
     outputs = cm(**feeds)
@@ -477,6 +505,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--output-dir", help="save every output as <dir>/<name>.npy")
     r.add_argument("--seed", type=int, default=0, help="seed of the generated random inputs (default 0)")
     r.add_argument("--model", dest="reference_model", help="with a library and --check: the ONNX model to check against")
+    r.add_argument("--target", default="cpu", help="the target to run on (cpu, vulkan, cuda; default cpu)")
     _add_pipeline_flags(r)
     r.set_defaults(func=cmd_run)
     from onnxc.tools.bench import add_subparser as add_bench  # `onnxc bench` lives in tools/bench.py
@@ -495,6 +524,14 @@ def _add_codegen_flags(p: argparse.ArgumentParser) -> None:
         metavar="CPU",
         help="generate CPU code for CPU: host (default) or a known name such as znver3, x86-64-v3, skylake-avx512, znver4",
     )
+    add_gpu_flags(p)
+
+
+def add_gpu_flags(p: argparse.ArgumentParser) -> None:
+    """The CUDA target's code-generation flags (`gpu_options` reads them)."""
+    p.add_argument("--gpu-arch", choices=GPU_ARCHS, help="--target cuda: the GPU architecture (default sm_80)")
+    p.add_argument("--tensor-cores", choices=("auto", "off"), help="--target cuda: mma.sync for whole-tile contractions (default auto)")
+    p.add_argument("--allow-tf32", action="store_true", help="--target cuda: f32 contractions on tensor cores as tf32 (changes results)")
 
 
 def _add_pipeline_flags(p: argparse.ArgumentParser) -> None:
