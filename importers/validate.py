@@ -75,6 +75,8 @@ INT_CHOICES: dict[tuple[str, str], tuple[int, ...]] = {
     ("Attention", "qk_matmul_output_mode"): (0, 1, 2, 3),
     ("LpNormalization", "p"): (1, 2),  # the spec's only norms (the fuzzer: p=5 read differently by onnxc and onnx.reference)
 }
+#: op_type -> its INT attribute naming the result's element type (standard domain).
+TYPE_ATTRIBUTES: dict[str, str] = {"Cast": "to", "BitCast": "to"}
 # The field holding each attribute kind's value, to infer the kind of old (IR < 2 style) protos
 # that leave `type` unset.
 _KIND_FIELDS = (
@@ -269,6 +271,7 @@ class Validator:
         visible = set(own) | set(outer)
         for i, node in enumerate(g.node):
             self._check_node(node, i, ctx, visible)
+        self._check_type_attributes(g, ctx)
         for vi in g.value_info:
             self._check_value_info(vi, f"value_info '{vi.name}' of {where}", require_type=False)
         for i, vi in enumerate(g.output):
@@ -277,6 +280,30 @@ class Validator:
             elif vi.name not in visible:
                 self.add(f"In {where}, the graph output '{vi.name}' is not defined by any input, initializer or node.")
             self._check_value_info(vi, f"output '{vi.name}' of {where}", require_type=top)
+
+    def _check_type_attributes(self, g: onnx.GraphProto, ctx: _Context) -> None:
+        """The element-type attribute of Cast and BitCast (`TYPE_ATTRIBUTES`): a defined ONNX type
+        (not UNDEFINED; BitCast not STRING), and the type the graph declares for the output
+        (a graph output or value_info) equal to it. Why: the importer types a node's result from
+        its declaration, so `Cast(to=INT64)` declared FLOAT16 computed a float16 cast, and
+        `BitCast(to=0)` reinterpreted as the declared type (the compile fuzzer: answers where
+        onnx.reference refuses)."""
+        declared = {vi.name: vi.type.tensor_type.elem_type for vi in list(g.value_info) + list(g.output)
+                    if vi.type.WhichOneof("value") == "tensor_type" and vi.type.tensor_type.elem_type}  # fmt: skip
+        for i, node in enumerate(g.node):
+            attr_name = TYPE_ATTRIBUTES.get(node.op_type) if _norm(node.domain) == "" else None
+            a = next((a for a in node.attribute if a.name == attr_name and not a.ref_attr_name), None)
+            if a is None or _attr_kind(a) != AP.INT:
+                continue
+            label = _node_label(node, i, ctx)
+            names = onnx.TensorProto.DataType.values()
+            if a.i == onnx.TensorProto.UNDEFINED or a.i not in names or (node.op_type == "BitCast" and a.i == onnx.TensorProto.STRING):
+                self.add(f"{label} in {ctx.where}: attribute '{a.name}' = {a.i} is not an element type {node.op_type} can produce.")
+                continue
+            out = node.output[0] if len(node.output) else ""
+            if out in declared and declared[out] != a.i:
+                want, got = onnx.TensorProto.DataType.Name(a.i), onnx.TensorProto.DataType.Name(declared[out]) if declared[out] in names else declared[out]
+                self.add(f"{label} in {ctx.where}: attribute '{a.name}' = {want}, but the graph declares its output '{out}' as {got}.")
 
     def _check_value_info(self, vi: onnx.ValueInfoProto, label: str, require_type: bool) -> None:
         if not vi.HasField("type") or vi.type.WhichOneof("value") is None:

@@ -1084,3 +1084,30 @@ def test_failed_calls_free_their_buffers_and_the_model_still_answers() -> None:
     got = compiled.run(feeds)
     for name, want in zip(("y", "z"), ReferenceEvaluator(m).run(None, feeds)):
         np.testing.assert_array_equal(got[name], want)
+
+
+@pytest.mark.parametrize(("op", "to", "src", "declared", "message"), [
+    ("Cast", T.INT64, T.FLOAT, T.FLOAT16, "attribute 'to' = INT64, but the graph declares its output 'y' as FLOAT16"),
+    ("BitCast", T.INT64, T.FLOAT, T.INT32, "attribute 'to' = INT64, but the graph declares its output 'y' as INT32"),
+    ("BitCast", 0, T.INT32, T.FLOAT, "attribute 'to' = 0 is not an element type BitCast can produce"),
+    ("Cast", 0, T.INT32, T.FLOAT, "attribute 'to' = 0 is not an element type Cast can produce"),
+    ("BitCast", 99, T.INT32, T.FLOAT, "attribute 'to' = 99 is not an element type"),
+])  # fmt: skip
+def test_cast_target_type_contradicting_the_declared_output_is_refused(op: str, to: int, src: int, declared: int, message: str) -> None:
+    """Found by the compile fuzzer (Cast/BitCast `to` mutated): the result was typed from the
+    graph's declaration, so `Cast(to=INT64)` declared FLOAT16 answered a float16 cast and
+    `BitCast(to=0)` a reinterpretation as the declared type, where onnx.reference refuses."""
+    g = h.make_graph([h.make_node(op, ["x"], ["y"], to=to)], "g", [h.make_tensor_value_info("x", src, [3])],
+                     [h.make_tensor_value_info("y", declared, [3])])  # fmt: skip
+    with pytest.raises(OnnxcError, match=message):
+        onnxc.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 26)]))
+
+
+def test_cast_with_a_consistent_or_no_declared_type_compiles() -> None:
+    for nodes in ([h.make_node("Cast", ["x"], ["y"], to=T.INT64)],  # declared: the graph output
+                  [h.make_node("Cast", ["x"], ["c"], to=T.INT64), h.make_node("Neg", ["c"], ["y"])]):  # not declared
+        g = h.make_graph(nodes, "g", [_f("x", [3])], [h.make_tensor_value_info("y", T.INT64, None)])
+        m = h.make_model(g, opset_imports=[h.make_opsetid("", 21)])
+        x = np.array([1.5, -2.0, 3.25], np.float32)
+        got = onnxc.compile(m).run({"x": x})["y"]
+        assert got.dtype == np.int64 and got.tolist() == ReferenceEvaluator(m).run(None, {"x": x})[0].tolist()
