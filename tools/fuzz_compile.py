@@ -21,11 +21,14 @@ small, plausible edits that keep the model parseable and push it into the passes
 Each case runs in a worker process (a pool of `--workers`, 2 by default), so an abort (an MLIR
 assertion: SIGABRT) kills only the worker: it is counted, and the worker restarted. Outcomes:
 
-- `ok`: compiled, ran, and matches `onnx.reference` (or the reference refuses the model too);
+- `ok`: compiled, ran, and matches `onnx.reference`; where the reference refuses the model,
+  matches onnxruntime (`second_opinion`), or neither runs it: counted `unverified` in the report
+  (onnxc accepted what both reject; listed per base model for review);
 - `refused`: an `OnnxcError` (a clean diagnostic) at compile or run time;
 - `raw` (bug): any other exception escaping onnxc;
 - `abort` (bug): the worker died;
-- `wrong` (bug): the outputs differ from `onnx.reference`'s on the same model and inputs;
+- `wrong` (bug): the outputs differ from `onnx.reference`'s on the same model and inputs (and
+  from onnxruntime's where it runs), or the reference refuses and onnxruntime answers otherwise;
 - `timeout`: the case ran past `--timeout` seconds (the worker is restarted).
 
 The exit status is 1 when any bug class is non-zero. Cases are chosen deterministically from the
@@ -293,8 +296,14 @@ def run_case(case: Case, jit_opt_level: int = 3, reuse: bool = False) -> dict[st
         from onnx.reference import ReferenceEvaluator
 
         want = ReferenceEvaluator(model).run(None, case.feeds)
-    except Exception as exc:  # noqa: BLE001 - the reference refuses the model too: nothing to compare
-        return {"cls": "ok", "detail": f"reference refused: {type(exc).__name__}"}
+    except Exception as exc:  # noqa: BLE001 - the reference refuses the model: ask onnxruntime
+        second = second_opinion(model, case.feeds)
+        if second is None:  # nobody else computes it: counted apart (`unverified`) for review
+            return {"cls": "ok", "detail": f"reference refused: {type(exc).__name__}; unverified"}
+        bad = _first_difference(model, got, second[1])
+        if bad is None:
+            return {"cls": "ok", "detail": f"reference refused: {type(exc).__name__}, {second[0]} agrees"}
+        return {"cls": "wrong", "detail": f"{bad} (onnx.reference refused: {type(exc).__name__}; {second[0]} answered)"}
     bad = _first_difference(model, got, want)
     if bad is None:
         return {"cls": "ok", "detail": ""}
@@ -449,8 +458,12 @@ def report(seed: int, results: list[tuple[Case, dict[str, str]]], duplicates: in
     bugs = [{"index": c.index, "base": c.base, "mutation": c.mutation, "change": c.detail, "cls": r["cls"], "why": r["detail"]}
             for c, r in results if r["cls"] in BUGS]  # fmt: skip
     by_mutation = Counter(f"{c.mutation}:{r['cls']}" for c, r in results)
+    # `ok` cases no implementation but onnxc's would compute (both references refused): not a
+    # bug class (onnxc may accept what they reject), listed per base model for review.
+    unverified = Counter(c.base for c, r in results if r["cls"] == "ok" and r["detail"].endswith("unverified"))
     return {"seed": seed, "cases": len(results), "counts": dict(counts), "by_mutation": dict(sorted(by_mutation.items())),
-            "duplicates": duplicates, **(extra or {}), "bugs": sorted(bugs, key=lambda b: b["index"])}  # fmt: skip
+            "duplicates": duplicates, "unverified": sum(unverified.values()), "unverified_bases": dict(unverified.most_common()),
+            **(extra or {}), "bugs": sorted(bugs, key=lambda b: b["index"])}  # fmt: skip
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:

@@ -110,3 +110,39 @@ def test_identical_cases_run_once_and_one_model_compiles_once() -> None:
     assert fz.run_case(good, 0, reuse=True) == {"cls": "ok", "detail": ""}
     assert fz._LAST_COMPILED[0][2] is first  # not compiled again
     fz._LAST_COMPILED.clear()
+
+
+def test_where_the_reference_refuses_onnxruntime_decides() -> None:
+    """A model onnx.reference cannot run (GatherElements with indices smaller than the data on a
+    dim other than the axis: its ValueError) is compared with onnxruntime instead of being
+    counted `ok` unseen; a wrong answer there is `wrong`; one neither runs is `unverified`."""
+    import pytest
+
+    pytest.importorskip("onnxruntime")
+    g = h.make_graph([h.make_node("GatherElements", ["d", "i"], ["y"], axis=-1)], "g",
+                     [h.make_tensor_value_info("d", T.FLOAT, [3, 3]), h.make_tensor_value_info("i", T.INT32, [2, 3])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)])  # fmt: skip
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    m.ir_version = 8
+    feeds = {"d": np.arange(9, dtype=np.float32).reshape(3, 3), "i": np.array([[-1, -2, 0], [2, 0, 0]], np.int32)}
+    case = fz.Case(0, "t", "attribute", "", m.SerializeToString(), feeds)
+    assert fz.run_case(case) == {"cls": "ok", "detail": "reference refused: ValueError, onnxruntime agrees"}
+    import onnxc
+
+    real = onnxc.compile
+
+    def off_by_one(model: onnx.ModelProto, **kw: object) -> object:  # a compiler that answers wrong
+        compiled = real(model, **kw)
+
+        class Wrong:
+            def run(self, f: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+                return {k: v + 1 for k, v in compiled.run(f).items()}
+
+        return Wrong()
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(onnxc, "compile", off_by_one)
+        r = fz.run_case(case)
+    assert r["cls"] == "wrong" and "onnx.reference refused: ValueError; onnxruntime answered" in r["detail"], r
+    r = fz.report(0, [(fz.Case(0, "b", "rank", "", b"", {}), {"cls": "ok", "detail": "reference refused: IndexError; unverified"})])
+    assert r["unverified"] == 1 and r["unverified_bases"] == {"b": 1}
