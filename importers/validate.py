@@ -272,6 +272,7 @@ class Validator:
         for i, node in enumerate(g.node):
             self._check_node(node, i, ctx, visible)
         self._check_type_attributes(g, ctx)
+        self._check_attention_shapes(g, ctx)
         for vi in g.value_info:
             self._check_value_info(vi, f"value_info '{vi.name}' of {where}", require_type=False)
         for i, vi in enumerate(g.output):
@@ -304,6 +305,38 @@ class Validator:
             if out in declared and declared[out] != a.i:
                 want, got = onnx.TensorProto.DataType.Name(a.i), onnx.TensorProto.DataType.Name(declared[out]) if declared[out] in names else declared[out]
                 self.add(f"{label} in {ctx.where}: attribute '{a.name}' = {want}, but the graph declares its output '{out}' as {got}.")
+
+    def _check_attention_shapes(self, g: onnx.GraphProto, ctx: _Context) -> None:
+        """Attention's inputs, where the graph declares their shapes: Q, K and V all 3-D or all
+        4-D, and a static attn_mask last dim no longer than a static total sequence length
+        (past + kv; the spec pads a shorter one). Why here: the importer expands Attention into
+        its function body before `onnx-validate-attributes` sees it, and the body's Reshapes and
+        Pad accepted a 2-D V (read as if 3-D) and cropped a mask longer than the keys (the
+        compile fuzzer: answers where onnx.reference and onnxruntime refuse)."""
+        shapes: dict[str, list[int | None]] = {}
+        for vi in list(g.input) + list(g.value_info) + list(g.output):
+            tt = vi.type.tensor_type if vi.type.WhichOneof("value") == "tensor_type" else None
+            if tt is not None and tt.HasField("shape"):
+                shapes[vi.name] = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+        for t in g.initializer:
+            shapes[t.name] = list(t.dims)
+        for i, node in enumerate(g.node):
+            if node.op_type != "Attention" or _norm(node.domain) != "":
+                continue
+            ins = list(node.input) + [""] * 7
+            q, k, v, mask, past_key = (shapes.get(ins[j]) if ins[j] else None for j in (0, 1, 2, 3, 4))
+            label = _node_label(node, i, ctx)
+            ranks = {name: len(sh) for name, sh in (("Q", q), ("K", k), ("V", v)) if sh is not None}
+            bad = {n: r for n, r in ranks.items() if r not in (3, 4)}
+            if bad:
+                self.add(f"{label} in {ctx.where}: " + ", ".join(f"{n} has rank {r}" for n, r in bad.items()) + "; Attention takes 3-D or 4-D Q, K, V.")
+            elif len(set(ranks.values())) > 1:
+                self.add(f"{label} in {ctx.where}: Q, K and V must have the same rank (" + ", ".join(f"{n} {r}-D" for n, r in ranks.items()) + ").")
+            elif k is not None and mask is not None and mask:
+                kv = k[1] if len(k) == 3 else k[2]
+                past = 0 if not ins[4] else (past_key[2] if past_key is not None and len(past_key) == 4 else None)
+                if kv is not None and past is not None and mask[-1] is not None and mask[-1] > kv + past:
+                    self.add(f"{label} in {ctx.where}: attn_mask's last dim {mask[-1]} is longer than the total sequence length {kv + past}.")
 
     def _check_value_info(self, vi: onnx.ValueInfoProto, label: str, require_type: bool) -> None:
         if not vi.HasField("type") or vi.type.WhichOneof("value") is None:

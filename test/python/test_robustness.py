@@ -1111,3 +1111,28 @@ def test_cast_with_a_consistent_or_no_declared_type_compiles() -> None:
         x = np.array([1.5, -2.0, 3.25], np.float32)
         got = onnxc.compile(m).run({"x": x})["y"]
         assert got.dtype == np.int64 and got.tolist() == ReferenceEvaluator(m).run(None, {"x": x})[0].tolist()
+
+
+@pytest.mark.parametrize(("shapes", "message"), [
+    ({"V": [12, 24]}, r"V has rank 2; Attention takes 3-D or 4-D Q, K, V"),
+    ({"V": [1, 2, 6, 24]}, r"Q, K and V must have the same rank \(Q 3-D, K 3-D, V 4-D\)"),
+    ({"M": [72]}, r"attn_mask's last dim 72 is longer than the total sequence length 6"),
+])  # fmt: skip
+def test_attention_inputs_of_another_rank_are_refused(shapes: dict[str, list[int]], message: str) -> None:
+    """Found by the compile fuzzer (rank mutations of the Attention node tests): the expanded
+    function body read a 2-D or 4-D V beside 3-D Q/K as if 3-D, and cropped a mask longer than
+    the keys; onnx.reference and onnxruntime refuse both. The valid model still matches."""
+    dims = {"Q": [2, 4, 24], "K": [2, 6, 24], "V": [2, 6, 24], "M": [4, 6], **shapes}
+    node = h.make_node("Attention", ["Q", "K", "V", "M"], ["Y"], q_num_heads=3, kv_num_heads=3, name="att")
+    m = _model([node], [_f(n, d) for n, d in dims.items()], ["Y"], opset=23)
+    with pytest.raises(OnnxcError, match=message):
+        onnxc.compile(m)
+
+
+def test_attention_with_valid_shapes_still_matches() -> None:
+    node = h.make_node("Attention", ["Q", "K", "V", "M"], ["Y"], q_num_heads=3, kv_num_heads=3, name="att")
+    dims = {"Q": [2, 4, 24], "K": [2, 6, 24], "V": [2, 6, 24], "M": [4, 5]}  # a shorter mask: padded with -inf
+    m = _model([node], [_f(n, d) for n, d in dims.items()], ["Y"], opset=24)
+    rng = np.random.default_rng(1)
+    feeds = {n: rng.standard_normal(d).astype(np.float32) for n, d in dims.items()}
+    np.testing.assert_allclose(onnxc.compile(m).run(feeds)["Y"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-3, atol=1e-5)
