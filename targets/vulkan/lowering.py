@@ -44,7 +44,7 @@ class VulkanLoweringError(OnnxcError):
 #: feature; i64 (ONNX indices: Gather, ArgMax, Hardmax) needs `shaderInt64` and f64 (DFT, Det,
 #: f64 models) `shaderFloat64`, which the runtime enables where the device has them and checks
 #: before loading a program whose SPIR-V declares the capability.
-SUPPORTED_ELEMENT_TYPES = ("f32", "i32", "i64", "f64")
+SUPPORTED_ELEMENT_TYPES = ("f32", "i32", "i64", "f64", "i1")
 
 _VERSION = re.compile(r"^v1\.[0-6]$")
 
@@ -74,11 +74,42 @@ def spirv_pipeline(options: VulkanOptions) -> str:
     """The native pipeline from prepared kernels to SPIR-V modules (before serialization)."""
     return (
         "builtin.module("
-        f"spirv-attach-target{{ver={options.spirv_version} caps=Shader,Int64,Float64 exts=SPV_KHR_storage_buffer_storage_class client_api=Vulkan}},"
+        f"spirv-attach-target{{ver={options.spirv_version} caps=Shader,Int64,Float64,SignedZeroInfNanPreserve "
+        "exts=SPV_KHR_storage_buffer_storage_class,SPV_KHR_float_controls client_api=Vulkan},"
         "gpu.module(convert-math-to-spirv),"
         "convert-gpu-to-spirv{use-64bit-index=false},"
-        "spirv.module(spirv-lower-abi-attrs,spirv-update-vce))"
+        "spirv.module(spirv-lower-abi-attrs))"
     )
+
+
+#: After `_preserve_inf_nan`: the version/capabilities/extensions each module needs.
+UPDATE_VCE_PIPELINE = "builtin.module(spirv.module(spirv-update-vce))"
+
+
+def _preserve_inf_nan(module: ir.Module) -> int:
+    """Give every kernel the `SignedZeroInfNanPreserve` execution mode (SPV_KHR_float_controls)
+    for each float width it uses: without it Vulkan lets the driver assume that no value is NaN
+    or infinite, and lavapipe did (IsNan(inf) was true, an ordered compare with NaN true), so
+    IsNaN/IsInf and NaN-propagating Max/Min could answer wrong. The runtime checks the device's
+    `shaderSignedZeroInfNanPreserveFloat32/64` before loading a module that asks for it."""
+    count = 0
+    for smod in collect(module.operation, lambda op: op.name == "spirv.module"):
+        uses64 = bool(collect(smod, lambda op: any(isinstance(r.type, ir.F64Type) for r in op.results)))
+        for mode in collect(smod, lambda op: op.name == "spirv.ExecutionMode"):
+            if str(mode.attributes["execution_mode"]) != "#spirv.execution_mode<LocalSize>":
+                continue
+            for width in (32, 64) if uses64 else (32,):
+                with ir.InsertionPoint.after(mode), mode.location:
+                    ir.Operation.create(
+                        "spirv.ExecutionMode",
+                        attributes={
+                            "execution_mode": ir.Attribute.parse("#spirv.execution_mode<SignedZeroInfNanPreserve>"),
+                            "fn": mode.attributes["fn"],
+                            "values": ir.ArrayAttr.get([ir.IntegerAttr.get(ir.IntegerType.get_signless(32), width)]),
+                        },
+                    )
+                count += 1
+    return count
 
 
 def _gpu_modules(module: ir.Module) -> dict[str, ir.Operation]:
@@ -110,7 +141,7 @@ def check_element_types(module: ir.Module) -> None:
                 continue
             ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
             # The supported element types as types, compared by value (not by printed text).
-            supported = [ir.F32Type.get(), ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64), ir.F64Type.get()]
+            supported = [ir.F32Type.get(), ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64), ir.F64Type.get(), ir.IntegerType.get_signless(1)]
             for i, t in enumerate(ftype.inputs):
                 elem = ir.MemRefType(t).element_type if isinstance(t, ir.MemRefType) else t
                 if not any(elem == s for s in supported):
@@ -247,6 +278,8 @@ def lower_to_spirv(module: ir.Module, options: VulkanOptions | None = None, *, s
         _workgroup_memory_to_storage_class(module)
         _set_entry_point_abis(module)
         run_pipeline(module, spirv_pipeline(opts), "conversion to SPIR-V", VulkanLoweringError)
+        _preserve_inf_nan(module)
+        run_pipeline(module, UPDATE_VCE_PIPELINE, "SPIR-V version/capabilities", VulkanLoweringError)
         _nest_spirv_modules(module)
     if serialize:
         serialize_spirv(module)

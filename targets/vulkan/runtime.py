@@ -87,13 +87,37 @@ class VulkanContext:
         features = vk.VkPhysicalDeviceFeatures(
             shaderInt64=vk.VK_TRUE if self.int64 else vk.VK_FALSE, shaderFloat64=vk.VK_TRUE if self.float64 else vk.VK_FALSE
         )
+        # Kernels ask for IEEE infinities and NaNs (SignedZeroInfNanPreserve, lowering.py):
+        # VK_KHR_shader_float_controls, enabled when the device has it, says per width whether
+        # the device honours that.
+        extensions = [e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(self.physical, None)]
+        enabled = [e for e in ("VK_KHR_shader_float_controls",) if e in extensions]
+        self.preserve_inf_nan = self._preserve_inf_nan() if enabled else {32: False, 64: False}
         self.device = vk.vkCreateDevice(
-            self.physical, vk.VkDeviceCreateInfo(queueCreateInfoCount=1, pQueueCreateInfos=[queue_info], pEnabledFeatures=features), None
+            self.physical,
+            vk.VkDeviceCreateInfo(
+                queueCreateInfoCount=1, pQueueCreateInfos=[queue_info], pEnabledFeatures=features,
+                enabledExtensionCount=len(enabled), ppEnabledExtensionNames=enabled,
+            ),
+            None,
         )
         self.queue = vk.vkGetDeviceQueue(self.device, self.queue_family, 0)
         self.pool = vk.vkCreateCommandPool(self.device, vk.VkCommandPoolCreateInfo(queueFamilyIndex=self.queue_family), None)
         self.memory = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
         self.lock = threading.Lock()  # one submission at a time on the shared queue
+
+    def _preserve_inf_nan(self) -> dict[int, bool]:
+        """Float width -> whether the device preserves infinities, NaNs and signed zeros when a
+        shader asks (`VkPhysicalDeviceFloatControlsProperties`)."""
+        vk = self.vk
+        try:
+            fc = vk.VkPhysicalDeviceFloatControlsProperties(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES)
+            vk.vkGetPhysicalDeviceProperties2(
+                self.physical, vk.VkPhysicalDeviceProperties2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, pNext=fc)
+            )
+        except Exception:  # noqa: BLE001 - a loader or binding without Vulkan 1.1 queries: not known to preserve
+            return {32: False, 64: False}
+        return {32: bool(fc.shaderSignedZeroInfNanPreserveFloat32), 64: bool(fc.shaderSignedZeroInfNanPreserveFloat64)}
 
     def memory_type(self, bits: int) -> int:
         """A host-visible, host-coherent memory type allowed by `bits`."""
@@ -124,7 +148,11 @@ class _Buffer:
     def __init__(self, ctx: VulkanContext, nbytes: int) -> None:
         vk = ctx.vk
         self.ctx = ctx
-        self.nbytes = max(4, nbytes)  # a zero-sized buffer is invalid in Vulkan
+        # Rounded up to whole 32-bit words: a zero-sized buffer is invalid in Vulkan, and kernels
+        # address bool (byte) buffers as arrays of i32 words (SPIR-V's emulation of 8-bit
+        # storage), so a word's tail past the data must still be inside the binding's range
+        # (else robust buffer access drops the whole word's write).
+        self.nbytes = max(4, -(-nbytes // 4) * 4)
         usage = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
         self.buffer = vk.vkCreateBuffer(ctx.device, vk.VkBufferCreateInfo(size=self.nbytes, usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
         req = vk.vkGetBufferMemoryRequirements(ctx.device, self.buffer)
@@ -157,6 +185,7 @@ class _Buffer:
 _OP_CAPABILITY = 17
 _CAPABILITY_FLOAT64 = 10
 _CAPABILITY_INT64 = 11
+_CAPABILITY_PRESERVE_INF_NAN = 4466  # SignedZeroInfNanPreserve (SPV_KHR_float_controls)
 
 
 def spirv_capabilities(words: bytes) -> set[int]:
@@ -195,6 +224,11 @@ class VulkanProgram:
         ):
             if cap in declared and not have:
                 raise VulkanUnavailable(f"@{program.name} uses {what}; the Vulkan device {self.ctx.device_name} lacks {feature}")
+        if _CAPABILITY_PRESERVE_INF_NAN in declared and not all(self.ctx.preserve_inf_nan[w] for w in ((32, 64) if _CAPABILITY_FLOAT64 in declared else (32,))):
+            raise VulkanUnavailable(
+                f"@{program.name}: the Vulkan device {self.ctx.device_name} does not guarantee IEEE infinities and NaNs "
+                "(shaderSignedZeroInfNanPreserve of VK_KHR_shader_float_controls), which the kernels ask for"
+            )
         dev = self.ctx.device
         self._dtypes = {b.id: numpy_dtype(b.element_type) for b in program.buffers}
         self._buffers: dict[int, _Buffer] = {}

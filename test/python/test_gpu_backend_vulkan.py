@@ -32,7 +32,6 @@ _F64_TRIG = (
     "so the conversion to SPIR-V refuses math.cos on f64 (naming the node)"
 )
 _INDEX = "Det keeps its pivot order in an index-typed buffer between kernels, not a Vulkan storage-buffer element type"
-_BOOL = "a bool (i1) buffer between kernels: Vulkan storage buffers of i1 need features not requested"
 _RANDOM = (
     "random draw: the expected values are one draw of numpy's generator, which no compiled code "
     "reproduces; the CPU target is checked by the draw's distribution instead (test_property_checks)"
@@ -54,9 +53,6 @@ XFAILS: dict[str, str] = dict(
             "test_dft_irfft_opset19",
             "test_dft_opset19",
             "test_dft_rfft_opset19",
-        ),
-        *_xfail(_BOOL,
-            "test_flexattention_causal_mask",
         ),
         *_xfail(_RANDOM,
             "test_bernoulli_seed",

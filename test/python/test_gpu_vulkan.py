@@ -309,17 +309,34 @@ def test_bad_argument_is_refused_before_the_device(vulkan: None) -> None:
         fn(np.zeros((6, 99), np.float32))
 
 
-def test_bool_buffers_are_refused_with_the_type_named() -> None:
-    """Vulkan storage buffers of bool need features not requested: refused, not miscompiled."""
-    from onnxc.targets.vulkan import VulkanLoweringError
+def test_bool_buffers_and_ieee_specials(vulkan: None) -> None:
+    """Bool buffers (i1, held as bytes: SPIR-V addresses them as i32 words, so buffers are
+    rounded up to whole words) between kernels and at the boundary, at a size that is no
+    multiple of 4; IsNaN/IsInf/Less at infinities and NaN (the kernels ask for IEEE specials:
+    SignedZeroInfNanPreserve, without which lavapipe said IsNaN(inf) is true). Against numpy."""
+    import onnxc
 
-    nodes = [helper.make_node("Not", ["x"], ["y"])]
-    model = helper.make_model(
-        helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.BOOL, [4])], [helper.make_tensor_value_info("y", TensorProto.BOOL, [4])]),
-        opset_imports=[helper.make_opsetid("", 17)], ir_version=IR_VERSION,
-    )
-    with pytest.raises(VulkanLoweringError, match="i1"):
-        _compile(model)
+    b7 = lambda n: helper.make_tensor_value_info(n, TensorProto.BOOL, [7])  # noqa: E731
+    nodes = [
+        helper.make_node("IsNaN", ["x"], ["nan"]),
+        helper.make_node("IsInf", ["x"], ["pinf"], detect_negative=0),
+        helper.make_node("Less", ["x", "y"], ["less"]),
+        helper.make_node("Not", ["m"], ["notm"]),
+        helper.make_node("And", ["less", "notm"], ["both"]),
+        helper.make_node("Where", ["both", "x", "y"], ["pick"]),
+    ]
+    model = _model(nodes, [_f32("x", [7]), _f32("y", [7]), b7("m")], [b7("nan"), b7("pinf"), b7("notm"), b7("both"), _f32("pick", [7])], [])
+    x = np.array([-1.5, np.nan, np.inf, 2.0, -np.inf, np.inf, 0.0], np.float32)
+    y = np.array([0.0, 1.0, np.inf, np.nan, 0.0, 1.0, -0.0], np.float32)
+    m = np.array([False, True, False, False, True, False, False])
+    nan, pinf, notm, both, pick = onnxc.compile(model, target="vulkan")(x, y, m)
+    with np.errstate(invalid="ignore"):
+        less = x < y
+    np.testing.assert_array_equal(nan, np.isnan(x))
+    np.testing.assert_array_equal(pinf, np.isposinf(x))
+    np.testing.assert_array_equal(notm, ~m)
+    np.testing.assert_array_equal(both, less & ~m)
+    np.testing.assert_array_equal(pick, np.where(less & ~m, x, y))
 
 
 def _dynamic_model() -> onnx.ModelProto:
