@@ -112,3 +112,54 @@ def test_symbolic_dims_match_static(name: str) -> None:
     if bad is not None:
         second = fz.second_opinion(model, feeds)
         assert second is not None and fz._first_difference(model, dynamic, second[1]) is None, bad
+
+
+def _shared_dynamic_destination_model(matmuls: int) -> onnx.ModelProto:
+    """The smallest piece of the Whisper encoder's wrong answer with dynamic axes: two head splits
+    (Reshape to [batch, seq, 4, 4] by one run-time shape, Transpose) far apart in one function.
+    Their destinations are the same dynamic ``tensor.empty`` after CSE; ``matmuls`` MatMuls between
+    them make the CPU target outline the function into parts (more than 64 region ops)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(np.array([4, 4], np.int64), "heads")]
+    nodes = [
+        helper.make_node("Shape", ["x"], ["batch_seq"], start=0, end=2),
+        helper.make_node("Concat", ["batch_seq", "heads"], ["target"], axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["xq"]),
+        helper.make_node("Transpose", ["xq"], ["q"], perm=[0, 2, 1, 3]),
+    ]
+    y = "x"
+    for i in range(matmuls):
+        inits.append(numpy_helper.from_array((rng.standard_normal((16, 16)) / 4).astype(np.float32), f"w{i}"))
+        nodes.append(helper.make_node("MatMul", [y, f"w{i}"], [f"m{i}"]))
+        y = f"m{i}"
+    nodes += [helper.make_node("Reshape", [y, "target"], ["yk"]), helper.make_node("Transpose", ["yk"], ["k"], perm=[0, 2, 1, 3])]
+    graph = helper.make_graph(
+        nodes,
+        "shared_dynamic_destination",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 16])],
+        [helper.make_tensor_value_info("q", TensorProto.FLOAT, None), helper.make_tensor_value_info("k", TensorProto.FLOAT, None)],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="CPU target bug (targets/cpu/outline.py, not the lowering): a tensor.empty with dynamic sizes is not "
+    "cloned into the parts like a static one, so the empty shared by the two transposes crosses a part boundary; "
+    "the first part returns both its transpose and the empty (two aliases of one buffer) and the later part writes "
+    "k into it, overwriting q. Fix: /work/notes/H10-outline-dynamic-empty.patch (a copy of the empty per user)",
+)
+def test_shared_dynamic_destination_across_outlined_parts() -> None:
+    """q must not be overwritten by k: checked against onnx.reference for two batch/seq sizes."""
+    model = _shared_dynamic_destination_model(70)
+    compiled = onnxc.compile(model, cache_dir=False)
+    ref = ReferenceEvaluator(model)
+    for batch, seq in ((2, 3), (1, 5)):
+        x = np.random.default_rng(batch).standard_normal((batch, seq, 16), dtype=np.float32)
+        got = compiled.run({"x": x})
+        for name, want in zip(("q", "k"), ref.run(None, {"x": x})):
+            np.testing.assert_allclose(got[name], want, rtol=1e-3, atol=1e-5, err_msg=name)
