@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -88,6 +88,12 @@ class CompiledModel:
     function: Any  # the target's compiled entry, called with arrays in input order
     target: str = "cpu"
     modules: dict[str, str] = field(default_factory=dict)  # IR text per stage, when kept
+    # Inputs with an initializer that `function` was compiled with as constants
+    # (`onnx-bind-default-inputs`): it takes the other inputs only. A call that gives one of
+    # them runs the general function, compiled by `compile_general` on the first such call.
+    bound: tuple[str, ...] = ()
+    compile_general: Callable[[], Any] | None = field(default=None, repr=False)
+    _general: Any = field(default=None, repr=False)
 
     @property
     def input_names(self) -> list[str]:
@@ -97,7 +103,9 @@ class CompiledModel:
     def output_names(self) -> list[str]:
         return [s.name for s in self.outputs]
 
-    def _bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[np.ndarray]:
+    def _bind(self, args: Sequence[Any], kwargs: Mapping[str, Any], given: set[str] | None = None) -> list[np.ndarray]:
+        """The arrays of every input in order (defaults filled in), checked against the specs;
+        `given` collects the names the caller gave."""
         if len(args) > len(self.inputs):
             raise InputError(f"the model takes {len(self.inputs)} input(s) ({', '.join(self.input_names)}), got {len(args)}")
         bound: dict[str, Any] = {s.name: a for s, a in zip(self.inputs, args)}
@@ -107,6 +115,8 @@ class CompiledModel:
             if name in bound:
                 raise InputError(f"input '{name}' given twice")
             bound[name] = value
+        if given is not None:
+            given.update(bound)
         for spec in self.inputs:
             if spec.name not in bound and spec.default is not None:
                 bound[spec.name] = spec.default
@@ -139,12 +149,12 @@ class CompiledModel:
             arrays.append(np.ascontiguousarray(a))
         return arrays
 
-    def _adapt(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
-        """Arrays as the compiled function holds them: ONNX types the lowered code keeps in a
-        signless integer of the same width (unsigned ints, float8/int4 stored as bytes) are
-        passed as views, and a one-element array for a rank-0 argument as a scalar (onnxruntime
-        accepts both spellings of a scalar, and so do ONNX's own test data)."""
-        signature = getattr(self.function, "signature", None)
+    def _adapt(self, arrays: list[np.ndarray], function: Any = None) -> list[np.ndarray]:
+        """Arrays as the compiled function (default: `function`) holds them: ONNX types the
+        lowered code keeps in a signless integer of the same width (unsigned ints, float8/int4
+        stored as bytes) are passed as views, and a one-element array for a rank-0 argument as a
+        scalar (onnxruntime accepts both spellings of a scalar, and so do ONNX's own test data)."""
+        signature = getattr(function if function is not None else self.function, "signature", None)
         if signature is None:
             return arrays
         out = []
@@ -159,8 +169,19 @@ class CompiledModel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:
         """Run with arrays positionally or by ONNX input name; outputs in graph order."""
-        arrays = self._adapt(self._bind(args, kwargs))
-        results = self.function(*arrays)
+        given: set[str] = set()
+        arrays = self._bind(args, kwargs, given)
+        function = self.function
+        if self.bound:
+            if given.isdisjoint(self.bound):  # the defaults the function was compiled with
+                arrays = [a for spec, a in zip(self.inputs, arrays) if spec.name not in self.bound]
+            else:  # an initializer overridden: the general function, compiled once
+                if self._general is None:
+                    if self.compile_general is None:
+                        raise InputError(f"input(s) {', '.join(sorted(given & set(self.bound)))} were compiled as constants and cannot be overridden")
+                    self._general = self.compile_general()
+                function = self._general
+        results = function(*self._adapt(arrays, function))
         out = []
         for spec, r in zip(self.outputs, results):
             # Unsigned and byte-stored (float8, int4...) outputs come back in the signless
@@ -505,9 +526,18 @@ def compile(  # noqa: A001 - the public name the design asks for
     from onnxc.targets.cpu.cache import cached_compile, model_cache_key, resolve_dir
 
     kept: dict[str, str] = {}
+    # Inputs with an initializer are compiled as constants (`onnx-bind-default-inputs`: weights
+    # packed at compile time; every IR-3 model lists its weights as inputs); a call overriding
+    # one compiles the general function then. CPU only for now: the GPU targets keep arguments.
+    bound = tuple(s.name for s in inputs if s.default is not None) if settings.target.name == "cpu" else ()
 
-    def build() -> Any:
+    def build(bind: bool) -> Any:
         module = import_model(_import_source(model, proto))
+        if bind:
+            from onnxc.transforms.onnx_bind_defaults import OnnxBindDefaultInputsPass
+
+            with module.context:
+                OnnxBindDefaultInputsPass().run(module.operation)
         if keep_ir:
             kept["onnx"] = str(module)
         check_time_limit("lowering")
@@ -515,9 +545,17 @@ def compile(  # noqa: A001 - the public name the design asks for
 
     plain = settings.target.name == "cpu" and not (keep_ir or print_ir_after_all or print_ir_after or timing)
     folder = resolve_dir(cache_dir) if plain else None
+    suffix = "+bound-defaults" if bound else ""
     with time_limit(time_limit_s):
-        function = cached_compile(folder, lambda: model_cache_key(model, proto, settings.options, settings.target.name), build, settings.options)
-    return CompiledModel(inputs, outputs, function, settings.target.name, kept)
+        function = cached_compile(
+            folder, lambda: model_cache_key(model, proto, settings.options, settings.target.name) + suffix, lambda: build(bool(bound)), settings.options
+        )
+
+    def compile_general() -> Any:
+        with time_limit(time_limit_s):
+            return cached_compile(folder, lambda: model_cache_key(model, proto, settings.options, settings.target.name), lambda: build(False), settings.options)
+
+    return CompiledModel(inputs, outputs, function, settings.target.name, kept, bound=bound, compile_general=compile_general if bound else None)
 
 
 __all__ = ["CompiledModel", "IOSpec", "InputError", "StructuredModel", "compile", "io_specs", "lower"]

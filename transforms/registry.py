@@ -57,6 +57,7 @@ ONNX_PASSES_PIPELINE: str = (
 
 PASSES: dict[str, str] = {
     "onnx-verify": "onnxc.transforms.onnx_verify:OnnxVerifyPass",
+    "onnx-bind-default-inputs": "onnxc.transforms.onnx_bind_defaults:OnnxBindDefaultInputsPass",
     "onnx-upgrade-ops": "onnxc.transforms.onnx_upgrade_ops:OnnxUpgradeOpsPass",
     "onnx-shape-inference": "onnxc.transforms.onnx_shape_inference:OnnxShapeInferencePass",
     "onnx-constant-fold": "onnxc.transforms.onnx_constant_fold:OnnxConstantFoldPass",
