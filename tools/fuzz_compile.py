@@ -13,7 +13,8 @@ small, plausible edits that keep the model parseable and push it into the passes
 - `elem_type`: a graph input gets another element type (its data is cast);
 - `rank`: a graph input gets one dim more or fewer (its data is reshaped);
 - `symbolic`: every dim of every graph input becomes a `dim_param` (the static result is the
-  reference);
+  reference); `partly_symbolic`: a random subset of them does, or all do with dims of equal size
+  sharing a name;
 - `opset`: the model's default-domain opset changes;
 - `initializer`: a graph input becomes an initializer whose data is shorter than its dims;
 - `feed`: the model is unchanged but run with an input of the wrong shape or dtype.
@@ -58,7 +59,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-MUTATIONS = ("attribute", "elem_type", "rank", "symbolic", "opset", "initializer", "feed")
+MUTATIONS = ("attribute", "elem_type", "rank", "symbolic", "partly_symbolic", "opset", "initializer", "feed")
 BUGS = ("raw", "abort", "wrong")
 # Node tests whose outputs are random or depend on state the reference does not share.
 _SKIP = ("random", "bernoulli", "dropout", "multinomial", "training", "_expanded", "test_optional", "sequence", "loop", "scan", "if_")
@@ -165,16 +166,16 @@ def mutate(rng: random.Random, model: onnx.ModelProto, feeds: dict[str, np.ndarr
         for d in a.shape:
             shape.dim.add().dim_value = d
         return m, f, f"input {vi.name} -> shape {list(a.shape)}"
-    if kind == "symbolic":
+    if kind in ("symbolic", "partly_symbolic"):
         dims = [(vi, j, d) for vi in g.input for j, d in enumerate(vi.type.tensor_type.shape.dim)]
-        if not dims:
+        if not dims and kind == "partly_symbolic":
             return None
-        # "every": each dim its own name; "some": a random non-empty subset (static and dynamic
-        # dims meet in one op); "shared": dims of equal size share a name (the compiler may use
-        # the equality: broadcasting and shape checks between inputs).
-        mode = rng.choice(("every", "every", "some", "shared"))
+        # symbolic: each dim its own name. partly_symbolic: "some", a random non-empty subset
+        # (static and dynamic dims meet in one op), or "shared", every dim symbolic with dims of
+        # equal size sharing a name (the compiler may use the equality: broadcasts, shape checks).
+        mode = "every" if kind == "symbolic" else rng.choice(("some", "shared"))
         pick = [rng.random() < 0.5 for _ in dims] if mode == "some" else [True] * len(dims)
-        if not any(pick):
+        if dims and not any(pick):
             pick[rng.randrange(len(pick))] = True
         for (vi, j, d), p in zip(dims, pick):
             if p and d.HasField("dim_value"):

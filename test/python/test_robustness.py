@@ -1136,3 +1136,22 @@ def test_attention_with_valid_shapes_still_matches() -> None:
     rng = np.random.default_rng(1)
     feeds = {n: rng.standard_normal(d).astype(np.float32) for n, d in dims.items()}
     np.testing.assert_allclose(onnxc.compile(m).run(feeds)["Y"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize(("op", "n"), [("Add", 2), ("Min", 3), ("Sum", 3), ("Mul", 2)])
+def test_dynamic_dims_that_do_not_broadcast_are_a_run_time_error(op: str, n: int) -> None:
+    """Found by the compile fuzzer (test_min_example fed a (4,) operand, dims symbolic): dynamic
+    sizes that do not broadcast were read at a size every input has and answered (Add of (3,) and
+    (4,) returned 3 sums); onnx.reference refuses them. Sizes 1 and equal sizes still broadcast."""
+    names = [f"x{i}" for i in range(n)]
+    g = h.make_graph([h.make_node(op, names, ["y"], name="b")], "g", [_f(x, [f"d{i}", 2]) for i, x in enumerate(names)], [_f("y", None)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    compiled = onnxc.compile(m)
+    bad = {x: np.ones((3, 2), np.float32) for x in names}
+    bad[names[-1]] = np.ones((4, 2), np.float32)
+    with pytest.raises(RuntimeCheckError, match=rf"{op} node 'b': operand dims \((3, )+4\) do not broadcast to dim 0 of the result \(each must be 1 or 3\)"):
+        compiled.run(bad)
+    rng = np.random.default_rng(2)
+    for sizes in ([3] * n, [1] + [3] * (n - 1), [3] * (n - 1) + [1], [1] * n):
+        feeds = {x: rng.standard_normal((s, 2)).astype(np.float32) for x, s in zip(names, sizes)}
+        np.testing.assert_allclose(compiled.run(feeds)["y"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-6)

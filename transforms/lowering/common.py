@@ -624,6 +624,7 @@ def broadcast_plan(values: Sequence[ir.Value], out_shape: Sequence[Dim] | None =
             out.append(d)
             for i, j in dynamic:
                 reads[i][j] = RUNTIME
+            _require_broadcast(values, cover, const_index(d), k)
             continue
         if not dynamic:
             out.append(1)
@@ -645,7 +646,29 @@ def broadcast_plan(values: Sequence[ir.Value], out_shape: Sequence[Dim] | None =
         out.append(size)
         for i, j in dynamic:
             reads[i][j] = RUNTIME
+        _require_broadcast(values, cover, size, k)
     return BroadcastPlan(out, reads)
+
+
+def _require_broadcast(values: Sequence[ir.Value], cover: Sequence[tuple[int, int]], size: ir.Value, k: int) -> None:
+    """A run-time error unless every dynamic dim of `cover` ((input, dim) pairs read for result
+    dim `k` of size `size`) is 1 or `size`. Why: sizes that do not broadcast were read at a size
+    every input has (memory-safe) and answered, e.g. Add of (3,) and (4,) with symbolic dims
+    returned 3 sums (the compile fuzzer); onnx.reference refuses them."""
+    from onnxc.transforms.lowering.runtime_checks import require
+
+    one = const_index(1)
+    ok: ir.Value | None = None
+    for i, j in cover:
+        if not ir.RankedTensorType(values[i].type).is_dynamic_dim(j):
+            continue
+        e = tensor.dim(values[i], const_index(j))
+        fits = arith.ori(arith.cmpi(arith.CmpIPredicate.eq, e, one), arith.cmpi(arith.CmpIPredicate.eq, e, size))
+        ok = fits if ok is None else arith.andi(ok, fits)
+    if ok is not None:
+        dims = [dim_value(dim(values[i], j)) for i, j in cover]
+        require(ok, None, f"operand dims {{dims}} do not broadcast to dim {k} of the result (each must be 1 or {{size}})",
+                [("dims", dims), ("size", size)])  # fmt: skip
 
 
 def _is_dim_of(d: ir.Value, v: ir.Value, j: int) -> bool:
