@@ -289,6 +289,16 @@ def lower_softmax(node: Node) -> list[ir.Value]:
         return arith.truncf(elem, v) if acc != elem else v
 
     mx = expand_unit_dims(reduce_dims([x], axes, [float("-inf")], [elem], lambda a: [arith.maximumf(a[0], a[1])])[0], axes)
+    if node.op_type == "Softmax" and acc != elem:
+        # Halves round where the reference (onnx.reference's Softmax and Attention, numpy on
+        # f16 arrays) rounds: exp(x - max) to f16, the row sum accumulated in f32 and rounded
+        # to f16, then a correctly rounded f16 division (an f32 divide of f16 values rounds to
+        # the same f16: 24 >= 2 * 11 + 2 bits). Keeping exp and the sum in f32 was more precise
+        # but one f16 ulp off the expected values (test_attention_4d_causal_fp16: 2 of 192).
+        ex16 = elementwise([x, mx], elem, lambda v, m: narrow(math.exp(widen(arith.subf(v, m)))), out_shape=shape)
+        total16 = reduce_dims([ex16], axes, [0.0], [acc], lambda a: [arith.addf(widen(a[0]), a[1])])[0]
+        total16 = expand_unit_dims(elementwise([total16], elem, narrow), axes)
+        return [elementwise([ex16, total16], elem, lambda e, t: narrow(arith.divf(widen(e), widen(t))), out_shape=shape)]
     # exp(x - max) is materialized once and read twice (the sum and the scaling): it has two
     # users, so elementwise fusion does not duplicate it into both.
     ex = elementwise([x, mx], acc, lambda v, m: math.exp(widen(arith.subf(v, m))), out_shape=shape)
