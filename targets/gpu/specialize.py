@@ -149,9 +149,54 @@ def specialize(module: ir.Module, name: str, arrays: Sequence[np.ndarray], by_va
         ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
         func.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get([a.type for a in block.arguments], list(ftype.results)))
         run_pipeline(out, "builtin.module(canonicalize,cse,canonicalize)", "specialization to the call's shapes")
+        for _ in range(8):  # each round may expose more constant shapes downstream
+            if not _static_reshapes(func):
+                break
+            run_pipeline(out, "builtin.module(canonicalize,cse)", "specialization to the call's shapes")
         _static_results(func)
         run_pipeline(out, "builtin.module(canonicalize,cse)", "specialization to the call's shapes")
     return out
+
+
+def _static_reshapes(func: ir.Operation) -> int:
+    """`tensor.reshape` whose shape operand became a constant gets that static result type (a
+    `tensor.cast` back to the old type feeds its users, and canonicalization folds it onward):
+    upstream's canonicalization has no such fold, and ONNX Reshape lowers to tensor.reshape."""
+    from .mapping import collect
+
+    def constant_of(v: ir.Value) -> ir.Operation | None:
+        if not isinstance(v, ir.OpResult):
+            return None
+        owner = v.owner.operation if hasattr(v.owner, "operation") else v.owner
+        return owner if owner.name == "arith.constant" else None
+
+    found = [
+        op for op in collect(func, lambda op: op.name == "tensor.reshape")
+        if _dynamic(op.results[0].type) and constant_of(op.operands[1]) is not None
+    ]
+    count = 0
+    for op in collect(func, lambda op: op.name == "tensor.reshape"):  # a cast to a dynamic source folds away
+        src = op.operands[0]
+        owner = (src.owner.operation if hasattr(src.owner, "operation") else src.owner) if isinstance(src, ir.OpResult) else None
+        if owner is not None and owner.name == "tensor.cast" and _dynamic(src.type) and not _dynamic(owner.operands[0].type):
+            op.operands[0] = owner.operands[0]
+            count += 1
+    for op in found:
+        value = constant_of(op.operands[1]).attributes["value"]
+        if not isinstance(value, ir.DenseIntElementsAttr):
+            continue
+        shape = [int(v) for v in np.array(ir.DenseIntElementsAttr(value))] if not ir.DenseIntElementsAttr(value).is_splat else None
+        if shape is None or any(d < 0 for d in shape):
+            continue
+        old = ir.RankedTensorType(op.results[0].type)
+        static = ir.RankedTensorType.get(shape, old.element_type)
+        with ir.InsertionPoint(op), op.location:
+            new = tensor.ReshapeOp(static, op.operands[0], op.operands[1]).result
+            cast = tensor.CastOp(old, new).result
+        op.results[0].replace_all_uses_with(cast)
+        op.erase()
+        count += 1
+    return count
 
 
 def _static_results(func: ir.Operation) -> None:
@@ -159,7 +204,7 @@ def _static_results(func: ir.Operation) -> None:
     block = func.regions[0].blocks[0]
     ret = list(block.operations)[-1]
     for i, v in enumerate(list(ret.operands)):
-        owner = v.owner if isinstance(v, ir.OpResult) else None
+        owner = (v.owner.operation if hasattr(v.owner, "operation") else v.owner) if isinstance(v, ir.OpResult) else None
         if owner is not None and owner.name == "tensor.cast" and _dynamic(v.type) and not _dynamic(owner.operands[0].type):
             ret.operands[i] = owner.operands[0]
     results = [v.type for v in ret.operands]
