@@ -577,6 +577,16 @@ def render_docs(reports: list[dict[str, Any]], commit: str) -> str:
     lines += ["", "| mutation | " + " | ".join(classes) + " |", "|---|" + "---|" * len(classes)]
     for mutation in sorted(per):
         lines.append(f"| {mutation} | " + " | ".join(str(per[mutation].get(k, 0)) for k in classes) + " |")
+    lines.append("")
+    for r in reports:  # what the table does not say: draws, duplicates, unverified answers, speed
+        if "drawn" not in r:
+            continue
+        rate = f", {r['cases'] / r['seconds']:.1f} cases/s" if r.get("seconds") else ""
+        lines.append(f"- seed {r['seed']}: {r['drawn']} cases drawn, {r.get('duplicates', 0)} of them duplicates of earlier ones "
+                     f"(not run){', stopped at the time limit' if r['cases'] + r.get('duplicates', 0) < r['drawn'] else ''}; "
+                     f"jit_opt_level {r.get('jit_opt_level', 3)}, {r.get('workers', '?')} worker(s), {r.get('seconds', '?')} s{rate}; "
+                     f"{r.get('unverified', 0)} `ok` cases unverified (onnx.reference and onnxruntime both refuse)"
+                     + (": " + ", ".join(f"{b} ({n})" for b, n in list(r.get("unverified_bases", {}).items())[:12]) if r.get("unverified") else "") + ".")  # fmt: skip
     bugs = [(r["seed"], b) for r in reports for b in r["bugs"]]
     lines += ["", f"Bug cases ({len(bugs)}):" if bugs else "No bug case.", ""]
     for seed, b in bugs:

@@ -90,6 +90,10 @@ def test_docs_section_is_generated_from_reports(tmp_path: Path) -> None:
     assert text.startswith("intro\n") and text.endswith("\noutro\n") and "old" not in text
     assert "| 3 | 5 | 3 | 1 | 0 | 0 | 1 | 0 |" in text  # seed, cases, ok, refused, raw, abort, wrong, timeout
     assert "| rank | 3 | 1 | 0 | 0 | 0 | 0 |" in text and "- seed 3 case 4: test_x, feed (feed x): **wrong** output 'y'" in text
+    fz.write_docs(doc, [{**report, "drawn": 9, "duplicates": 2, "seconds": 2.5, "jit_opt_level": 0, "workers": 1, "unverified": 1,
+                         "unverified_bases": {"test_y": 1}}], "abc123")  # fmt: skip
+    assert ("- seed 3: 9 cases drawn, 2 of them duplicates of earlier ones (not run), stopped at the time limit; jit_opt_level 0, "
+            "1 worker(s), 2.5 s, 2.0 cases/s; 1 `ok` cases unverified (onnx.reference and onnxruntime both refuse): test_y (1).") in doc.read_text()
 
 
 def test_identical_cases_run_once_and_one_model_compiles_once() -> None:
