@@ -43,7 +43,7 @@ import re
 from mlir import ir
 from mlir.dialects import func
 
-__all__ = ["DEFAULT_MAX_OPS", "LIFT_ELEMENTS", "MIN_PERIOD", "OutlineStats", "dedupe_parts", "outline_function", "outline_functions", "unshare_generators"]
+__all__ = ["DEFAULT_MAX_OPS", "LIFT_ELEMENTS", "MIN_PERIOD", "OutlineStats", "dedupe_parts", "outline_function", "outline_functions", "unshare_dynamic_empties", "unshare_generators"]
 
 #: Region-holding ops per part: the GUIDE's measurement (32 chained layers bufferize in 0.3 s)
 #: makes a few dozen cheap, and the number of parts (calls) stays small.
@@ -293,6 +293,36 @@ def unshare_generators(fn: ir.Operation) -> int:
     return clones
 
 
+def unshare_dynamic_empties(body: ir.Block) -> int:
+    """Give every top-level user of a ``tensor.empty`` with dynamic sizes its own copy, placed
+    right before that user; returns the number of copies.
+
+    Why: static ``tensor.empty`` ops are cloned into each part (``_CLONEABLE``), but one with
+    size operands is an ordinary op of some group, so a shared one (CSE merges the empties of
+    equal-shaped destinations: the q and k head transposes of an attention) crossed a part
+    boundary: the part that fills it in place returned both its result and the empty itself,
+    i.e. two aliases of one buffer (bufferization sees no conflict: an empty's contents are
+    undefined), and the next part wrote its own destination into the second alias, overwriting
+    the first part's result. A Whisper encoder with dynamic batch/frames returned the k heads in
+    place of the q heads. A copy per user joins its user's group, and only its index sizes cross."""
+    ops = [op.operation for op in body.operations]
+    index = {op: i for i, op in enumerate(ops)}
+    copies = 0
+    for op in ops:
+        if op.name != "tensor.empty" or not len(op.operands):
+            continue
+        for use in list(op.results[0].uses):
+            pos = _top_level_index(use.owner.operation, body, index)
+            if pos is None:
+                continue
+            copy = op.clone(ip=ir.InsertionPoint(ops[pos]))
+            use.owner.operation.operands[use.operand_number] = copy.results[0]
+            copies += 1
+        if not list(op.results[0].uses):
+            op.erase()
+    return copies
+
+
 def _symbol(op: ir.Operation) -> str:
     return ir.StringAttr(op.attributes["sym_name"]).value
 
@@ -315,6 +345,9 @@ def outline_function(fn: ir.Operation, max_ops: int = DEFAULT_MAX_OPS, *, lift_e
     heavy = [len(op.regions) > 0 for op in ops]
     if sum(heavy) <= 2 * max_ops:
         return 0
+    if unshare_dynamic_empties(body):
+        ops = [op.operation for op in body.operations][:-1]
+        heavy = [len(op.regions) > 0 for op in ops]
 
     # Group assignment: consecutive ops, a new group after every `max_ops` region ops; cloneable
     # ops belong to no group (-1) and stay in the caller; lifted constants (-2) stay there too

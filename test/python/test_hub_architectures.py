@@ -109,17 +109,6 @@ def test_t5_encoder_dynamic_batch_and_seq() -> None:
     _check(m.proto, [_t5_feeds(1, 12, 0), _t5_feeds(2, 20, 1)])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="onnxc gives a WRONG answer with dynamic axes (last_hidden_state off by ~1.2): root cause in the CPU "
-    "target's outlining, not the lowering. CSE merges the dynamic tensor.empty destinations of the q and k head "
-    "Transposes; a dynamic empty is not cloned into parts like a static one (outline._is_cloneable needs no operands), "
-    "so part0 returns the q transpose and the empty (two aliases of one buffer) and part1 writes k into it in place: "
-    "transpose_80 (q) reads k's heads. Reproduced small by test_symbolic_dims.py::"
-    "test_shared_dynamic_destination_across_outlined_parts; fixed by /work/notes/H10-outline-dynamic-empty.patch "
-    "(verified: the whole test passes with it), which the owner of targets/cpu applies",
-)
 def test_whisper_encoder_dynamic_batch_and_frames() -> None:
     """Conv1d + GELU stem on log-mel frames, sliced sinusoidal positions, pre-LN blocks."""
     m = B.whisper_encoder(layers=1)

@@ -145,14 +145,6 @@ def _shared_dynamic_destination_model(matmuls: int) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="CPU target bug (targets/cpu/outline.py, not the lowering): a tensor.empty with dynamic sizes is not "
-    "cloned into the parts like a static one, so the empty shared by the two transposes crosses a part boundary; "
-    "the first part returns both its transpose and the empty (two aliases of one buffer) and the later part writes "
-    "k into it, overwriting q. Fix: /work/notes/H10-outline-dynamic-empty.patch (a copy of the empty per user)",
-)
 def test_shared_dynamic_destination_across_outlined_parts() -> None:
     """q must not be overwritten by k: checked against onnx.reference for two batch/seq sizes."""
     model = _shared_dynamic_destination_model(70)
