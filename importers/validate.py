@@ -75,6 +75,10 @@ INT_CHOICES: dict[tuple[str, str], tuple[int, ...]] = {
     ("Attention", "qk_matmul_output_mode"): (0, 1, 2, 3),
     ("LpNormalization", "p"): (1, 2),  # the spec's only norms (the fuzzer: p=5 read differently by onnxc and onnx.reference)
 }
+#: INT attributes that must not be negative, checked on the model because onnx's own shape
+#: inference (run by the importer) reads out of bounds with them: GatherND batch_dims = -2
+#: crashed the process (SIGSEGV in onnx.shape_inference; the compile fuzzer).
+NON_NEGATIVE: frozenset[tuple[str, str]] = frozenset({("GatherND", "batch_dims")})
 #: op_type -> its INT attribute naming the result's element type (standard domain).
 TYPE_ATTRIBUTES: dict[str, str] = {"Cast": "to", "BitCast": "to"}
 # The field holding each attribute kind's value, to infer the kind of old (IR < 2 style) protos
@@ -508,6 +512,8 @@ class Validator:
                     if choices is not None and a.i not in choices:
                         self.add(f"{label} in {where}: attribute '{a.name}' = {a.i} is not one of "
                                  f"{', '.join(map(str, choices))}.")  # fmt: skip
+                    if (schema.op_type, a.name) in NON_NEGATIVE and a.i < 0:
+                        self.add(f"{label} in {where}: attribute '{a.name}' = {a.i} must not be negative.")
             if a.ref_attr_name:
                 continue
             self._check_attribute_value(a, kind, label, where, ctx, visible)

@@ -1155,3 +1155,13 @@ def test_dynamic_dims_that_do_not_broadcast_are_a_run_time_error(op: str, n: int
     for sizes in ([3] * n, [1] + [3] * (n - 1), [3] * (n - 1) + [1], [1] * n):
         feeds = {x: rng.standard_normal((s, 2)).astype(np.float32) for x, s in zip(names, sizes)}
         np.testing.assert_allclose(compiled.run(feeds)["y"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-6)
+
+
+def test_gather_nd_negative_batch_dims_is_refused_not_aborted(tmp_path: Path) -> None:
+    """Found by the long compile-fuzz run: GatherND batch_dims = -2 crashed onnx's own shape
+    inference (SIGSEGV) inside the importer; the validator refuses it first."""
+    g = h.make_graph([h.make_node("GatherND", ["d", "i"], ["y"], batch_dims=-2)], "g",
+                     [h.make_tensor_value_info("d", T.INT32, [2, 2, 2]), h.make_tensor_value_info("i", T.INT64, [2, 1])],
+                     [h.make_tensor_value_info("y", T.INT32, None)])  # fmt: skip
+    proc = _compile_in_child(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]), tmp_path)
+    assert proc.returncode == 1 and "attribute 'batch_dims' = -2 must not be negative" in proc.stderr, (proc.returncode, proc.stderr[-500:])
