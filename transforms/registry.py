@@ -49,6 +49,7 @@ ONNX_PASSES_PIPELINE: str = (
     "onnx-eliminate-sequences,"
     "onnx-canonicalize,"
     "onnx-shape-inference,"
+    "onnx-expand-gradient,"
     "onnx-constant-fold,"
     "onnx-fold-conv-bn,"
     "onnx-canonicalize,"
@@ -68,6 +69,7 @@ PASSES: dict[str, str] = {
     "expand-schema-functions": "onnxc.transforms.expand_schema_functions:ExpandSchemaFunctionsPass",
     "onnx-validate-attributes": "onnxc.transforms.onnx_validate_attributes:OnnxValidateAttributesPass",
     "onnx-fold-conv-bn": "onnxc.transforms.onnx_fold_conv_bn:OnnxFoldConvBnPass",
+    "onnx-expand-gradient": "onnxc.transforms.onnx_gradient:OnnxExpandGradientPass",
     "onnx-partition": "onnxc.transforms.onnx_partition:OnnxPartitionPass",
     "layout-propagation": "onnxc.transforms.layout_propagation:LayoutPropagationPass",
     "onnxc-approximate-math": "onnxc.transforms.math_approximation:ApproximateMathPass",
