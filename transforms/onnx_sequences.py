@@ -18,8 +18,9 @@ of tensor values) and its *length* are derived on demand from the op that produc
   `Where` chain choosing among the candidates by the normalized position (the length is known
   either way);
 - SplitToSequence with an absent or constant `split` over a static dim -> one Slice per piece
-  (Squeeze for `keepdims=0`); a 1-D `split` of static length gives the length even when its
-  values are runtime values;
+  (Squeeze for `keepdims=0`); a 1-D `split` of static length n whose values are run-time data
+  -> the n results of `Split(x, split)` (pieces at run-time offsets, whose lowering checks at run
+  time that the sizes add up to the dim);
 - SequenceMap over sequences of known, equal length -> its body cloned once per element, block
   arguments bound to the elements (or to the tensor inputs, the same each time); the body may
   use values from outside, and sequence ops in the clones are handled by the next sweep.
@@ -353,7 +354,7 @@ class _Sweep:
     def _split(self, op: ir.Operation) -> list[ir.Value] | None:
         sizes = _split_sizes(op)
         if sizes is None:
-            return None
+            return self._split_runtime_sizes(op)
         x = op.operands[0]
         shape = U.shape_of(x.type)
         assert shape is not None  # _split_sizes needs the rank
@@ -372,6 +373,30 @@ class _Sweep:
                 out.append(piece)
                 start += size
         return out
+
+    def _split_runtime_sizes(self, op: ir.Operation) -> list[ir.Value] | None:
+        """SplitToSequence with a 1-D `split` of static length n whose values are run-time data:
+        the n pieces of `Split(x, split, axis)` (the same semantics; `keepdims` does not apply
+        when `split` is given). Split's lowering slices at the run-time offsets and checks at run
+        time that the sizes add up to the dim (a `RuntimeCheckError` naming the node otherwise)."""
+        x = op.operands[0]
+        shape = U.shape_of(x.type)
+        split = op.operands[1] if len(op.operands) > 1 else None
+        if shape is None or split is None or U.is_none_value(split):
+            return None
+        split_shape = U.shape_of(split.type)
+        if split_shape is None or len(split_shape) != 1 or split_shape[0] < 1:
+            return None
+        rank = len(shape)
+        axis = int(U.attr_value(op, "axis", 0))
+        if not -rank <= axis < rank:
+            return None
+        axis = _split_axis(op, rank)
+        n = split_shape[0]
+        piece = _with_dim(x.type, axis, -1)
+        with ir.InsertionPoint(op), op.location:
+            pieces = onnx_op("Split", [x, split], [piece] * n, {"axis": axis})
+        return list(pieces.results)
 
     def _map(self, op: ir.Operation) -> list[list[ir.Value]] | None:
         """SequenceMap unrolled: per result, the list of its elements (memoized per op, since

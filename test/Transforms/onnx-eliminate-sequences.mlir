@@ -81,6 +81,21 @@ func.func @runtime_split_count(%x: tensor<?xf32>, %sp: tensor<3xi64>) -> tensor<
 
 // -----
 
+// A 1-D `split` of static length with run-time values: the pieces are the results of one Split
+// (run-time offsets; its lowering checks that the sizes add up to the dim).
+// CHECK-LABEL: func.func @runtime_split_pieces
+// CHECK: %[[P:.*]]:2 = "onnx.split"(%arg0, %arg1) {axis = 0 : i64{{.*}}} : (tensor<3x6xf32>, tensor<2xi64>) -> (tensor<?x6xf32>, tensor<?x6xf32>)
+// CHECK-NOT: onnx.split_to_sequence
+// CHECK: return %[[P]]#1
+func.func @runtime_split_pieces(%x: tensor<3x6xf32>, %sp: tensor<2xi64>) -> tensor<?x6xf32> {
+  %s = "onnx.split_to_sequence"(%x, %sp) {axis = 0 : i64} : (tensor<3x6xf32>, tensor<2xi64>) -> !onnx.seq<tensor<?x6xf32>>
+  %one = "onnx.constant"() {value = dense<1> : tensor<i64>} : () -> tensor<i64>
+  %a = "onnx.sequence_at"(%s, %one) : (!onnx.seq<tensor<?x6xf32>>, tensor<i64>) -> tensor<?x6xf32>
+  return %a : tensor<?x6xf32>
+}
+
+// -----
+
 // A runtime index over elements of one static type: the index is normalized (p < 0: p + 3) and
 // a Where chain picks the element.
 // CHECK-LABEL: func.func @runtime_index

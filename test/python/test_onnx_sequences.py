@@ -151,6 +151,30 @@ def test_scalar_and_list_split_sizes() -> None:
     _check(model, {"x": _rand(3, 10)})
 
 
+def test_runtime_split_sizes() -> None:
+    """A 1-D `split` input of static length 2 whose values come at run time: the pieces are cut at
+    run-time offsets (read back by position and concatenated again, for several splits, an empty
+    piece included); sizes that do not add up to the dim, or a negative one, raise a run-time
+    check naming the node."""
+    nodes = [
+        helper.make_node("SplitToSequence", ["x", "split"], ["s"], axis=1, name="cut"),
+        helper.make_node("Constant", [], ["one"], value=helper.make_tensor("one", I64, [], [1])),
+        helper.make_node("SequenceAt", ["s", "one"], ["second"]),
+        helper.make_node("ConcatFromSequence", ["s"], ["back"], axis=1),
+    ]
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info("x", F, [3, 6]), helper.make_tensor_value_info("split", I64, [2])],
+        [helper.make_tensor_value_info("second", F, [3, None]), helper.make_tensor_value_info("back", F, [3, 6])],
+    )
+    x = _rand(3, 6)
+    feeds = [{"x": x, "split": np.array(sp, np.int64)} for sp in ([2, 4], [5, 1], [6, 0])]
+    compiled = _check(model, *feeds)
+    for bad in ([2, 2], [7, -1]):
+        with pytest.raises(OnnxcError, match=r"node 'cut'.*split sizes .* do not add up"):
+            compiled(x=x, split=np.array(bad, np.int64))
+
+
 def test_runtime_positions() -> None:
     """Insert, Erase and At at positions given at run time (as overridable initializers are),
     across the valid ranges, negative ones and the insert-at-the-back position n included."""
