@@ -1165,3 +1165,35 @@ def test_gather_nd_negative_batch_dims_is_refused_not_aborted(tmp_path: Path) ->
                      [h.make_tensor_value_info("y", T.INT32, None)])  # fmt: skip
     proc = _compile_in_child(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]), tmp_path)
     assert proc.returncode == 1 and "attribute 'batch_dims' = -2 must not be negative" in proc.stderr, (proc.returncode, proc.stderr[-500:])
+
+
+@pytest.mark.parametrize(("op", "sa", "sb"), [("MatMul", (3, 5), (9, 3)), ("MatMul", (3, 9), (5, 3)), ("Gemm", (3, 5), (9, 3)),
+                                               ("MatMul", (2, 3, 4), (2, 5, 3))])  # fmt: skip
+def test_dynamic_contraction_sizes_that_differ_are_a_run_time_error(op: str, sa: tuple[int, ...], sb: tuple[int, ...]) -> None:
+    """Found by the long compile-fuzz run (Gemm fed a B of another height, dims symbolic): the
+    product looped over one operand's size and read the other at it, answering a (3, 3) result
+    (reading past the shorter operand the other way round). Valid sizes still match."""
+    g = h.make_graph([h.make_node(op, ["a", "b"], ["y"], name="mm")], "g",
+                     [_f("a", [f"a{i}" for i in range(len(sa))]), _f("b", [f"b{i}" for i in range(len(sb))])], [_f("y", None)])  # fmt: skip
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    compiled = onnxc.compile(m)
+    ka, kb = sa[-1], sb[-2]
+    with pytest.raises(RuntimeCheckError, match=rf"{op} node 'mm': the contraction sizes {ka} and {kb} differ"):
+        compiled.run({"a": np.ones(sa, np.float32), "b": np.ones(sb, np.float32)})
+    rng = np.random.default_rng(3)
+    feeds = {"a": rng.standard_normal(sa).astype(np.float32), "b": rng.standard_normal(sb[:-2] + (ka, sb[-1])).astype(np.float32)}
+    np.testing.assert_allclose(compiled.run(feeds)["y"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_gemm_bias_of_a_dynamic_shape_that_does_not_broadcast_is_a_run_time_error() -> None:
+    """Gemm's C with symbolic dims read against the product's shape: a size neither 1 nor the
+    product's was read clamped and answered; now a run-time error. 1 and equal sizes still work."""
+    g = h.make_graph([h.make_node("Gemm", ["a", "b", "c"], ["y"], name="gm")], "g", [_f("a", [3, 4]), _f("b", [4, 5]), _f("c", ["c0", "c1"])], [_f("y", None)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    compiled = onnxc.compile(m)
+    a, b = np.ones((3, 4), np.float32), np.ones((4, 5), np.float32)
+    with pytest.raises(RuntimeCheckError, match=r"Gemm node 'gm': operand dims \(2,\) do not broadcast to dim 0 of the result \(each must be 1 or 3\)"):
+        compiled.run({"a": a, "b": b, "c": np.ones((2, 5), np.float32)})
+    for shape in ((1, 5), (3, 1), (3, 5), (1, 1)):
+        feeds = {"a": a, "b": b, "c": np.arange(np.prod(shape), dtype=np.float32).reshape(shape)}
+        np.testing.assert_allclose(compiled.run(feeds)["y"], ReferenceEvaluator(m).run(None, feeds)[0])

@@ -617,6 +617,7 @@ def broadcast_plan(values: Sequence[ir.Value], out_shape: Sequence[Dim] | None =
                 # The result dim is this very dim (Expand of a value to its own shape): the loop index.
                 if not (isinstance(o, ir.Value) and _is_dim_of(o, values[i], j)):
                     reads[i][j] = RUNTIME
+            _require_broadcast(values, [(i, j) for i, j in cover if reads[i][j] == RUNTIME], dim_value(o), k)
             out.append(o)
             continue
         d = res[k]  # type: ignore[index]

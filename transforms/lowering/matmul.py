@@ -23,6 +23,7 @@ from onnxc.transforms.lowering.common import (
     convert_element,
     convert_tensor,
     dim,
+    dim_value,
     elem_of,
     elementwise,
     empty,
@@ -133,12 +134,30 @@ def _collapsed_batch_matmul(a: ir.Value, b: ir.Value, onnx_elem: ir.Type) -> ir.
     return tensor.expand_shape(tensor_type(out_shape, elem_of(out3.type)), out3, groups(), dynamic, static)
 
 
+def _require_same_contraction(a: ir.Value, b: ir.Value) -> None:
+    """A run-time error when the contraction sizes (a's last dim, b's second to last, or its only
+    one) differ and one of them is dynamic (static ones: `_check_matmul`). Why: the product loops
+    over one operand's size and read the other at it: MatMul of (3, 5) and (9, 3) with symbolic
+    dims answered a (3, 3) result (and read past the shorter operand when the sizes were the
+    other way round; the compile fuzzer, Gemm fed a B of another height)."""
+    from onnxc.transforms.lowering.runtime_checks import require
+
+    ra, rb = rank_of(a), rank_of(b)
+    ka, kb = dim(a, ra - 1), dim(b, rb - 2 if rb >= 2 else 0)
+    if isinstance(ka, int) and isinstance(kb, int):
+        return
+    va, vb = dim_value(ka), dim_value(kb)
+    require(arith.cmpi(arith.CmpIPredicate.eq, va, vb), None, "the contraction sizes {a} and {b} differ", [("a", va), ("b", vb)])
+
+
 def matmul_values(a: ir.Value, b: ir.Value, onnx_elem: ir.Type, _batch_planned: bool = False) -> ir.Value:
     """numpy.matmul of two lowered tensors (any ranks >= 1, broadcast batch dims)."""
     elem = convert_element(onnx_elem)
     acc = accumulator_type(elem)
     ra, rb = rank_of(a), rank_of(b)
     sa, sb = static_shape(a.type), static_shape(b.type)
+    if not _batch_planned:
+        _require_same_contraction(a, b)
     if not _batch_planned and (None in sa[:-2] or None in sb[:-2]):
         copies = _broadcast_batch(a, b)
         if copies is not None:
