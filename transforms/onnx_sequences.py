@@ -14,9 +14,11 @@ of tensor values) and its *length* are derived on demand from the op that produc
 - SequenceEmpty -> []; SequenceConstruct(x...) -> [x...]; Identity and OptionalGetElement of a
   sequence -> the input's list;
 - SequenceInsert / SequenceErase at an absent or constant position -> the new list; at a runtime
-  position (a rank-0 tensor) over elements of one static tensor type -> each element becomes a
-  `Where` chain choosing among the candidates by the normalized position (the length is known
-  either way);
+  position (a rank-0 tensor, or a one-element 1-D one) over elements of one rank and element
+  type -> each element becomes a chain choosing among the candidates by the normalized position
+  (the length is known either way): `Where` when the candidates share one static type, else `If`
+  (a Where would broadcast different shapes; the If's result has the dims they disagree on
+  dynamic);
 - SplitToSequence with an absent or constant `split` over a static dim -> one Slice per piece
   (Squeeze for `keepdims=0`); a 1-D `split` of static length n whose values are run-time data
   -> the n results of `Split(x, split)` (pieces at run-time offsets, whose lowering checks at run
@@ -35,7 +37,7 @@ rebuilt to yield their elements as tensors (types joined per position: differing
 dynamic), a SequenceConstruct of its results standing for the sequence.
 
 Consumers are then replaced: SequenceAt (constant index, negative too; a runtime index as a
-`Where` chain over elements of one static type), SequenceLength (a constant), ConcatFromSequence
+`Where`/`If` chain over elements of one rank), SequenceLength (a constant), ConcatFromSequence
 (Concat, or Unsqueeze then Concat for `new_axis=1`), Identity of a sequence or optional,
 OptionalHasElement (a constant: from a known Optional, and per the spec `true` for a plain tensor
 or sequence input, `false` for an omitted one), OptionalGetElement (of a tensor: the tensor; of a
@@ -44,7 +46,7 @@ are erased after each sweep. New ops keep the location of the op they replace.
 
 Anything whose structure is not known (a sequence argument of the function, one carried through
 a Loop with a runtime trip count, an If whose branches yield sequences of different lengths or an
-optional present in one branch only, a runtime index into elements of differing shapes) is left
+optional present in one branch only, a runtime index into elements of differing ranks) is left
 as it is; the lowering's pre-check then names those ops.
 
 Function boundaries: `bind_boundary` serves a runtime that specializes a model per call on the
@@ -90,8 +92,8 @@ class OnnxEliminateSequencesPass(ModulePass):
     """Replace sequences and optionals of compile-time structure by the tensors they hold.
 
     Sequence ops with constant (or absent) positions and static split sizes become tensor ops
-    (Slice, Concat, Unsqueeze, Squeeze; `Where` chains for runtime positions over elements of one
-    static type); SequenceMap over known lengths and Loops carrying sequences with a constant trip
+    (Slice, Concat, Unsqueeze, Squeeze; `Where`/`If` chains for runtime positions over elements of
+    one rank); SequenceMap over known lengths and Loops carrying sequences with a constant trip
     count are unrolled; Ifs yielding sequences of one known length yield their elements;
     Optional/OptionalHasElement/OptionalGetElement of known presence are resolved. Sequences of
     unknown structure stay.
@@ -317,10 +319,10 @@ class _Sweep:
                 return None  # invalid position: leave the op for the runtime check to report
             p = p + n if p < 0 else p
             return base[:p] + [tensor] + base[p:]
-        if _uniform_static_type(base + [tensor]) is None or not _is_scalar_index(pos):
+        if not _choosable(base + [tensor]) or not _is_scalar_index(pos):
             return None
         with ir.InsertionPoint(op), op.location:
-            idx = _normalized_index(pos, n)
+            idx = _normalized_index(_scalar_position(pos), n)
             out = []
             for k in range(n + 1):
                 # k < p: base[k]; k == p: tensor; k > p: base[k - 1].
@@ -344,10 +346,10 @@ class _Sweep:
                 return None
             p = p + n if p < 0 else p
             return base[:p] + base[p + 1 :]
-        if _uniform_static_type(base) is None or not _is_scalar_index(pos):
+        if not _choosable(base) or not _is_scalar_index(pos):
             return None
         with ir.InsertionPoint(op), op.location:
-            idx = _normalized_index(pos, n)
+            idx = _normalized_index(_scalar_position(pos), n)
             # k < p: base[k]; k >= p: base[k + 1].
             return [_where(_compare("Greater", idx, k), base[k], base[k + 1]) for k in range(n - 1)]
 
@@ -530,10 +532,10 @@ class _Sweep:
             if not -n <= p < n:
                 return None
             return [elems[p + n if p < 0 else p]]
-        if _uniform_static_type(elems) is None or not _is_scalar_index(pos):
+        if not _choosable(elems) or not _is_scalar_index(pos):
             return None
         with ir.InsertionPoint(op), op.location:
-            idx = _normalized_index(pos, n)
+            idx = _normalized_index(_scalar_position(pos), n)
             chosen = elems[-1]
             for k in range(n - 2, -1, -1):
                 chosen = _where(_compare("Equal", idx, k), elems[k], chosen)
@@ -671,9 +673,19 @@ def _unsqueezed_type(t: ir.Type, axis: int) -> ir.Type:
 
 
 def _is_scalar_index(v: ir.Value) -> bool:
-    """A rank-0 int32/int64 tensor (a position, as the sequence ops take it)."""
+    """A rank-0 int32/int64 tensor (a position, as the sequence ops take it), or a one-element
+    1-D one (what the backend suite's SequenceInsert passes; onnx.reference reads its one value)."""
     shape = U.shape_of(v.type)
-    return shape == [] and U.element_type_of(v.type) in (ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64))
+    return shape in ([], [1]) and U.element_type_of(v.type) in (ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64))
+
+
+def _scalar_position(v: ir.Value) -> ir.Value:
+    """`v` as a rank-0 tensor (a Reshape to [] of a one-element 1-D position)."""
+    if U.shape_of(v.type) == []:
+        return v
+    empty = U.make_constant(np.zeros((0,), dtype=np.int64))
+    assert empty is not None
+    return onnx_op("Reshape", [v, empty], [U.ranked_type([], U.element_type_of(v.type))]).result
 
 
 def _scalar_constant(value: int, like: ir.Value) -> ir.Value:
@@ -696,9 +708,33 @@ def _compare(op_type: str, idx: ir.Value, k: int) -> ir.Value:
 
 
 def _where(cond: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
+    """`cond ? a : b` for a rank-0 bool `cond`: a Where when both have one fully static type;
+    otherwise an If yielding `a` or `b` (a Where would broadcast two different shapes), its
+    result of the type the two join to (dims they disagree on dynamic)."""
     if a == b:
         return a
-    return onnx_op("Where", [cond, a, b], [a.type]).result
+    if a.type == b.type and _uniform_static_type([a, b]) is not None:
+        return onnx_op("Where", [cond, a, b], [a.type]).result
+    with a.type.context:
+        joined = _join_types(a.type, b.type)
+    assert joined is not None  # callers check _choosable first
+    choice = onnx_op("If", [cond], [joined])
+    # Regions in the schema's sorted graph-attribute order: else_branch, then then_branch.
+    for region, value in zip(choice.regions, (b, a)):
+        yield_values([value], ip=ir.InsertionPoint(region.blocks.append()))
+    return choice.results[0]
+
+
+def _choosable(values: list[ir.Value]) -> bool:
+    """Whether a run-time choice among `values` can be built (`_where`): tensors of one rank and
+    element type (shapes may differ: the If result has the dims they disagree on dynamic)."""
+    if not values or not all(_kind(v.type) == "tensor" for v in values):
+        return False
+    t: ir.Type | None = values[0].type
+    with values[0].type.context:  # joined types are built (callers test before building IR)
+        for v in values[1:]:
+            t = _join_types(t, v.type) if t is not None else None
+    return t is not None and U.shape_of(t) is not None
 
 
 def _join_types(a: ir.Type, b: ir.Type) -> ir.Type | None:

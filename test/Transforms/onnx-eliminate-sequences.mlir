@@ -171,16 +171,36 @@ func.func @optionals(%x: tensor<4xf32>) -> (tensor<i1>, tensor<i1>, tensor<i1>, 
 // -----
 
 // Unknown structure stays: a sequence argument, and a runtime index into elements of different
-// shapes (a Where cannot choose between them).
+// ranks (neither a Where nor an If can choose between them).
 // CHECK-LABEL: func.func @unknown
 // CHECK: "onnx.sequence_length"(%arg0)
 // CHECK: %[[S:.*]] = "onnx.sequence_construct"(%arg1, %arg2)
 // CHECK: "onnx.sequence_at"(%[[S]], %arg3)
-func.func @unknown(%s: !onnx.seq<tensor<2xf32>>, %x: tensor<2xf32>, %y: tensor<3xf32>, %p: tensor<i64>) -> (tensor<i64>, tensor<?xf32>) {
+func.func @unknown(%s: !onnx.seq<tensor<2xf32>>, %x: tensor<2xf32>, %y: tensor<3x2xf32>, %p: tensor<i64>) -> (tensor<i64>, tensor<*xf32>) {
   %l = "onnx.sequence_length"(%s) : (!onnx.seq<tensor<2xf32>>) -> tensor<i64>
+  %t = "onnx.sequence_construct"(%x, %y) {operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<2xf32>, tensor<3x2xf32>) -> !onnx.seq<tensor<*xf32>>
+  %a = "onnx.sequence_at"(%t, %p) : (!onnx.seq<tensor<*xf32>>, tensor<i64>) -> tensor<*xf32>
+  return %l, %a : tensor<i64>, tensor<*xf32>
+}
+
+// -----
+
+// A runtime index into elements of different shapes of one rank: an If chooses (a Where would
+// broadcast), its result's dim dynamic; the index is normalized first.
+// CHECK-LABEL: func.func @runtime_index_shapes
+// CHECK: %[[P:.*]] = "onnx.where"
+// CHECK: %[[C:.*]] = "onnx.equal"(%[[P]], %{{.*}})
+// CHECK: %[[R:.*]] = "onnx.if"(%[[C]]) ({
+// CHECK-NEXT: gpu.yield %arg1
+// CHECK: }, {
+// CHECK-NEXT: gpu.yield %arg0
+// CHECK: }) {{.*}} : (tensor<i1>) -> tensor<?xf32>
+// CHECK-NOT: onnx.sequence
+// CHECK: return %[[R]]
+func.func @runtime_index_shapes(%x: tensor<2xf32>, %y: tensor<3xf32>, %p: tensor<i64>) -> tensor<?xf32> {
   %t = "onnx.sequence_construct"(%x, %y) {operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<2xf32>, tensor<3xf32>) -> !onnx.seq<tensor<?xf32>>
   %a = "onnx.sequence_at"(%t, %p) : (!onnx.seq<tensor<?xf32>>, tensor<i64>) -> tensor<?xf32>
-  return %l, %a : tensor<i64>, tensor<?xf32>
+  return %a : tensor<?xf32>
 }
 
 // -----

@@ -200,6 +200,33 @@ def test_runtime_positions() -> None:
     _check(model, *feeds, oracle="onnxruntime")
 
 
+def test_runtime_positions_over_elements_of_different_shapes() -> None:
+    """The same at run-time positions over elements of different lengths ([2], [3], [4], and a
+    [1] inserted; the insert position one-element 1-D as the backend suite passes it): the
+    element at each index is chosen by an If chain (a Where cannot choose between shapes), so
+    each output's shape is decided at run time."""
+    nodes = [
+        helper.make_node("SequenceConstruct", ["a", "b", "c"], ["s0"]),
+        helper.make_node("SequenceInsert", ["s0", "d", "pi"], ["s1"]),
+        helper.make_node("SequenceErase", ["s1", "pe"], ["s2"]),
+        helper.make_node("SequenceAt", ["s2", "pa"], ["y"]),
+        helper.make_node("ConcatFromSequence", ["s2"], ["all"], axis=0),
+    ]
+    sizes = {"a": 2, "b": 3, "c": 4, "d": 1}
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info(k, F, [n]) for k, n in sizes.items()]
+        + [helper.make_tensor_value_info("pi", I64, [1]), helper.make_tensor_value_info("pe", I64, []), helper.make_tensor_value_info("pa", I64, [])],
+        [helper.make_tensor_value_info("y", F, [None]), helper.make_tensor_value_info("all", F, [None])],
+    )
+    tensors = {k: _rand(n, seed=i) for i, (k, n) in enumerate(sizes.items())}
+    feeds = [
+        {**tensors, "pi": np.array([pi], np.int64), "pe": np.array(pe, np.int64), "pa": np.array(pa, np.int64)}
+        for pi, pe, pa in [(0, 0, 0), (3, -1, 2), (-3, 2, -1), (1, -4, -3), (-1, 3, 1), (2, 1, -2)]
+    ]
+    _check(model, *feeds, oracle="onnxruntime")  # onnx.reference inserts at the front for position n
+
+
 def test_sequence_map_with_outer_value() -> None:
     """SequenceMap over two sequences and a tensor; the body also reads a value of the graph
     around it. Unrolled per element, then stacked."""
@@ -332,9 +359,10 @@ def test_optional_sequence() -> None:
     _check(model, {"a": _rand(2, seed=1), "b": _rand(3, seed=2)}, oracle="onnxruntime")
 
 
-def test_unknown_structure_is_left_for_the_lowering_check() -> None:
-    """A runtime position into elements of different shapes: the pass keeps the sequence ops
-    (no Where can choose between those), and compiling reports them by name."""
+def test_runtime_index_over_different_shapes_becomes_an_if_chain() -> None:
+    """A runtime position into elements of different shapes: no Where can choose between them,
+    so the pass builds an If per candidate (its result's dim dynamic); the sequence ops are gone
+    and the compiled model picks the right element for each index, negative ones included."""
     nodes = [
         helper.make_node("SequenceConstruct", ["a", "b"], ["s"], name="build"),
         helper.make_node("SequenceAt", ["s", "p"], ["y"], name="pick"),
@@ -345,7 +373,30 @@ def test_unknown_structure_is_left_for_the_lowering_check() -> None:
         [helper.make_tensor_value_info("y", F, [None])],
     )
     module = import_model(model)
-    eliminate_sequences(module.operation)
+    with module.context:
+        eliminate_sequences(module.operation)
+    assert not [op.name for op in collect_ops(module.operation) if op.name.startswith("onnx.sequence")]
+    assert [op.name for op in collect_ops(module.operation) if op.name == "onnx.if"] == ["onnx.if"]
+    tensors = {"a": _rand(2), "b": _rand(3, seed=1)}
+    _check(model, *[{**tensors, "p": np.array(p, np.int64)} for p in (0, 1, -1, -2)])
+
+
+def test_elements_of_different_ranks_are_left_for_the_lowering_check() -> None:
+    """A runtime position into elements of different ranks: no If can join their types, so the
+    pass keeps the sequence ops, and compiling reports them by name."""
+    nodes = [
+        helper.make_node("SequenceConstruct", ["a", "b"], ["s"], name="build"),
+        helper.make_node("SequenceAt", ["s", "p"], ["picked"], name="pick"),
+        helper.make_node("Shape", ["picked"], ["y"]),
+    ]
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info("a", F, [2]), helper.make_tensor_value_info("b", F, [3, 2]), helper.make_tensor_value_info("p", I64, [])],
+        [helper.make_tensor_value_info("y", I64, [None])],
+    )
+    module = import_model(model)
+    with module.context:
+        eliminate_sequences(module.operation)
     left = sorted(op.name for op in collect_ops(module.operation) if op.name.startswith("onnx.sequence"))
     assert left == ["onnx.sequence_at", "onnx.sequence_construct"]
     with pytest.raises(OnnxcError, match="pick"):
