@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 from mlir import ir
 
+from onnxc.importers.tensors import aligned_copy
 from onnxc.transforms.onnx_utils import elements_to_numpy
 
 __all__ = ["MIN_BYTES", "ExternalWeights", "externalize_weights"]
@@ -61,11 +62,7 @@ def _aligned(array: np.ndarray, alignment: int) -> np.ndarray:
     flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
     if flat.ctypes.data % alignment == 0:
         return flat
-    raw = np.empty(flat.nbytes + alignment, dtype=np.uint8)
-    offset = (-raw.ctypes.data) % alignment
-    out = raw[offset : offset + flat.nbytes]
-    out[...] = flat
-    return out
+    return aligned_copy(flat, alignment)
 
 
 def _element_bytes(t: ir.Type) -> int | None:
@@ -131,7 +128,11 @@ def externalize_weights(module: ir.Module, min_bytes: int = MIN_BYTES) -> Extern
         # loads run as fast unaligned, and LLVM then emits only unaligned ones.
         flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
         have = flat.ctypes.data & -flat.ctypes.data if flat.ctypes.data else alignment
-        if have < alignment and have >= 16:
+        if have < alignment and array.base is None:
+            # A fresh array (the bindings copied a dense attribute out): realigning it costs no
+            # memory, and 64-byte vector loads of a 16-byte-aligned buffer straddle cache lines.
+            weights.arrays[name] = aligned_copy(flat, max(alignment, 64))
+        elif have < alignment and have >= 16:
             op.attributes["alignment"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64, module.context), have)
             weights.arrays[name] = flat
         else:
