@@ -264,21 +264,51 @@ class StructuredModel(CompiledModel):
         self.source = proto if source is None else source  # path or proto, for the importer
         self.settings = settings
         self.cpu_options = settings.options  # the target's options (kept under its old name)
-        self._cache: dict[Any, tuple[Any, list[Any]]] = {}
+        self._cache: dict[Any, tuple[Any, list[Any], list[bool]]] = {}
+        self._by_value = False  # whether specializations bind small integer/bool inputs' values
 
-    def _specialize(self, values: list[Any]) -> tuple[Any, list[Any]]:
+    #: Value specializations (below) kept at most; past it a call is refused.
+    MAX_VALUE_SPECIALIZATIONS = 16
+
+    def _bindable(self, values: list[Any]) -> list[bool]:
+        """Which inputs a value specialization binds: integer/bool tensors of at most 8 elements
+        (trip counts, conditions, split sizes, positions: what decides a structure)."""
+        out = []
+        for v, i in zip(values, self.proto.graph.input):
+            a = np.asarray(v) if v is not None and _is_tensor(i.type) and not isinstance(v, (list, tuple)) else None
+            out.append(a is not None and a.dtype.kind in "biu" and a.size <= 8)
+        return out
+
+    def _specialize(self, values: list[Any]) -> tuple[Any, list[Any], list[bool]]:
+        """The function for this call's structure (and, where the structure depends on the values
+        of small integer/bool inputs, on those values: a model whose sequence length or optional
+        presence is decided by a trip count, a condition or a split size is compiled per value,
+        those inputs becoming constants), its result layouts, and which inputs it binds."""
         from onnxc.importers import import_model
-        from onnxc.transforms.onnx_sequences import bind_boundary
+        from onnxc.transforms.onnx_sequences import BoundaryError, ValueLayout, bind_boundary
 
-        key = tuple(_structure_key(v) for v in values)
+        bind = self._bindable(values) if self._by_value else [False] * len(values)
+        key = tuple(_structure_key(v) for v in values) + tuple(np.asarray(v).tobytes() if b else None for v, b in zip(values, bind))
         if key not in self._cache:
+            if any(bind) and len(self._cache) >= self.MAX_VALUE_SPECIALIZATIONS:
+                raise OnnxcError(
+                    f"the structure of this model's sequence/optional values depends on input values; "
+                    f"{self.MAX_VALUE_SPECIALIZATIONS} specializations were compiled already and this call needs another"
+                )
             module = import_model(self.source)
-            with module.context, ir.Location.unknown():
-                layouts = [
-                    None if _is_tensor(i.type) else _value_layout(v, i.type, i.name) for v, i in zip(values, self.proto.graph.input)
-                ]
-                out_layouts = bind_boundary(module.operation, layouts)
-            self._cache[key] = (_compile_module(module, self.settings, {}), out_layouts)
+            try:
+                with module.context, ir.Location.unknown():
+                    layouts = [
+                        ValueLayout(np.asarray(v)) if b else None if _is_tensor(i.type) else _value_layout(v, i.type, i.name)
+                        for v, i, b in zip(values, self.proto.graph.input, bind)
+                    ]
+                    out_layouts = bind_boundary(module.operation, layouts)
+            except BoundaryError:
+                if self._by_value or not any(self._bindable(values)):
+                    raise
+                self._by_value = True  # the structure depends on values: specialize on them from now on
+                return self._specialize(values)
+            self._cache[key] = (_compile_module(module, self.settings, {}), out_layouts, bind)
         return self._cache[key]
 
     def __call__(self, *args: Any, **kwargs: Any) -> list[Any]:
@@ -288,9 +318,9 @@ class StructuredModel(CompiledModel):
             if spec.name not in bound and spec.default is not None:
                 bound[spec.name] = spec.default
         values = [bound.get(i.name) for i in self.proto.graph.input]
-        function, out_layouts = self._specialize(values)
+        function, out_layouts, bound_values = self._specialize(values)
         self.function = function
-        flat = [a for v, i in zip(values, self.proto.graph.input) for a in _leaves(v, i.type)]
+        flat = [a for v, i, b in zip(values, self.proto.graph.input, bound_values) if not b for a in _leaves(v, i.type)]
         results = list(function(*self._adapt(flat)))
         return [_regroup(layout, results) for layout in out_layouts]
 

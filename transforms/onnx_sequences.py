@@ -28,7 +28,8 @@ of tensor values) and its *length* are derived on demand from the op that produc
   use values from outside, and sequence ops in the clones are handled by the next sweep.
 
 A Loop that carries a sequence or optional value, with a constant trip count (up to
-`MAX_UNROLL` iterations) and a condition that stays a constant true, is unrolled first: its body
+`MAX_UNROLL` iterations) and a condition that stays a constant true (or turns a constant false,
+ending the loop there), is unrolled first: its body
 is cloned once per iteration (the iteration number a constant, the carried values those of the
 previous iteration), scan outputs are stacked with Unsqueeze and Concat. This is how SequenceMap's
 schema function (a Loop over SequenceLength) and exporters' list-building loops become
@@ -51,7 +52,11 @@ as it is; the lowering's pre-check then names those ops.
 
 Function boundaries: `bind_boundary` serves a runtime that specializes a model per call on the
 structure of its sequence/optional inputs (how many elements, which optionals are present, the
-element types). It rewrites the main function so that each such argument becomes its tensors,
+element types), and, where a result's structure is decided by the values of small integer/bool
+inputs (a Loop's trip count and condition, a scalar split, an If's condition), on those values:
+such an input given as a `ValueLayout` becomes a constant, and when a result's structure is still
+unknown after elimination, constants are folded and Ifs of known condition inlined
+(`BOUNDARY_FOLD_ROUNDS` rounds) before eliminating again. It rewrites the main function so that each such argument becomes its tensors,
 eliminates sequences, and flattens sequence/optional results of known structure into tensors,
 returning the layout of every result so the runtime can regroup them into lists and Nones.
 """
@@ -76,6 +81,10 @@ from onnxc.transforms.pass_base import ModulePass
 #: Sweeps before giving up: one suffices unless SequenceMap bodies hold sequence ops of their own
 #: (each nesting level needs one more); the cap only guards against a rewrite that never settles.
 MAX_SWEEPS = 16
+
+#: Rounds of constant folding and If inlining `bind_boundary` tries when a result's structure is
+#: not known after the first elimination (each round can resolve one more level of Ifs).
+BOUNDARY_FOLD_ROUNDS = 4
 
 #: The largest trip count of a Loop that is unrolled, and the most body ops all the copies may hold.
 MAX_UNROLL = 256
@@ -749,6 +758,19 @@ def _join_types(a: ir.Type, b: ir.Type) -> ir.Type | None:
     return U.ranked_type([x if x == y else -1 for x, y in zip(sa, sb)], U.element_type_of(a))
 
 
+def _known_false(v: ir.Value) -> bool:
+    """Whether `v` is a constant false (through Identity ops)."""
+    while True:
+        arr = U.constant_value(v, 1)
+        if arr is not None:
+            return arr.size == 1 and not bool(arr.reshape(-1)[0])
+        op = _producer(v)
+        info = U.info_of(op) if op is not None else None
+        if info is None or info.op_type != "Identity":
+            return False
+        v = op.operands[0]
+
+
 def _known_true(v: ir.Value) -> bool:
     """Whether `v` is a constant true (through Identity ops)."""
     while True:
@@ -790,7 +812,7 @@ def _unroll_loop(op: ir.Operation) -> bool:
     if m * len(body) > MAX_UNROLLED_OPS:
         return False
     cond = operands[1]
-    if not U.is_none_value(cond) and not _known_true(cond):
+    if not U.is_none_value(cond) and not _known_true(cond) and not _known_false(cond):
         return False
     if any(not U.is_tensor_type(v.type) for v in outs[1 + len(carried) :]):
         return False
@@ -801,6 +823,8 @@ def _unroll_loop(op: ir.Operation) -> bool:
         scans: list[list[ir.Value]] = [[] for _ in range(n_scan)]
         clones: list[ir.Operation] = []
         for i in range(m):
+            if _known_false(cond_value):
+                break  # the loop ends here (before its first iteration when the input condition is false)
             if not _known_true(cond_value):
                 for c in reversed(clones):  # the condition may turn false: keep the Loop
                     c.erase()
@@ -819,6 +843,10 @@ def _unroll_loop(op: ir.Operation) -> bool:
             for k in range(n_scan):
                 scans[k].append(mapped[1 + len(carried) + k])
         finals = list(values)
+        if n_scan and not scans[0]:
+            for c in reversed(clones):  # no iteration ran: the scan outputs' element shape is unknown
+                c.erase()
+            return False
         if n_scan:
             axes = U.make_constant(np.array([0], dtype=np.int64))
             for k in range(n_scan):
@@ -903,6 +931,17 @@ class OptLayout:
 Layout = Union[ir.Type, SeqLayout, OptLayout]
 
 
+@dataclass(frozen=True, eq=False)
+class ValueLayout:
+    """A tensor argument bound to this call's value: it becomes a constant of the specialized
+    function (and no argument of it). For the small integer/bool inputs that decide a structure
+    (a Loop's trip count and condition, a scalar split, an If's condition over sequences): with
+    their values known, the structure is known when compiling. The runtime keys each
+    specialization by these values."""
+
+    value: np.ndarray
+
+
 class BoundaryError(OnnxcError):
     """A sequence/optional input or output of a function cannot be bound to tensors."""
 
@@ -970,9 +1009,9 @@ def _named(name: str) -> ir.Attribute:
     return ir.DictAttr.get({"onnx.name": ir.StringAttr.get(name)})
 
 
-def bind_boundary(module: ir.Operation, inputs: Sequence[Layout | None]) -> list[Layout]:
+def bind_boundary(module: ir.Operation, inputs: Sequence[Layout | ValueLayout | None]) -> list[Layout]:
     """Specialize the main function of `module` to the input layouts `inputs` (one per argument;
-    None keeps an argument as it is) and flatten its outputs.
+    None keeps an argument as it is, a `ValueLayout` makes it a constant) and flatten its outputs.
 
     Every argument given a layout is replaced by one argument per leaf tensor (types from the
     layout, so the runtime's arrays fix ranks and dims), the sequence/optional value is rebuilt
@@ -999,6 +1038,13 @@ def bind_boundary(module: ir.Operation, inputs: Sequence[Layout | None]) -> list
                 new_attrs.append(arg_attrs[i] if i < len(arg_attrs) else ir.DictAttr.get({}))
                 arg.replace_all_uses_with(block.add_argument(arg.type, arg.location))
                 continue
+            if isinstance(layout, ValueLayout):
+                elem = U.element_type_of(arg.type)
+                with arg.location:
+                    const = U.make_constant(np.asarray(layout.value), elem)
+                if const is None or not U.replace_value(arg, const):
+                    raise BoundaryError(f"input '{name}': its value cannot be bound as a constant")
+                continue
             leaves = [block.add_argument(t, arg.location) for t in layout_leaves(layout)]
             new_attrs += [_named(f"{name}[{j}]") for j in range(len(leaves))]
             with arg.location:
@@ -1013,16 +1059,34 @@ def bind_boundary(module: ir.Operation, inputs: Sequence[Layout | None]) -> list
         layouts: list[Layout] = []
         flat: list[ir.Value] = []
         flat_attrs: list[ir.Attribute] = []
-        sweep = _Sweep()
-        for i, v in enumerate(ret.operands):
-            name = _value_name(res_attrs, i, "output")
-            layout, leaves = _result_layout(sweep, v, f"output '{name}'")
-            layouts.append(layout)
-            flat += leaves
-            if isinstance(layout, ir.Type):
-                flat_attrs.append(res_attrs[i] if i < len(res_attrs) else ir.DictAttr.get({}))
-            else:
-                flat_attrs += [_named(f"{name}[{j}]") for j in range(len(leaves))]
+        for attempt in range(BOUNDARY_FOLD_ROUNDS + 1):
+            layouts, flat, flat_attrs = [], [], []
+            sweep = _Sweep()
+            try:
+                for i, v in enumerate(ret.operands):
+                    name = _value_name(res_attrs, i, "output")
+                    layout, leaves = _result_layout(sweep, v, f"output '{name}'")
+                    layouts.append(layout)
+                    flat += leaves
+                    if isinstance(layout, ir.Type):
+                        flat_attrs.append(res_attrs[i] if i < len(res_attrs) else ir.DictAttr.get({}))
+                    else:
+                        flat_attrs += [_named(f"{name}[{j}]") for j in range(len(leaves))]
+                break
+            except BoundaryError:
+                if attempt == BOUNDARY_FOLD_ROUNDS:
+                    raise
+                # Values bound as constants (ValueLayout) or optionals of known presence often
+                # decide a structure only through arithmetic (Not of OptionalHasElement) and an If
+                # on it: fold constants and inline Ifs of known condition, then eliminate again.
+                from onnxc.transforms.onnx_canonicalize import OnnxCanonicalizePass
+                from onnxc.transforms.onnx_constant_fold import OnnxConstantFoldPass
+
+                OnnxConstantFoldPass().run(module)
+                OnnxCanonicalizePass().run(module)
+                eliminate_sequences(module)
+                ret = U.terminator(block)
+                assert ret is not None and ret.name == "func.return"
         func_dialect.ReturnOp(flat, loc=ret.location, ip=ir.InsertionPoint(ret))
         ret.erase()
         fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get([a.type for a in block.arguments], [v.type for v in flat]))
@@ -1054,6 +1118,6 @@ def _result_layout(sweep: _Sweep, v: ir.Value, where: str) -> tuple[Layout, list
 
 
 __all__ = [
-    "MAX_SWEEPS", "BoundaryError", "Layout", "OnnxEliminateSequencesPass", "OptLayout", "SeqLayout", "bind_boundary",
+    "MAX_SWEEPS", "BoundaryError", "Layout", "OnnxEliminateSequencesPass", "OptLayout", "SeqLayout", "ValueLayout", "bind_boundary",
     "eliminate_sequences", "layout_leaves",
 ]  # fmt: skip

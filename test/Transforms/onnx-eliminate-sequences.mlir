@@ -240,6 +240,31 @@ func.func @unroll(%x: tensor<2xf32>) -> tensor<3x2xf32> {
 
 // -----
 
+// A constant false input condition: the Loop runs no iteration, its carried sequence (of one
+// element here) passes through.
+// CHECK-LABEL: func.func @never_runs
+// CHECK-NOT: onnx.loop
+// CHECK-NOT: onnx.relu
+// CHECK: %[[U:.*]] = "onnx.unsqueeze"(%arg0, %{{.*}})
+// CHECK-NEXT: return %[[U]]
+func.func @never_runs(%x: tensor<2xf32>) -> tensor<1x2xf32> {
+  %m = "onnx.constant"() {value = dense<3> : tensor<i64>} : () -> tensor<i64>
+  %f = "onnx.constant"() {value = dense<false> : tensor<i1>} : () -> tensor<i1>
+  %s = "onnx.sequence_construct"(%x) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<2xf32>) -> !onnx.seq<tensor<*xf32>>
+  %l = "onnx.loop"(%m, %f, %s) ({
+  ^bb0(%i: tensor<i64>, %c: tensor<i1>, %acc: !onnx.seq<tensor<*xf32>>):
+    %c2 = "onnx.identity"(%c) : (tensor<i1>) -> tensor<i1>
+    %n = "onnx.none"() : () -> none
+    %y = "onnx.relu"(%x) : (tensor<2xf32>) -> tensor<2xf32>
+    %acc2 = "onnx.sequence_insert"(%acc, %y, %n) : (!onnx.seq<tensor<*xf32>>, tensor<2xf32>, none) -> !onnx.seq<tensor<*xf32>>
+    gpu.yield %c2, %acc2 : tensor<i1>, !onnx.seq<tensor<*xf32>>
+  }) {operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<i64>, tensor<i1>, !onnx.seq<tensor<*xf32>>) -> !onnx.seq<tensor<*xf32>>
+  %r = "onnx.concat_from_sequence"(%l) {axis = 0 : i64, new_axis = 1 : i64} : (!onnx.seq<tensor<*xf32>>) -> tensor<1x2xf32>
+  return %r : tensor<1x2xf32>
+}
+
+// -----
+
 // A runtime trip count: the Loop and its sequence stay.
 // CHECK-LABEL: func.func @runtime_trip_count
 // CHECK: %[[E:.*]] = "onnx.sequence_empty"()

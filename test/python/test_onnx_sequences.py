@@ -527,3 +527,76 @@ def test_bind_boundary_reports_unknown_outputs() -> None:
     module = import_model(model)
     with pytest.raises(BoundaryError, match="output 'parts'"):
         bind_boundary(module.operation, [None, None])
+
+
+# --- structures decided by input values (StructuredModel's value specialization) -----------------
+
+
+def _same_nested(got: Any, want: Any) -> None:
+    if isinstance(want, (list, tuple)):
+        assert isinstance(got, (list, tuple)) and len(got) == len(want), (got, want)
+        for g, w in zip(got, want):
+            _same_nested(g, w)
+        return
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+    assert np.asarray(got).shape == np.asarray(want).shape
+
+
+def test_sequence_length_decided_by_input_values() -> None:
+    """A Loop whose trip count and condition are graph inputs builds a sequence (one growing Slice
+    per iteration), and a scalar `split` input decides how many pieces SplitToSequence cuts: the
+    structure is known only with those values, so the model is compiled per value (the inputs
+    become constants) and each call gets its own length, checked against onnxruntime; calls with
+    a value seen before reuse its compiled function."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            helper.make_node("Constant", [], ["one"], value=helper.make_tensor("one", I64, [1], [1])),
+            helper.make_node("Constant", [], ["zero"], value=helper.make_tensor("zero", I64, [1], [0])),
+            helper.make_node("Unsqueeze", ["i", "zero"], ["i1"]),
+            helper.make_node("Add", ["i1", "one"], ["end"]),
+            helper.make_node("Slice", ["x", "zero", "end"], ["piece"]),
+            helper.make_node("SequenceInsert", ["seq_in", "piece"], ["seq_out"]),
+        ],
+        "body",
+        [helper.make_tensor_value_info("i", I64, []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_sequence_value_info("seq_in", F, None)],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), helper.make_tensor_sequence_value_info("seq_out", F, None)],
+    )  # fmt: skip
+    nodes = [
+        helper.make_node("SequenceEmpty", [], ["empty"], dtype=F),
+        helper.make_node("Loop", ["m", "cond", "empty"], ["grown"], body=body),
+        helper.make_node("SplitToSequence", ["x", "k"], ["pieces"]),
+    ]
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info("x", F, [5]), helper.make_tensor_value_info("m", I64, []),
+         helper.make_tensor_value_info("cond", TensorProto.BOOL, []), helper.make_tensor_value_info("k", I64, [])],
+        [helper.make_tensor_sequence_value_info("grown", F, None), helper.make_tensor_sequence_value_info("pieces", F, None)],
+    )  # fmt: skip
+    compiled = onnxc.compile(model)
+    ort = _OnnxRuntime(model)
+    x = _rand(5)
+    calls = [(3, True, 2), (1, True, 5), (4, False, 1), (3, True, 2)]
+    for m, cond, k in calls:
+        feeds = {"x": x, "m": np.array(m, np.int64), "cond": np.array(cond), "k": np.array(k, np.int64)}
+        got = compiled(**feeds)
+        _same_nested(got, ort.run(None, feeds))
+    assert len(compiled._cache) == 3  # three distinct values, the fourth call reused the first
+
+
+def test_value_specializations_are_capped() -> None:
+    """Past MAX_VALUE_SPECIALIZATIONS distinct values a call is refused with an OnnxcError rather
+    than compiling without end."""
+    model = _model(
+        [helper.make_node("SplitToSequence", ["x", "k"], ["pieces"])],
+        [helper.make_tensor_value_info("x", F, [6]), helper.make_tensor_value_info("k", I64, [])],
+        [helper.make_tensor_sequence_value_info("pieces", F, None)],
+    )
+    compiled = onnxc.compile(model)
+    compiled.MAX_VALUE_SPECIALIZATIONS = 2
+    x = _rand(6)
+    for k in (1, 2):
+        assert len(compiled(x=x, k=np.array(k, np.int64))[0]) == -(-6 // k)
+    with pytest.raises(OnnxcError, match="depends on input values"):
+        compiled(x=x, k=np.array(3, np.int64))
