@@ -330,6 +330,17 @@ class Validator:
             ins = list(node.input) + [""] * 7
             q, k, v, mask, past_key = (shapes.get(ins[j]) if ins[j] else None for j in (0, 1, 2, 3, 4))
             label = _node_label(node, i, ctx)
+            heads = {a.name: a.i for a in node.attribute if a.name in ("q_num_heads", "kv_num_heads") and _attr_kind(a) == AP.INT}
+            qh, kvh = heads.get("q_num_heads"), heads.get("kv_num_heads")
+            if (qh is not None and qh <= 0) or (kvh is not None and kvh <= 0):
+                self.add(f"{label} in {ctx.where}: q_num_heads and kv_num_heads must be positive ({qh}, {kvh}).")
+                continue
+            if qh is not None and kvh is not None and qh % kvh:
+                # The body's grouped-query reshape (q_num_heads // kv_num_heads groups) then has 0 or
+                # a wrong number of groups: with symbolic dims its code wrote past a buffer
+                # (heap corruption; the compile fuzzer, kv_num_heads mutated from 3 to 6).
+                self.add(f"{label} in {ctx.where}: q_num_heads ({qh}) must be a multiple of kv_num_heads ({kvh}).")
+                continue
             ranks = {name: len(sh) for name, sh in (("Q", q), ("K", k), ("V", v)) if sh is not None}
             bad = {n: r for n, r in ranks.items() if r not in (3, 4)}
             if bad:

@@ -7,6 +7,7 @@ code -6, SIGABRT) instead of killing pytest.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -1197,3 +1198,45 @@ def test_gemm_bias_of_a_dynamic_shape_that_does_not_broadcast_is_a_run_time_erro
     for shape in ((1, 5), (3, 1), (3, 5), (1, 1)):
         feeds = {"a": a, "b": b, "c": np.arange(np.prod(shape), dtype=np.float32).reshape(shape)}
         np.testing.assert_allclose(compiled.run(feeds)["y"], ReferenceEvaluator(m).run(None, feeds)[0])
+
+
+def test_concat_of_dynamic_dims_that_differ_outside_the_axis_is_a_run_time_error() -> None:
+    """Found by the long compile-fuzz run (an Attention's past and new keys with another head
+    count): Concat took the first input's dims outside the axis, and a larger one in another input
+    was inserted past the result (heap corruption, a crash in the next compile). Now a run-time
+    error before anything is written; equal dims still concatenate."""
+    g = h.make_graph([h.make_node("Concat", ["a", "b"], ["y"], axis=1, name="cat")], "g", [_f("a", ["a0", "a1"]), _f("b", ["b0", "b1"])], [_f("y", None)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    compiled = onnxc.compile(m)
+    with pytest.raises(RuntimeCheckError, match=r"Concat node 'cat': input 1 of the run-time shape \(5, 2\) does not match input 0's \(3, 4\) outside axis 1"):
+        compiled.run({"a": np.ones((3, 4), np.float32), "b": np.ones((5, 2), np.float32)})
+    feeds = {"a": np.ones((3, 4), np.float32), "b": np.arange(6, dtype=np.float32).reshape(3, 2)}
+    np.testing.assert_array_equal(compiled.run(feeds)["y"], ReferenceEvaluator(m).run(None, feeds)[0])
+
+
+@pytest.mark.parametrize(("q_heads", "kv_heads", "message"), [(3, 6, r"q_num_heads \(3\) must be a multiple of kv_num_heads \(6\)"),
+                                                              (3, 0, "q_num_heads and kv_num_heads must be positive")])  # fmt: skip
+def test_attention_heads_that_do_not_group_are_refused(q_heads: int, kv_heads: int, message: str, tmp_path: Path) -> None:
+    """Found by the long compile-fuzz run: kv_num_heads mutated from 3 to 6 (q_num_heads 3) with
+    symbolic dims: the body's grouped-query reshape had 0 groups and its code wrote past a buffer
+    (the next compile in the process crashed). Refused before any IR (in a child process)."""
+    dims = {"Q": ["b", "q", "h"], "K": ["b", "k", "h"], "V": ["b", "k", "h"]}
+    node = h.make_node("Attention", ["Q", "K", "V"], ["Y"], q_num_heads=q_heads, kv_num_heads=kv_heads, name="att")
+    proc = _compile_in_child(_model([node], [_f(n, d) for n, d in dims.items()], ["Y"], opset=23), tmp_path)
+    assert proc.returncode == 1 and re.search(message, proc.stderr), (proc.returncode, proc.stderr[-500:])
+
+
+def test_roi_align_rois_shorter_than_the_batch_indices_is_a_run_time_error() -> None:
+    """Found by the long compile-fuzz run (test_roialign_mode_max, symbolic dims, rois fed with 2
+    rows for 3 batch indices): the loop over the batch indices read rois rows past its end and
+    answered. Now a run-time error; the node test's own feeds still match."""
+    import random
+
+    from onnxc.tools import fuzz_compile as fz
+
+    (m, feeds), = [(m, f) for n, m, f in fz.base_cases() if n == "test_roialign_mode_max"]
+    symbolic, feeds, _ = fz.mutate(random.Random(0), m, feeds, "symbolic")  # type: ignore[misc]
+    compiled = onnxc.compile(symbolic)
+    with pytest.raises(RuntimeCheckError, match=r"RoiAlign node '.*': rois of the run-time shape \(2, 4\) does not hold one row of 4 per batch index \(3\)"):
+        compiled.run({**feeds, "rois": feeds["rois"][:2]})
+    np.testing.assert_allclose(compiled.run(feeds)["Y"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-4, atol=1e-6)

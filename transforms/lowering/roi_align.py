@@ -18,7 +18,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, math, scf, tensor
 
-from onnxc.transforms.lowering.runtime_checks import require_indices
+from onnxc.transforms.lowering.runtime_checks import require, require_indices
 from onnxc.transforms.lowering.common import (
     Node,
     affine_map,
@@ -97,6 +97,14 @@ def lower_roi_align(node: Node) -> list[ir.Value]:
     h_f, w_f = to_f(height), to_f(width)
     # A batch index outside [0, N) read outside X (SIGSEGV): a run-time error (runtime_checks.py).
     require_indices(node.op, bidx, False, [dim_value(dim(x, 0))], 0, [dim_value(d) for d in shape_of(node.input(0))], negative=False)
+    # rois has one row of 4 per batch index: the loop runs over the batch indices and read rows
+    # past a shorter rois (the compile fuzzer: rois of 2 rows, 3 indices, symbolic dims, answered).
+    rows, cols = dim(rois, 0), dim(rois, 1)
+    if not (isinstance(rows, int) and isinstance(n_rois, int) and isinstance(cols, int)):
+        fits = arith.andi(arith.cmpi(arith.CmpIPredicate.eq, dim_value(rows), dim_value(n_rois)),
+                          arith.cmpi(arith.CmpIPredicate.eq, dim_value(cols), const_index(4)))  # fmt: skip
+        require(fits, node.op, "rois of the run-time shape {rois} does not hold one row of 4 per batch index ({count})",
+                [("rois", [dim_value(rows), dim_value(cols)]), ("count", dim_value(n_rois))])  # fmt: skip
     out0 = empty([n_rois, chans, ph_n, pw_n], ct)
     loop = scf.ForOp(const_index(0), dim_value(n_rois), const_index(1), [out0])
     with ir.InsertionPoint(loop.body):

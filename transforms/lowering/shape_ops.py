@@ -493,6 +493,22 @@ def lower_concat(node: Node) -> list[ir.Value]:
     for v in ins:
         total = dim_add(total, dim(v, axis))
     shape[axis] = total
+    # Dims outside the axis known only at run time must agree: the result takes the first input's,
+    # and a larger one in another input was inserted past the result's end (heap corruption: an
+    # Attention with symbolic dims and a mutated kv_num_heads, its past and new keys concatenated;
+    # the compile fuzzer). Static ones were checked before lowering.
+    first = shape_of(ins[0])
+    for n, v in enumerate(ins[1:], start=1):
+        vs = shape_of(v)
+        ok: ir.Value | None = None
+        for j in range(r):
+            if j == axis or (isinstance(vs[j], int) and isinstance(first[j], int)):
+                continue
+            same = arith.cmpi(arith.CmpIPredicate.eq, dim_value(vs[j]), dim_value(first[j]))
+            ok = same if ok is None else arith.andi(ok, same)
+        if ok is not None:
+            require(ok, node.op, f"input {n} of the run-time shape {{shape}} does not match input 0's {{first}} outside axis {axis}",
+                    [("shape", [dim_value(d) for d in vs]), ("first", [dim_value(d) for d in first])])  # fmt: skip
     out = empty(shape, elem_of(ins[0].type))
     off: Dim = 0
     for v in ins:
