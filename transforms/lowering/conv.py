@@ -249,6 +249,11 @@ NHWC_TO_NCHW: tuple[int, ...] = (0, 3, 1, 2)
 #: (mmt4d) GEMM is faster than the direct plan.
 ONE_BY_ONE_AS_MATMUL: bool = False
 
+#: Grouped 1x1 convolutions (stride 1, no pads) with at most `MAX_SPLIT_GROUPS` groups become
+#: one matmul per group (the packed contraction path) instead of one direct convolution per group
+#: (see `_grouped_pointwise`).
+GROUPED_POINTWISE_AS_MATMUL: bool = True
+
 #: Grouped convolutions with at most this many groups become one named convolution per group
 #: (each vectorizes); with more, the per-group ops would bloat the module for small channel
 #: slices, and the group generic is used instead.
@@ -421,6 +426,8 @@ def _conv_2d_nhwc(
         return transpose(y, NHWC_TO_NCHW)
     # A few groups: one convolution per group on channel slices, inserted into the output.
     mg = m // g
+    if GROUPED_POINTWISE_AS_MATMUL and kernel == [1, 1] and strides == [1, 1] and not any(lo + hi):
+        return transpose(_grouped_pointwise(xt, w, bias, elem, g, cg, mg), NHWC_TO_NCHW)
     out = _bias_init(bias, elem, [n, oh, ow, m])
     wf = _filter(w, elem, [m, cg, kh, kw], [2, 3, 1, 0])  # [kh, kw, cg, m]
     hp, wp = dim(xp, 1), dim(xp, 2)
@@ -431,6 +438,29 @@ def _conv_2d_nhwc(
         yg = linalg.conv_2d_nhwc_hwcf(xs, wsl, outs=[acc], strides=strides, dilations=dil)
         out = insert_slice(yg, out, [0, 0, 0, gi * mg])
     return transpose(out, NHWC_TO_NCHW)
+
+
+def _grouped_pointwise(xt: ir.Value, w: ir.Value, bias: ir.Value | None, elem: ir.Type, g: int, cg: int, mg: int) -> ir.Value:
+    """A grouped 1x1 convolution (stride 1, no pads) of the NHWC input `xt`: one `linalg.matmul`
+    per group, [pixels, cg] x [cg, mg], each inserted into its channel slice of the NHWC output.
+
+    Why: the direct convolution plan vectorizes over a group's output channels, and groups of
+    ShuffleNet (4 groups of 28, 34, 68 or 136 channels) are not multiples of a vector, so its tiles
+    were 2-4 lanes wide, unrolled into thousands of LLVM ops per layer (36 s to compile the model).
+    As matmuls they take the contraction path, whose packing pads partial tiles."""
+    n, h, wd = dim(xt, 0), dim(xt, 1), dim(xt, 2)
+    m = g * mg
+    out = _bias_init(bias, elem, [n, h, wd, m])
+    wf = _filter(w, elem, [m, cg], [1, 0])  # [cg, m]: group gi's columns are gi*mg ... +mg
+    for gi in range(g):
+        xs = _collapse(extract_slice(xt, [0, 0, 0, gi * cg], [n, h, wd, cg]), [[0, 1, 2], [3]])
+        wsl = extract_slice(wf, [0, gi * mg], [cg, mg])
+        acc = extract_slice(out, [0, 0, 0, gi * mg], [n, h, wd, mg])
+        acc2 = _collapse(acc, [[0, 1, 2], [3]])
+        prod = linalg.matmul(xs, wsl, outs=[acc2])
+        yg = _expand(prod, [[0, 1, 2], [3]], [n, h, wd, mg])
+        out = insert_slice(yg, out, [0, 0, 0, gi * mg])
+    return out
 
 
 def _patch_matmul(
