@@ -292,12 +292,19 @@ def lower_softmax(node: Node) -> list[ir.Value]:
     if node.op_type == "Softmax" and acc != elem:
         # Halves round where the reference (onnx.reference's Softmax and Attention, numpy on
         # f16 arrays) rounds: exp(x - max) to f16, the row sum accumulated in f32 and rounded
-        # to f16, then a correctly rounded f16 division (an f32 divide of f16 values rounds to
-        # the same f16: 24 >= 2 * 11 + 2 bits). Keeping exp and the sum in f32 was more precise
-        # but one f16 ulp off the expected values (test_attention_4d_causal_fp16: 2 of 192).
+        # to f16 (over trailing axes; below, over others), then a correctly rounded f16
+        # division (an f32 divide of f16 values rounds to the same f16: 24 >= 2 * 11 + 2 bits).
+        # Keeping exp and the sum in f32 was more precise but up to 6 f16 ulps off the expected
+        # values (test_attention_4d_causal_fp16: 2 of 192 past the suite's tolerance).
         ex16 = elementwise([x, mx], elem, lambda v, m: narrow(math.exp(widen(arith.subf(v, m)))), out_shape=shape)
-        total16 = reduce_dims([ex16], axes, [0.0], [acc], lambda a: [arith.addf(widen(a[0]), a[1])])[0]
-        total16 = expand_unit_dims(elementwise([total16], elem, narrow), axes)
+        if axes == list(range(axes[0], r)):  # the trailing dims (before opset 13: coerced to 2-D)
+            total16 = reduce_dims([ex16], axes, [0.0], [acc], lambda a: [arith.addf(widen(a[0]), a[1])])[0]
+            total16 = elementwise([total16], elem, narrow)
+        else:
+            # numpy sums an f16 array along a non-innermost axis row by row, each f16 + f16
+            # rounded to f16 (its f32 pairwise sum serves only the innermost axis): the same here.
+            total16 = reduce_dims([ex16], axes, [0.0], [elem], lambda a: [narrow(arith.addf(widen(a[0]), widen(a[1])))])[0]
+        total16 = expand_unit_dims(total16, axes)
         return [elementwise([ex16, total16], elem, lambda e, t: narrow(arith.divf(widen(e), widen(t))), out_shape=shape)]
     # exp(x - max) is materialized once and read twice (the sum and the scaling): it has two
     # users, so elementwise fusion does not duplicate it into both.
