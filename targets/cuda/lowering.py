@@ -29,6 +29,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import numpy as np
 from mlir import ir
 
 from onnxc.errors import OnnxcError
@@ -168,6 +169,76 @@ def register_budget_hints(module: ir.Module) -> int:
     return count
 
 
+def bool_buffers_as_bytes(module: ir.Module) -> int:
+    """Hold every bool (i1) buffer as bytes (i8), in the kernels and on the host: each memref of
+    i1 (function and kernel arguments, allocations, views) gets i8 elements, kernel loads are
+    truncated back to i1 and stores widened (0/1). Runs after `lower_kernels_to_loops`, when
+    kernels touch buffers only through memref.load/store. Why: the NVVM lowering of a load or
+    store of i1 asserts (MemRefToLLVM: integral width >= 8), and LLVM stores an i1 memref as one
+    byte per element anyway, so the host's data layout (numpy's bool) is unchanged. Bool globals
+    (a constant mask) get i8 elements and their values as bytes."""
+    from mlir.dialects import arith, memref
+
+    from onnxc.targets.gpu.mapping import collect
+
+    i1, i8 = ir.IntegerType.get_signless(1), ir.IntegerType.get_signless(8)
+
+    def bool_memref(t: ir.Type) -> bool:
+        return isinstance(t, ir.MemRefType) and ir.MemRefType(t).element_type == i1
+
+    def as_bytes(t: ir.Type) -> ir.Type:
+        m = ir.MemRefType(t)
+        return ir.MemRefType.get(m.shape, i8, m.layout, m.memory_space)
+
+    count = 0
+    for op in collect(module.operation, lambda op: op.name == "memref.global" and bool_memref(ir.TypeAttr(op.attributes["type"]).value)):
+        # A bool constant (a causal mask): its bytes. An uninitialized global keeps its unit value.
+        t = ir.MemRefType(ir.TypeAttr(op.attributes["type"]).value)
+        op.attributes["type"] = ir.TypeAttr.get(as_bytes(t))
+        init = op.attributes["initial_value"] if "initial_value" in op.attributes else None
+        if isinstance(init, ir.DenseElementsAttr):
+            dense = ir.DenseIntElementsAttr(init)
+            tensor_type = ir.RankedTensorType.get(t.shape, i8)
+            if dense.is_splat:
+                op.attributes["initial_value"] = ir.DenseElementsAttr.get_splat(tensor_type, ir.IntegerAttr.get(i8, int(bool(dense.get_splat_value().value))))
+            else:
+                values = np.array([int(bool(v)) for v in dense], dtype=np.int8).reshape(t.shape)
+                op.attributes["initial_value"] = ir.DenseElementsAttr.get(values, type=tensor_type)
+        count += 1
+    for func in collect(module.operation, lambda op: op.name in ("func.func", "gpu.func") and bool(op.regions[0].blocks)):
+        ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+        changed = any(bool_memref(t) for t in ftype.results)
+        for arg in func.regions[0].blocks[0].arguments:
+            if bool_memref(arg.type):
+                arg.set_type(as_bytes(arg.type))
+                changed = True
+        if changed:
+            results = [as_bytes(t) if bool_memref(t) else t for t in ftype.results]
+            args = [a.type for a in func.regions[0].blocks[0].arguments]
+            func.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(args, results))
+            count += 1
+    # Results of allocations and views (their types follow their source's element type).
+    for op in collect(module.operation, lambda op: op.name != "memref.load" and any(bool_memref(r.type) for r in op.results)):
+        for r in op.results:
+            if bool_memref(r.type):
+                r.set_type(as_bytes(r.type))
+                count += 1
+    for op in collect(module.operation, lambda op: op.name == "memref.load" and op.results[0].type == i1):
+        with ir.InsertionPoint(op), op.location:
+            byte = memref.LoadOp(op.operands[0], list(op.operands[1:])).result
+            bit = arith.TruncIOp(i1, byte).result
+        op.results[0].replace_all_uses_with(bit)
+        op.erase()
+        count += 1
+    for op in collect(module.operation, lambda op: op.name == "memref.store" and op.operands[0].type == i1):
+        with ir.InsertionPoint(op), op.location:
+            byte = arith.ExtUIOp(i8, op.operands[0]).result
+            memref.StoreOp(byte, op.operands[1], list(op.operands[2:]))
+        op.erase()
+        count += 1
+    return count
+
+
 def check_sub_byte_buffers(module: ir.Module) -> None:
     """Refuse kernels that read or write buffers of elements narrower than a byte (bool as i1):
     the NVVM lowering of `memref.load`/`store` asserts on them (`MemRefToLLVM`: integral element
@@ -208,10 +279,11 @@ def prepare_for_nvvm(module: ir.Module) -> ir.Module:
     i.e. shared memory, each kernel gets its register budget (`register_budget_hints`), and
     kernel bodies become loops over loads and stores."""
     with module.context, ir.Location.unknown():
-        check_sub_byte_buffers(module)
         workgroup_allocs_to_attributions(module)
         register_budget_hints(module)
         lower_kernels_to_loops(module, CudaLoweringError)
+        bool_buffers_as_bytes(module)
+        check_sub_byte_buffers(module)
     return module
 
 

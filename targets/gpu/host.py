@@ -40,6 +40,8 @@ class Buffer:
     def nbytes(self) -> int:
         from onnxc.targets.cpu.abi import numpy_dtype
 
+        if self.element_type == "index":  # 64-bit at most (CUDA's width; Vulkan's kernels use 32)
+            return math.prod(self.shape) * 8
         return math.prod(self.shape) * numpy_dtype(self.element_type).itemsize
 
 

@@ -107,8 +107,8 @@ def needs_specialization(module: ir.Module, name: str) -> bool:
 
 
 def _constant(value: np.ndarray, t: ir.RankedTensorType) -> ir.Value:
-    if value.dtype == np.bool_:
-        attr = ir.DenseElementsAttr.get(value.astype(np.bool_), type=t)
+    if value.dtype == np.bool_:  # i1 elements are taken bit-packed, least significant bit first
+        attr = ir.DenseElementsAttr.get(np.packbits(value.ravel(), bitorder="little"), type=t)
     else:
         attr = ir.DenseElementsAttr.get(np.ascontiguousarray(value), type=t)
     return arith.ConstantOp(t, attr).result

@@ -44,7 +44,7 @@ class VulkanLoweringError(OnnxcError):
 #: feature; i64 (ONNX indices: Gather, ArgMax, Hardmax) needs `shaderInt64` and f64 (DFT, Det,
 #: f64 models) `shaderFloat64`, which the runtime enables where the device has them and checks
 #: before loading a program whose SPIR-V declares the capability.
-SUPPORTED_ELEMENT_TYPES = ("f32", "i32", "i64", "f64", "i1")
+SUPPORTED_ELEMENT_TYPES = ("f32", "i32", "i64", "f64", "i1")  # and index buffers inside a program (32-bit)
 
 _VERSION = re.compile(r"^v1\.[0-6]$")
 
@@ -141,7 +141,7 @@ def check_element_types(module: ir.Module) -> None:
                 continue
             ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
             # The supported element types as types, compared by value (not by printed text).
-            supported = [ir.F32Type.get(), ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64), ir.F64Type.get(), ir.IntegerType.get_signless(1)]
+            supported = [ir.F32Type.get(), ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64), ir.F64Type.get(), ir.IntegerType.get_signless(1), ir.IndexType.get()]
             for i, t in enumerate(ftype.inputs):
                 elem = ir.MemRefType(t).element_type if isinstance(t, ir.MemRefType) else t
                 if not any(elem == s for s in supported):
@@ -251,6 +251,35 @@ def _f64_math_to_arith(module: ir.Module) -> int:
     return len(found)
 
 
+def _private_index_buffers_to_i32(module: ir.Module) -> int:
+    """Per-thread (`memref.alloca`) buffers of `index` in kernels become buffers of i32 with
+    `arith.index_cast` at their loads and stores: the SPIR-V conversion turns index into i32
+    (`use-64bit-index=false`) everywhere but in a Function-storage variable, which it refuses
+    ("failed to legalize memref.alloca": Det's pivot order)."""
+    from mlir.dialects import arith, memref
+
+    index, i32 = ir.IndexType.get(), ir.IntegerType.get_signless(32)
+    found = [
+        op for g in collect(module.operation, lambda op: op.name == "gpu.module")
+        for op in collect(g, lambda op: op.name == "memref.alloca" and ir.MemRefType(op.results[0].type).element_type == index)
+    ]
+    for op in found:
+        t = ir.MemRefType(op.results[0].type)
+        users = [u.owner for u in op.results[0].uses]
+        if any(u.name not in ("memref.load", "memref.store") for u in users):
+            continue  # left for the conversion to refuse, naming the node
+        op.results[0].set_type(ir.MemRefType.get(t.shape, i32, t.layout, t.memory_space))
+        for u in users:
+            with ir.InsertionPoint(u), u.location:
+                if u.name == "memref.load":
+                    narrow = memref.LoadOp(u.operands[0], list(u.operands[1:])).result
+                    u.results[0].replace_all_uses_with(arith.IndexCastOp(index, narrow).result)
+                else:
+                    memref.StoreOp(arith.IndexCastOp(i32, u.operands[0]).result, u.operands[1], list(u.operands[2:]))
+            u.erase()
+    return len(found)
+
+
 def _nest_spirv_modules(module: ir.Module) -> None:
     """Move each `spirv.module @__spv__<name>` into `gpu.module @<name>` (see the module doc)."""
     gmods = _gpu_modules(module)
@@ -275,6 +304,7 @@ def lower_to_spirv(module: ir.Module, options: VulkanOptions | None = None, *, s
         check_element_types(module)
         lower_kernels_to_loops(module, VulkanLoweringError)
         _f64_math_to_arith(module)
+        _private_index_buffers_to_i32(module)
         _workgroup_memory_to_storage_class(module)
         _set_entry_point_abis(module)
         run_pipeline(module, spirv_pipeline(opts), "conversion to SPIR-V", VulkanLoweringError)

@@ -230,7 +230,9 @@ class VulkanProgram:
                 "(shaderSignedZeroInfNanPreserve of VK_KHR_shader_float_controls), which the kernels ask for"
             )
         dev = self.ctx.device
-        self._dtypes = {b.id: numpy_dtype(b.element_type) for b in program.buffers}
+        # index buffers (Det's pivot order between kernels) hold 32-bit integers: the kernels are
+        # converted with 32-bit indices (`use-64bit-index=false`).
+        self._dtypes = {b.id: np.dtype(np.int32) if b.element_type == "index" else numpy_dtype(b.element_type) for b in program.buffers}
         self._buffers: dict[int, _Buffer] = {}
         self._objects: list[tuple[str, Any]] = []  # (destroy function name, handle), destroyed in reverse
         try:
