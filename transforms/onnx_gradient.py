@@ -17,8 +17,9 @@ the operand's shape with `ReduceSum` over the broadcast axes (static shapes need
 `y` does not depend on gets zeros.
 
 Derivatives covered (g: the result's gradient, y: the result):
-Add, Sub, Mul, Div, Neg, Identity, Relu, Sigmoid, Tanh, Exp, Log, Sqrt, MatMul (both operands of
-rank >= 2), Transpose, Reshape. Any other active op is refused with an `OnnxcError` naming the
+Add, Sub, Mul, Div, Neg, Identity, Abs, Relu, LeakyRelu, Sigmoid, Tanh, Exp, Log, Sqrt, Pow,
+MatMul (both operands of rank >= 2), Gemm, Softmax (opset 13+), ReduceSum and ReduceMean
+(constant axes), Transpose, Reshape. Any other active op is refused with an `OnnxcError` naming the
 Gradient node and the op without a derivative (never a silently wrong gradient).
 """
 
@@ -72,7 +73,7 @@ class _Builder:
         self.loc = gradient.location
         self.label = label
 
-    def op(self, op_type: str, operands: list[ir.Value], like: ir.Value | ir.Type | None = None, **attrs: object) -> ir.Value:
+    def op(self, op_type: str, operands: list[ir.Value | None], like: ir.Value | ir.Type | None = None, **attrs: object) -> ir.Value:
         """One ONNX op with one result, typed like `like` (a value or a type), else unranked."""
         if isinstance(like, ir.Type):
             rtype = like
@@ -229,11 +230,111 @@ def _reshape(b: _Builder, op: ir.Operation, g: ir.Value) -> list[ir.Value | None
     return [b.op("Reshape", [g, shape], x), None]
 
 
+def _abs(b: _Builder, op: ir.Operation, g: ir.Value) -> list[ir.Value | None]:
+    return [b.op("Mul", [g, b.op("Sign", [op.operands[0]], op.operands[0])], g)]
+
+
+def _leaky_relu(b: _Builder, op: ir.Operation, g: ir.Value) -> list[ir.Value | None]:
+    x = op.operands[0]
+    alpha = float(U.attr_value(op, "alpha", 0.01))
+    positive = b.op("Greater", [x, b.scalar(0.0, x)], ir.UnrankedTensorType.get(ir.IntegerType.get_signless(1)))
+    return [b.op("Where", [positive, g, b.op("Mul", [g, b.scalar(alpha, g)], g)], g)]
+
+
+def _pow(b: _Builder, op: ir.Operation, g: ir.Value) -> list[ir.Value | None]:
+    """d(x^e)/dx = e x^(e - 1); d(x^e)/de = x^e log(x)."""
+    x, e, r = op.operands[0], op.operands[1], op.results[0]
+    if U.element_type_of(e.type) != U.element_type_of(x.type):
+        e_like = b.op("CastLike", [e, x], _unranked(x))
+    else:
+        e_like = e
+    power = b.op("Pow", [x, b.op("Sub", [e_like, b.scalar(1.0, x)], _unranked(x))], _unranked(x))
+    gx = b.op("Mul", [g, b.op("Mul", [e_like, power], _unranked(x))], g)
+    ge = b.op("Mul", [g, b.op("Mul", [r, b.op("Log", [x], x)], _unranked(x))], g)
+    return [b.unbroadcast(gx, r.type, x, op), b.unbroadcast(ge, r.type, e, op)]
+
+
+def _softmax(b: _Builder, op: ir.Operation, g: ir.Value) -> list[ir.Value | None]:
+    """dx = y * (g - sum(g * y) over the axis), for Softmax of opset 13 and later (one axis)."""
+    info = U.info_of(op)
+    if info is None or info.since_versions[-1] < 13:
+        raise GradientError(f"Gradient node '{b.label}': the derivative of {U.location_text(op)} is built for Softmax of opset 13 or later")
+    y = op.results[0]
+    axis = int(U.attr_value(op, "axis", -1))
+    gy = b.op("Mul", [g, y], g)
+    total = b.op("ReduceSum", [gy, b.i64([axis])], _unranked(g), keepdims=1)
+    return [b.op("Mul", [y, b.op("Sub", [g, total], g)], g)]
+
+
+def _reduced_axes(b: _Builder, op: ir.Operation) -> list[int]:
+    """The axes a ReduceSum/ReduceMean (opset 13/18: axes an input) reduces, normalized; static rank needed."""
+    x = op.operands[0]
+    shape = U.shape_of(x.type)
+    if shape is None:
+        raise GradientError(f"Gradient node '{b.label}': the derivative of {U.location_text(op)} needs its operand's rank")
+    axes_value = op.operands[1] if len(op.operands) > 1 and not U.is_none_value(op.operands[1]) else None
+    if axes_value is None:
+        if int(U.attr_value(op, "noop_with_empty_axes", 0)):
+            return []
+        return list(range(len(shape)))
+    arr = U.constant_value(axes_value, 64)
+    if arr is None:
+        raise GradientError(f"Gradient node '{b.label}': the derivative of {U.location_text(op)} needs constant axes")
+    return sorted(int(a) + len(shape) if int(a) < 0 else int(a) for a in np.asarray(arr).reshape(-1))
+
+
+def _reduce_sum(b: _Builder, op: ir.Operation, g: ir.Value) -> list[ir.Value | None]:
+    x = op.operands[0]
+    axes = _reduced_axes(b, op)
+    if axes and not int(U.attr_value(op, "keepdims", 1)):
+        g = b.op("Unsqueeze", [g, b.i64(axes)], _unranked(g))
+    shape = b.op("Shape", [x], _SHAPE_TYPE())
+    return [b.op("Expand", [g, shape], x), None]
+
+
+def _reduce_mean(b: _Builder, op: ir.Operation, g: ir.Value) -> list[ir.Value | None]:
+    x = op.operands[0]
+    shape = U.shape_of(x.type)
+    axes = _reduced_axes(b, op)
+    assert shape is not None  # _reduced_axes checked the rank
+    if any(shape[a] < 0 for a in axes):
+        raise GradientError(f"Gradient node '{b.label}': the derivative of {U.location_text(op)} needs the reduced dims static")
+    count = float(np.prod([shape[a] for a in axes])) if axes else 1.0
+    spread = _reduce_sum(b, op, g)[0]
+    assert spread is not None
+    return [b.op("Div", [spread, b.scalar(count, x)], x), None]
+
+
+def _gemm(b: _Builder, op: ir.Operation, g: ir.Value) -> list[ir.Value | None]:
+    """Y = alpha A' B' + beta C (A' = A^T with transA, B' likewise):
+    dA' = alpha g B'^T, dB' = alpha A'^T g, dC = beta g summed to C's shape."""
+    a, bb, r = op.operands[0], op.operands[1], op.results[0]
+    c = op.operands[2] if len(op.operands) > 2 and not U.is_none_value(op.operands[2]) else None
+    alpha, beta = float(U.attr_value(op, "alpha", 1.0)), float(U.attr_value(op, "beta", 1.0))
+    trans_a, trans_b = int(U.attr_value(op, "transA", 0)), int(U.attr_value(op, "transB", 0))
+    scaled = b.op("Mul", [g, b.scalar(alpha, g)], g) if alpha != 1.0 else g
+    # With A' = A (no transA): dA = g_s B'^T, i.e. Gemm(g_s, B, transB = not transB) on B as stored.
+    if not trans_a:
+        ga = b.op("Gemm", [scaled, bb, None], a, transB=0 if trans_b else 1)
+    else:  # A' = A^T: dA = (g_s B'^T)^T = B' g_s^T
+        ga = b.op("Gemm", [bb, scaled, None], a, transA=trans_b, transB=1)
+    if not trans_b:
+        gb = b.op("Gemm", [a, scaled, None], bb, transA=0 if trans_a else 1)
+    else:  # B' = B^T: dB = (A'^T g_s)^T = g_s^T A'
+        gb = b.op("Gemm", [scaled, a, None], bb, transA=1, transB=trans_a)
+    grads: list[ir.Value | None] = [ga, gb]
+    if c is not None:
+        gc = b.op("Mul", [g, b.scalar(beta, g)], g) if beta != 1.0 else g
+        grads.append(b.unbroadcast(gc, r.type, c, op))
+    return grads
+
+
 #: Op type -> its derivative rule (the ops covered; see the module docstring).
 DIFFERENTIABLE: dict[str, Rule] = {
     "Add": _add, "Sub": _sub, "Mul": _mul, "Div": _div, "Neg": _neg, "Identity": _identity, "Relu": _relu,
     "Sigmoid": _sigmoid, "Tanh": _tanh, "Exp": _exp, "Log": _log, "Sqrt": _sqrt, "MatMul": _matmul,
-    "Transpose": _transpose, "Reshape": _reshape,
+    "Transpose": _transpose, "Reshape": _reshape, "Abs": _abs, "LeakyRelu": _leaky_relu, "Pow": _pow,
+    "Softmax": _softmax, "ReduceSum": _reduce_sum, "ReduceMean": _reduce_mean, "Gemm": _gemm,
 }  # fmt: skip
 
 

@@ -108,6 +108,29 @@ def test_matmul_transpose_reshape() -> None:
     _check(nodes, {"x": [2, 3, 4], "w": [4, 5]}, "y", ["x", "w"], feeds, inits)
 
 
+@pytest.mark.parametrize(("trans_a", "trans_b"), [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_gemm_softmax_reductions(trans_a: int, trans_b: int) -> None:
+    """Gemm (each transpose combination, alpha, beta, a broadcast C), LeakyRelu, Softmax over the
+    last axis, Pow by a constant, Abs, ReduceMean over one axis, ReduceSum without keepdims."""
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((4, 3) if trans_a else (3, 4))
+    w = rng.standard_normal((5, 4) if trans_b else (4, 5))
+    feeds = {"a": a, "w": w, "c": rng.standard_normal((5,))}
+    inits = {"two": np.array(2.0), "ax0": np.array([0], np.int64)}
+    nodes = [
+        helper.make_node("Gemm", ["a", "w", "c"], ["h"], alpha=0.5, beta=2.0, transA=trans_a, transB=trans_b),
+        helper.make_node("LeakyRelu", ["h"], ["l"], alpha=0.1),
+        helper.make_node("Softmax", ["l"], ["p"], axis=-1),
+        helper.make_node("Pow", ["h", "two"], ["sq"]),
+        helper.make_node("Abs", ["h"], ["ab"]),
+        helper.make_node("Add", ["sq", "ab"], ["s0"]),
+        helper.make_node("Mul", ["s0", "p"], ["s1"]),
+        helper.make_node("ReduceMean", ["s1"], ["m"], axes=[1], keepdims=1),  # an attribute at opset 17
+        helper.make_node("ReduceSum", ["m", "ax0"], ["y"], keepdims=0),
+    ]
+    _check(nodes, {"a": list(a.shape), "w": list(w.shape), "c": [5]}, "y", ["a", "w", "c"], feeds, inits)
+
+
 def test_independent_x_gets_zeros() -> None:
     feeds = {"a": np.array([1.0, 2.0]), "b": np.array([3.0, 4.0])}
     m = _model([helper.make_node("Mul", ["a", "a"], ["y"])], {"a": [2], "b": [2]}, "y", ["a", "b"])
@@ -117,8 +140,8 @@ def test_independent_x_gets_zeros() -> None:
 
 
 def test_op_without_derivative_is_refused_naming_node_and_op() -> None:
-    m = _model([helper.make_node("Softmax", ["a"], ["y"], name="probs")], {"a": [2, 3]}, "y", ["a"])
-    with pytest.raises(OnnxcError, match=r"Gradient node 'grad'.*Softmax.*no derivative"):
+    m = _model([helper.make_node("Erf", ["a"], ["y"], name="erf")], {"a": [2, 3]}, "y", ["a"])
+    with pytest.raises(OnnxcError, match=r"Gradient node 'grad'.*Erf.*no derivative"):
         onnxc.compile(m, cache_dir=False)
 
 
