@@ -169,11 +169,22 @@ def test_resource_blob_from_parsed_ir(ctx) -> None:
 
 
 def test_resource_is_not_a_copy(ctx) -> None:
-    """The blob's bytes are the array's bytes: the registry hands back the very buffer."""
+    """The blob's bytes are the array's bytes (the registry hands back the very buffer) when the
+    array is on a cache line or borrows its memory (a model's protobuf bytes); a computed array
+    off a cache line is copied onto one (the CPU code reads weights with 64-byte loads)."""
     arr = random_array(T.FLOAT, (64, 64), seed=5)
-    attr = tz.array_to_attribute(arr, T.FLOAT, name="big", resource_threshold=1024)
+    aligned = tz.aligned_copy(arr, tz.BLOB_ALIGNMENT).view(np.float32).reshape(arr.shape)
+    attr = tz.array_to_attribute(aligned, T.FLOAT, name="big", resource_threshold=1024)
     values, dt = tz.attribute_to_array(attr)
-    assert dt == T.FLOAT and np.shares_memory(values, arr)
+    assert dt == T.FLOAT and np.shares_memory(values, aligned)
+    borrowed = np.frombuffer(b"\0" * 4 + arr.tobytes(), dtype=np.float32, offset=4).reshape(arr.shape)
+    values, _ = tz.attribute_to_array(tz.array_to_attribute(borrowed, T.FLOAT, name="borrowed", resource_threshold=1024))
+    assert np.shares_memory(values, borrowed)
+    off = tz.aligned_copy(np.concatenate([np.zeros(1, np.float32), arr.ravel()]), tz.BLOB_ALIGNMENT).view(np.float32)[1:].reshape(arr.shape)
+    assert off.ctypes.data % tz.BLOB_ALIGNMENT == 4
+    values, _ = tz.attribute_to_array(tz.array_to_attribute(off, T.FLOAT, name="off", resource_threshold=1024))
+    assert not np.shares_memory(values, off) and values.ctypes.data % tz.BLOB_ALIGNMENT == 0
+    np.testing.assert_array_equal(values.reshape(arr.shape), arr)
 
 
 def test_sparse(ctx) -> None:
