@@ -79,6 +79,9 @@ INT_CHOICES: dict[tuple[str, str], tuple[int, ...]] = {
 #: inference (run by the importer) reads out of bounds with them: GatherND batch_dims = -2
 #: crashed the process (SIGSEGV in onnx.shape_inference; the compile fuzzer).
 NON_NEGATIVE: frozenset[tuple[str, str]] = frozenset({("GatherND", "batch_dims")})
+#: INTS attributes whose entries must be positive, for ops `onnx-validate-attributes` has no rule
+#: for: Col2Im strides = [2, -2] was answered (the compile fuzzer; onnx.reference refuses).
+POSITIVE_LISTS: frozenset[tuple[str, str]] = frozenset({("Col2Im", "strides"), ("Col2Im", "dilations")})
 #: op_type -> its INT attribute naming the result's element type (standard domain).
 TYPE_ATTRIBUTES: dict[str, str] = {"Cast": "to", "BitCast": "to"}
 # The field holding each attribute kind's value, to infer the kind of old (IR < 2 style) protos
@@ -311,7 +314,7 @@ class Validator:
                 self.add(f"{label} in {ctx.where}: attribute '{a.name}' = {want}, but the graph declares its output '{out}' as {got}.")
 
     def _check_attention_shapes(self, g: onnx.GraphProto, ctx: _Context) -> None:
-        """Attention's inputs, where the graph declares their shapes: Q, K and V all 3-D or all
+        """Transpose's perm against its input's declared rank (see below), and Attention's inputs, where the graph declares their shapes: Q, K and V all 3-D or all
         4-D, and a static attn_mask last dim no longer than a static total sequence length
         (past + kv; the spec pads a shorter one). Why here: the importer expands Attention into
         its function body before `onnx-validate-attributes` sees it, and the body's Reshapes and
@@ -325,6 +328,16 @@ class Validator:
         for t in g.initializer:
             shapes[t.name] = list(t.dims)
         for i, node in enumerate(g.node):
+            if node.op_type == "Transpose" and _norm(node.domain) == "" and node.input and node.input[0] in shapes:
+                # Checked on the model too: a Transpose whose declared result type equals its input's
+                # is dropped as a no-op before `onnx-validate-attributes` sees its perm ([0, 1] on a
+                # rank-3 input with the output declared (2, 3, 4) was answered; the compile fuzzer).
+                perm = next((list(a.ints) for a in node.attribute if a.name == "perm" and _attr_kind(a) == AP.INTS), None)
+                r = len(shapes[node.input[0]])
+                if perm is not None and sorted(perm) != list(range(r)):
+                    self.add(f"{_node_label(node, i, ctx)} in {ctx.where}: attribute 'perm' = {perm} is not a permutation of "
+                             f"0..{r - 1} (input '{node.input[0]}' has rank {r}).")  # fmt: skip
+                continue
             if node.op_type != "Attention" or _norm(node.domain) != "":
                 continue
             ins = list(node.input) + [""] * 7
@@ -525,6 +538,8 @@ class Validator:
                                  f"{', '.join(map(str, choices))}.")  # fmt: skip
                     if (schema.op_type, a.name) in NON_NEGATIVE and a.i < 0:
                         self.add(f"{label} in {where}: attribute '{a.name}' = {a.i} must not be negative.")
+                elif kind == AP.INTS and not a.ref_attr_name and (schema.op_type, a.name) in POSITIVE_LISTS and any(x < 1 for x in a.ints):
+                    self.add(f"{label} in {where}: attribute '{a.name}' = {list(a.ints)} must hold positive values.")
             if a.ref_attr_name:
                 continue
             self._check_attribute_value(a, kind, label, where, ctx, visible)

@@ -1240,3 +1240,64 @@ def test_roi_align_rois_shorter_than_the_batch_indices_is_a_run_time_error() -> 
     with pytest.raises(RuntimeCheckError, match=r"RoiAlign node '.*': rois of the run-time shape \(2, 4\) does not hold one row of 4 per batch index \(3\)"):
         compiled.run({**feeds, "rois": feeds["rois"][:2]})
     np.testing.assert_allclose(compiled.run(feeds)["Y"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["GatherElements", "ScatterElements"])
+def test_element_indices_larger_than_the_data_are_refused(op: str) -> None:
+    """Found by the long compile-fuzz run (SoftmaxCrossEntropyLoss with labels of more rows than
+    the scores, dims symbolic: its body's GatherElements answered): the loop over the indices'
+    shape read (GatherElements) or wrote (ScatterElements) the data past its end off the axis.
+    Dynamic dims: a run-time error; static ones: refused at compile time; indices that fit
+    still match onnx.reference."""
+    def model(dshape: list[int | str], ishape: list[int | str]) -> onnx.ModelProto:
+        ins = [_f("d", dshape), h.make_tensor_value_info("i", T.INT64, ishape)] + ([_f("u", ishape)] if op == "ScatterElements" else [])
+        node = h.make_node(op, [v.name for v in ins], ["y"], axis=1, name="n")
+        return _model([node], ins, ["y"])
+
+    m = model(["d0", "d1"], ["i0", "i1"])
+    compiled = onnxc.compile(m)
+    d = np.arange(6, dtype=np.float32).reshape(2, 3)
+
+    def feeds(i: np.ndarray) -> dict[str, np.ndarray]:
+        return {"d": d, "i": i, **({"u": np.full(i.shape, 7, np.float32)} if op == "ScatterElements" else {})}
+
+    with pytest.raises(RuntimeCheckError, match=rf"{op} node 'n': the indices of the run-time shape \(3, 2\) does not fit the data's shape \(2, 3\) off axis 1"):
+        compiled.run(feeds(np.zeros((3, 2), np.int64)))
+    good = feeds(np.array([[2, 0], [1, 1]], np.int64))
+    np.testing.assert_array_equal(compiled.run(good)["y"], ReferenceEvaluator(m).run(None, good)[0])
+    with pytest.raises(OnnxcError, match=r"the indices dim 0 \(3\) exceeds the data's \(2\)"):
+        onnxc.compile(model([2, 3], [3, 2]))
+
+
+def test_transpose_perm_is_checked_even_when_the_result_type_equals_the_input() -> None:
+    """Found by the long compile-fuzz run: Transpose perm = [0, 1] on a rank-3 input whose
+    declared result type equals the input's was dropped as a no-op before its perm was checked,
+    and answered; now refused on the model."""
+    g = h.make_graph([h.make_node("Transpose", ["x"], ["y"], perm=[0, 1])], "g", [_f("x", [2, 3, 4])], [_f("y", [2, 3, 4])])
+    with pytest.raises(OnnxcError, match=r"attribute 'perm' = \[0, 1\] is not a permutation of 0..2"):
+        onnxc.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]))
+
+
+def test_col2im_non_positive_strides_are_refused() -> None:
+    node = h.make_node("Col2Im", ["x", "s", "k"], ["y"], strides=[2, -2])
+    g = h.make_graph([node], "g", [_f("x", [1, 5, 5]), h.make_tensor_value_info("s", T.INT64, [2]), h.make_tensor_value_info("k", T.INT64, [2])], [_f("y", None)])
+    with pytest.raises(OnnxcError, match=r"attribute 'strides' = \[2, -2\] must hold positive values"):
+        onnxc.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]))
+
+
+@pytest.mark.parametrize(("op", "shape", "message"), [
+    ("DepthToSpace", (1, 8, 2, 3), r"input dim 1 \(channels\) of run-time size 8 is not a multiple of 9"),
+    ("SpaceToDepth", (1, 2, 4, 6), r"input dim 2 \(height\) of run-time size 4 is not a multiple of 3"),
+])  # fmt: skip
+def test_depth_space_sizes_that_do_not_divide_are_refused(op: str, shape: tuple[int, ...], message: str) -> None:
+    """Found by the long compile-fuzz run (DepthToSpace blocksize 3 on 8 channels, dims
+    symbolic): the floor quotient dropped the remainder and an empty tensor was answered. A
+    run-time error for dynamic dims, refused at compile time for static ones; valid sizes match."""
+    m = _model([h.make_node(op, ["x"], ["y"], blocksize=3, name="n")], [_f("x", ["n", "c", "h", "w"])], ["y"])
+    compiled = onnxc.compile(m)
+    with pytest.raises(RuntimeCheckError, match=message):
+        compiled.run({"x": np.ones(shape, np.float32)})
+    good = np.arange(1 * 9 * 3 * 6, dtype=np.float32).reshape(1, 9, 3, 6)
+    np.testing.assert_array_equal(compiled.run({"x": good})["y"], ReferenceEvaluator(m).run(None, {"x": good})[0])
+    with pytest.raises(OnnxcError, match="not divisible by|does not divide"):  # static: onnx-validate-attributes's rule
+        onnxc.compile(_model([h.make_node(op, ["x"], ["y"], blocksize=3, name="n")], [_f("x", list(shape))], ["y"]))

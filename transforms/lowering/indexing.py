@@ -15,8 +15,9 @@ from collections.abc import Callable
 from mlir import ir
 from mlir.dialects import arith, scf, tensor
 
-from onnxc.transforms.lowering.runtime_checks import require, require_indices
+from onnxc.transforms.lowering.runtime_checks import require, require_indices, require_within
 from onnxc.transforms.lowering.common import (
+    LoweringError,
     Dim,
     Node,
     affine_map,
@@ -319,6 +320,19 @@ def lower_cumsum(node: Node) -> list[ir.Value]:
 # --- depth/space ----------------------------------------------------------------------------------
 
 
+def _require_divisible(node: Node, d: Dim, by: int, what: str, axis: int) -> None:
+    """Dim `d` of DepthToSpace/SpaceToDepth's input must be a multiple of `by` (the spec's
+    constraint): refused when static, a run-time check when dynamic. Why: the result's dim is the
+    floor quotient, so a remainder was dropped and answered (DepthToSpace of 8 channels with
+    blocksize 3 returned an empty tensor; the compile fuzzer)."""
+    if isinstance(d, int):
+        if d % by:
+            raise LoweringError(f"{node.describe()}: input dim {axis} ({what}, {d}) is not a multiple of {by}")
+        return
+    ok = arith.cmpi(arith.CmpIPredicate.eq, arith.remui(d, const_index(by)), const_index(0))
+    require(ok, node.op, f"input dim {axis} ({what}) of run-time size {{size}} is not a multiple of {by}", [("size", d)])
+
+
 @lowers("DepthToSpace")
 def lower_depth_to_space(node: Node) -> list[ir.Value]:
     """DepthToSpace (DCR or CRD): out[n, c, h, w] = x[n, channel(c, h % b, w % b), h / b, w / b]."""
@@ -328,6 +342,7 @@ def lower_depth_to_space(node: Node) -> list[ir.Value]:
     n, c, h, w = shape_of(x)
     oc = dim_floordiv(c, b * b)
     out = [n, oc, dim_mul(h, b), dim_mul(w, b)]
+    _require_divisible(node, c, b * b, "channels", 1)
 
     def body(a: list[ir.Value]) -> list[ir.Value]:
         bi, bj = const_index(b), const_index(b * b)
@@ -353,6 +368,8 @@ def lower_space_to_depth(node: Node) -> list[ir.Value]:
     crd = node.attr("mode", "DCR") == "CRD"
     n, c, h, w = shape_of(x)
     out = [n, dim_mul(c, b * b), dim_floordiv(h, b), dim_floordiv(w, b)]
+    _require_divisible(node, h, b, "height", 2)
+    _require_divisible(node, w, b, "width", 3)
 
     def body(a: list[ir.Value]) -> list[ir.Value]:
         bi = const_index(b)
@@ -474,6 +491,13 @@ def lower_scatter_elements(node: Node) -> list[ir.Value]:
     elem = elem_of(data.type)
     unsigned = is_unsigned(node.in_elem(0))
     size = dim(data, axis)
+    if rank_of(ind) != r or rank_of(upd) != r:
+        raise LoweringError(f"{node.describe()}: indices and updates must have the data's rank {r}")
+    # The loop runs over the indices' shape, writes the data off the axis and reads the updates
+    # there: larger indices wrote past the data, smaller updates were read past their end.
+    for problem in (require_within(node.op, ind, data, axis, "the indices"), require_within(node.op, upd, ind, -1, "the updates", equal=True)):
+        if problem is not None:
+            raise LoweringError(f"{node.describe()}: {problem}")
     require_indices(node.op, ind, is_unsigned(ielem), [dim_value(size)], axis, [dim_value(d) for d in shape_of(data)])
 
     def body(ivs: list[ir.Value], t: ir.Value) -> ir.Value:

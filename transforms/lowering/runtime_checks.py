@@ -56,6 +56,7 @@ __all__ = [
     "require_declared_shape",
     "require_indices",
     "require_sizes",
+    "require_within",
     "set_check_table",
     "status_memref_type",
     "strip_runtime_checks",
@@ -296,6 +297,35 @@ def index_range_ok(indices: ir.Value, unsigned: bool, sizes: Sequence[ir.Value],
         ok = this_ok if ok is None else arith.andi(ok, this_ok)
     assert ok is not None and bad is not None
     return ok, bad
+
+
+def require_within(who: ir.Operation, inner: ir.Value, outer: ir.Value, skip: int, what: str, equal: bool = False) -> str | None:
+    """Each dim of `inner` but `skip` at most (or, with `equal`, exactly) the same dim of `outer`:
+    a problem sentence when static dims already break it, else a run-time check of the dynamic
+    ones (none when all are static). Why: GatherElements/ScatterElements loop over the indices'
+    shape and read or write the data at those coordinates off the axis: indices larger than the
+    data read and wrote past it (the compile fuzzer: a NegativeLogLikelihoodLoss whose labels had
+    more rows than the input, dims symbolic, answered). `what` names `inner` in the message."""
+    from onnxc.transforms.lowering.common import dim, dim_value, rank_of, static_shape
+
+    si, so = static_shape(inner.type), static_shape(outer.type)
+    pred = arith.CmpIPredicate.eq if equal else arith.CmpIPredicate.ule
+    ok: ir.Value | None = None
+    for j in range(rank_of(inner)):
+        if j == skip:
+            continue
+        a, b = si[j], so[j]
+        if a is not None and b is not None:
+            if (a != b) if equal else (a > b):
+                return f"{what} dim {j} ({a}) {'differs from' if equal else 'exceeds'} the data's ({b})"
+            continue
+        fits = arith.cmpi(pred, dim_value(dim(inner, j)), dim_value(dim(outer, j)))
+        ok = fits if ok is None else arith.andi(ok, fits)
+    if ok is not None:
+        require(ok, who, f"{what} of the run-time shape {{inner}} does not fit the data's shape {{outer}} off axis {skip}",
+                [("inner", [dim_value(dim(inner, j)) for j in range(rank_of(inner))]),
+                 ("outer", [dim_value(dim(outer, j)) for j in range(rank_of(outer))])])  # fmt: skip
+    return None
 
 
 def require_indices(who: ir.Operation, indices: ir.Value, unsigned: bool, sizes: Sequence[ir.Value], first_axis: int, data_shape: Sequence[ir.Value], negative: bool = True) -> None:

@@ -15,8 +15,9 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
-from onnxc.transforms.lowering.runtime_checks import require, require_indices
+from onnxc.transforms.lowering.runtime_checks import require, require_indices, require_within
 from onnxc.transforms.lowering.common import (
+    LoweringError,
     Dim,
     Node,
     affine_map,
@@ -795,6 +796,11 @@ def lower_gather_elements(node: Node) -> list[ir.Value]:
     data, indices = node.input(0), node.input(1)
     r = rank_of(data)
     axis = normalize_axis(int(node.attr("axis", 0)), r)
+    if rank_of(indices) != r:
+        raise LoweringError(f"{node.describe()}: indices of rank {rank_of(indices)} for data of rank {r}")
+    problem = require_within(node.op, indices, data, axis, "the indices")
+    if problem is not None:
+        raise LoweringError(f"{node.describe()}: {problem}")
     init = empty(shape_of(indices), elem_of(data.type))
     ielem = node.in_elem(1)
     size = dim(data, axis)
