@@ -262,7 +262,13 @@ def _same(got: np.ndarray, want: np.ndarray) -> bool:
     if got.shape != want.shape:
         return False
     if want.dtype.kind in "fc" or got.dtype.kind in "fc":
-        return bool(np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-3, atol=1e-5, equal_nan=True))
+        w = want.astype(np.complex128 if want.dtype.kind == "c" else np.float64)
+        finite = np.abs(w[np.isfinite(w)]) if w.size else np.zeros(0)
+        # atol grows with the output's scale (1e-6 of its largest magnitude): a float32 sum's
+        # rounding is relative to the terms, so an entry that is 0 in one implementation is
+        # 2e-5 in another where the output reaches 952 (STFT; onnxruntime against onnxc).
+        atol = 1e-5 + 1e-6 * (float(finite.max()) if finite.size else 0.0)
+        return bool(np.allclose(got.astype(w.dtype), w, rtol=1e-3, atol=atol, equal_nan=True))
     if want.dtype == object:
         return bool(np.array_equal(got, want))
     return bool(np.array_equal(got.astype(np.int64), want.astype(np.int64)))

@@ -150,3 +150,12 @@ def test_where_the_reference_refuses_onnxruntime_decides() -> None:
     assert r["cls"] == "wrong" and "onnx.reference refused: ValueError; onnxruntime answered" in r["detail"], r
     r = fz.report(0, [(fz.Case(0, "b", "rank", "", b"", {}), {"cls": "ok", "detail": "reference refused: IndexError; unverified"})])
     assert r["unverified"] == 1 and r["unverified_bases"] == {"b": 1}
+
+
+def test_comparison_tolerance_follows_the_output_scale() -> None:
+    """An entry that is 0 in one implementation and 2e-5 in another is the same answer where the
+    output reaches 952 (float32 rounding of an STFT), not where it is at most 1."""
+    want = np.array([952.0, 0.0], np.float32)
+    assert fz._same(np.array([952.0, 2.2e-5], np.float32), want)
+    assert not fz._same(np.array([1.0, 2.2e-5], np.float32), np.array([1.0, 0.0], np.float32))
+    assert not fz._same(np.array([952.0, 0.01], np.float32), want)
