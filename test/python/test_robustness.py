@@ -1301,3 +1301,22 @@ def test_depth_space_sizes_that_do_not_divide_are_refused(op: str, shape: tuple[
     np.testing.assert_array_equal(compiled.run({"x": good})["y"], ReferenceEvaluator(m).run(None, {"x": good})[0])
     with pytest.raises(OnnxcError, match="not divisible by|does not divide"):  # static: onnx-validate-attributes's rule
         onnxc.compile(_model([h.make_node(op, ["x"], ["y"], blocksize=3, name="n")], [_f("x", list(shape))], ["y"]))
+
+
+def test_einsum_letter_of_two_sizes_is_refused() -> None:
+    """Found by the long compile-fuzz run (test_einsum_inner_prod fed a y of 6 for an x of 5, dims
+    symbolic): every occurrence of a letter was read at the first one's size, answering a sum of 5
+    products (reading past the shorter operand the other way round). Run-time error for dynamic
+    dims, refused for static ones; equal sizes still match."""
+    def model(sx: list[int | str], sy: list[int | str]) -> onnx.ModelProto:
+        return _model([h.make_node("Einsum", ["x", "y"], ["z"], equation="ij,jk->ik", name="e")], [_f("x", sx), _f("y", sy)], ["z"])
+
+    m = model(["a", "b"], ["c", "d"])
+    compiled = onnxc.compile(m)
+    with pytest.raises(RuntimeCheckError, match=r"Einsum node 'e': the operands' run-time dims \(2, 3, 4, 2\) give a letter of 'ij,jk->ik' two sizes"):
+        compiled.run({"x": np.ones((2, 3), np.float32), "y": np.ones((4, 2), np.float32)})
+    rng = np.random.default_rng(4)
+    feeds = {"x": rng.standard_normal((2, 3)).astype(np.float32), "y": rng.standard_normal((3, 4)).astype(np.float32)}
+    np.testing.assert_allclose(compiled.run(feeds)["z"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-5, atol=1e-6)
+    with pytest.raises(OnnxcError, match="letter 'j' has sizes 3 and 4"):
+        onnxc.compile(model([2, 3], [4, 2]))

@@ -117,6 +117,29 @@ def lower_einsum(node: Node) -> list[ir.Value]:
             s = static_shape(v.type)[j]
             if ch not in size or (isinstance(size[ch], int) and size[ch] == 1 and s != 1):
                 size[ch] = s if s is not None else dim(v, j)
+    # Every other occurrence of a letter is read at the letter's loop index: its size must equal
+    # the letter's (a static 1 is broadcast). Unchecked, "i,i" of sizes 5 and 6 with symbolic dims
+    # answered a sum of 5 products (and read past the shorter operand the other way round; the
+    # compile fuzzer). Static mismatches are refused, dynamic ones checked at run time.
+    ok: ir.Value | None = None
+    for v, t in zip(ins, terms):
+        st = static_shape(v.type)
+        for j, ch in enumerate(t):
+            want = size[ch]
+            if st[j] == 1 and not (isinstance(want, int) and want == 1):
+                continue
+            if st[j] is not None and isinstance(want, int):
+                if st[j] != want:
+                    raise LoweringError(f"{node.describe()}: letter '{ch}' has sizes {want} and {st[j]}")
+                continue
+            got = dim_value(dim(v, j))
+            if isinstance(want, ir.Value) and got == want:
+                continue
+            same = arith.cmpi(arith.CmpIPredicate.eq, got, dim_value(want))
+            ok = same if ok is None else arith.andi(ok, same)
+    if ok is not None:
+        shapes = [dim_value(d) for v in ins for d in shape_of(v)]
+        require(ok, node.op, f"the operands' run-time dims {{dims}} give a letter of '{node.attr('equation')}' two sizes", [("dims", shapes)])
     n = len(letters)
     maps = []
     for v, t in zip(ins, terms):
