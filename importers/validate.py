@@ -82,6 +82,11 @@ NON_NEGATIVE: frozenset[tuple[str, str]] = frozenset({("GatherND", "batch_dims")
 #: INTS attributes whose entries must be positive, for ops `onnx-validate-attributes` has no rule
 #: for: Col2Im strides = [2, -2] was answered (the compile fuzzer; onnx.reference refuses).
 POSITIVE_LISTS: frozenset[tuple[str, str]] = frozenset({("Col2Im", "strides"), ("Col2Im", "dilations")})
+#: op_type -> {input index: rank} for ops the importer expands into their function body before
+#: `onnx-validate-attributes` checks input ranks: GroupNormalization's scale fed as [1, C] was
+#: reshaped by the body into another grouping and answered wrong (the compile fuzzer; onnxruntime
+#: and onnx.reference agree with each other).
+FUNCTION_INPUT_RANKS: dict[str, dict[int, int]] = {"GroupNormalization": {1: 1, 2: 1}}
 #: op_type -> its INT attribute naming the result's element type (standard domain).
 TYPE_ATTRIBUTES: dict[str, str] = {"Cast": "to", "BitCast": "to"}
 # The field holding each attribute kind's value, to infer the kind of old (IR < 2 style) protos
@@ -328,6 +333,11 @@ class Validator:
         for t in g.initializer:
             shapes[t.name] = list(t.dims)
         for i, node in enumerate(g.node):
+            for j, want in FUNCTION_INPUT_RANKS.get(node.op_type, {}).items() if _norm(node.domain) == "" else ():
+                name = node.input[j] if j < len(node.input) else ""
+                if name in shapes and len(shapes[name]) != want:
+                    self.add(f"{_node_label(node, i, ctx)} in {ctx.where}: input '{name}' has rank {len(shapes[name])}; "
+                             f"{node.op_type} takes a {want}-D tensor there.")  # fmt: skip
             if node.op_type == "Transpose" and _norm(node.domain) == "" and node.input and node.input[0] in shapes:
                 # Checked on the model too: a Transpose whose declared result type equals its input's
                 # is dropped as a no-op before `onnx-validate-attributes` sees its perm ([0, 1] on a

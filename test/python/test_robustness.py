@@ -1320,3 +1320,13 @@ def test_einsum_letter_of_two_sizes_is_refused() -> None:
     np.testing.assert_allclose(compiled.run(feeds)["z"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-5, atol=1e-6)
     with pytest.raises(OnnxcError, match="letter 'j' has sizes 3 and 4"):
         onnxc.compile(model([2, 3], [4, 2]))
+
+
+def test_group_normalization_scale_of_another_rank_is_refused() -> None:
+    """Found by the long compile-fuzz run: GroupNormalization's scale fed as [1, 4] (rank 2) was
+    reshaped by the expanded function body into another grouping and answered differently from
+    onnx.reference and onnxruntime (which agree); refused on the model now."""
+    node = h.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2)
+    m = _model([node], [_f("x", [3, 4, 2, 2]), _f("s", [1, 4]), _f("b", [4])], ["y"], opset=21)
+    with pytest.raises(OnnxcError, match="input 's' has rank 2; GroupNormalization takes a 1-D tensor there"):
+        onnxc.compile(m)
