@@ -937,6 +937,16 @@ def drop_known_inference_errors(model: onnx.ModelProto) -> onnx.ModelProto:
         if node.op_type == "Attention" and node.domain in ("", "ai.onnx") and len(node.input) > 2 and node.output[0]:
             if _static_dim(typed.get(node.output[0]), -1) and not _static_dim(typed.get(node.input[2]), -1):
                 fixes.append((node.output[0], -1))
+        # ... and any output a static 0 when an input has a dim that is not static (qk_matmul_output
+        # 2x3x4x0 with only V symbolic: refused, or, reaching the CPU tiling, an MLIR assertion).
+        if node.op_type == "Attention" and node.domain in ("", "ai.onnx"):
+            ins = [typed.get(n) for n in node.input if n]
+            if any(vi is None or not vi.type.tensor_type.HasField("shape") or any(not _static_dim(vi, j) for j in range(len(vi.type.tensor_type.shape.dim)))
+                   for vi in ins):  # fmt: skip
+                for name in node.output:
+                    vi = typed.get(name) if name else None
+                    if vi is not None and vi.type.tensor_type.HasField("shape"):
+                        fixes.extend((name, j) for j, d in enumerate(vi.type.tensor_type.shape.dim) if d.HasField("dim_value") and d.dim_value == 0)
     if not fixes:
         return model
     out = onnx.ModelProto()

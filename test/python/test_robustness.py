@@ -1330,3 +1330,26 @@ def test_group_normalization_scale_of_another_rank_is_refused() -> None:
     m = _model([node], [_f("x", [3, 4, 2, 2]), _f("s", [1, 4]), _f("b", [4])], ["y"], opset=21)
     with pytest.raises(OnnxcError, match="input 's' has rank 2; GroupNormalization takes a 1-D tensor there"):
         onnxc.compile(m)
+
+
+def test_attention_outputs_inferred_with_a_zero_dim_are_not_trusted(tmp_path: Path) -> None:
+    """Found by the long compile-fuzz run (qk_matmul_softcap with V's dims symbolic, the rest
+    static): onnx's inference gave qk_matmul_output a static last dim of 0; compiled in, it was
+    refused (only V[1] symbolic) or aborted the process in the CPU tiling (an MLIR assertion). The
+    importer now clears an Attention output's inferred 0 dims when an input has a dynamic dim; the
+    model compiles (in a child process) and matches onnx.reference."""
+    import random
+
+    from onnxc.tools import fuzz_compile as fz
+
+    (m, feeds), = [(m, f) for n, m, f in fz.base_cases() if n == "test_attention_3d_with_past_and_present_qk_matmul_softcap"]
+    model, feeds, _ = fz.mutate(random.Random(0), m, feeds, "symbolic")  # type: ignore[misc]
+    for vi in model.graph.input:  # only V symbolic
+        for j, d in enumerate(vi.type.tensor_type.shape.dim):
+            if vi.name != "V":
+                d.dim_value = feeds[vi.name].shape[j]
+    proc = _compile_in_child(model, tmp_path)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-800:])
+    got = onnxc.compile(model).run(feeds)
+    for vi, want in zip(model.graph.output, ReferenceEvaluator(m).run(None, feeds)):
+        np.testing.assert_allclose(got[vi.name], want, rtol=1e-3, atol=1e-5)
