@@ -76,9 +76,10 @@ class CudaTarget(Target):
         opts: CudaOptions = self.options(options)
         signature = select_entry(module, entry)
         refuse_host_runtime(module)
-        # Dynamic or data-dependent shapes are compiled per call (targets/gpu/specialize.py, as
-        # the Vulkan target runs them), which needs a GPU to call; static models are lowered to
-        # PTX here so that an unsupported op fails with its own error first.
+        # Shapes set by input values (Resize's scales) are compiled per call
+        # (targets/gpu/specialize.py, as the Vulkan target runs them), which needs a GPU to call;
+        # other models are lowered to PTX here so that an unsupported op (or a dynamic dim)
+        # fails with its own error first.
         if not needs_specialization(module, signature.name):
             run_pipeline(copy_module(module), self.pipeline(opts), instrumentation=instrumentation, reraise=True)
         if cuda_device_count() == 0:

@@ -11,6 +11,10 @@ target once per distinct key (`SpecializingFunction`, cached). Every kernel then
 sizes, so nothing is guessed: a call whose shapes or host-read values differ gets its own
 program, never another call's.
 
+Dynamic dims are specialized only when asked (`VulkanOptions(dynamic_shapes="specialize")`):
+one model is known to come out wrong that way (the mapping mis-compiles some IR that shape-generic
+lowering produced; its static export is right), so the default refuses dynamic dims as before.
+
 What is made static:
 - an argument with dynamic dims gets the call's static type (a `tensor.cast` back to the
   declared type feeds its old uses, so canonicalization folds the sizes through every op);
@@ -92,13 +96,16 @@ def _dynamic(t: ir.Type) -> bool:
     return isinstance(t, ir.RankedTensorType) and not ir.RankedTensorType(t).has_static_shape
 
 
-def needs_specialization(module: ir.Module, name: str) -> bool:
-    """Whether @name has a dynamically shaped argument or result, or reads an argument on the
-    host: then it is compiled per call (`SpecializingFunction`)."""
+def needs_specialization(module: ir.Module, name: str, dynamic_dims: bool = False) -> bool:
+    """Whether @name is compiled per call (`SpecializingFunction`): it reads a small argument on
+    the host (the values set shapes), or, with `dynamic_dims` (the Vulkan target's opt-in
+    `dynamic_shapes="specialize"`), it has a dynamically shaped argument or result. Without
+    `dynamic_dims` such a module is compiled ahead of time, and the mapping refuses its dynamic
+    shapes naming the node."""
     func = _entry(module, name)
     ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
     if any(_dynamic(t) for t in list(ftype.inputs) + list(ftype.results)):
-        return True
+        return dynamic_dims
     return any(
         int(np.prod(ir.RankedTensorType(ftype.inputs[i]).shape, dtype=np.int64)) <= MAX_VALUE_ELEMENTS
         for i in host_read_arguments(module, name)
@@ -150,12 +157,57 @@ def specialize(module: ir.Module, name: str, arrays: Sequence[np.ndarray], by_va
         func.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get([a.type for a in block.arguments], list(ftype.results)))
         run_pipeline(out, "builtin.module(canonicalize,cse,canonicalize)", "specialization to the call's shapes")
         for _ in range(8):  # each round may expose more constant shapes downstream
-            if not _static_reshapes(func):
+            if not (_fold_extracts_of_inserts(func) + _static_reshapes(func)):
                 break
             run_pipeline(out, "builtin.module(canonicalize,cse)", "specialization to the call's shapes")
         _static_results(func)
         run_pipeline(out, "builtin.module(canonicalize,cse)", "specialization to the call's shapes")
     return out
+
+
+def _constant_index(v: ir.Value) -> int | None:
+    """The value of an `arith.constant` of index type, else None."""
+    if not isinstance(v, ir.OpResult):
+        return None
+    owner = v.owner.operation if hasattr(v.owner, "operation") else v.owner
+    if owner.name != "arith.constant" or not isinstance(owner.attributes["value"], ir.IntegerAttr):
+        return None
+    return ir.IntegerAttr(owner.attributes["value"]).value
+
+
+def _fold_extracts_of_inserts(func: ir.Operation) -> int:
+    """`tensor.extract` at constant indices from a `tensor.insert_slice` with static offsets,
+    sizes and unit strides reads the inserted source (inside the slice) or the destination
+    (outside): shape vectors built by Concat of constants (Reshape's target computed from
+    Shape(x)) then fold to constants, which upstream's canonicalization does not do."""
+    from .mapping import collect
+
+    count = 0
+    for op in collect(func, lambda op: op.name == "tensor.extract"):
+        src = op.operands[0]
+        owner = (src.owner.operation if hasattr(src.owner, "operation") else src.owner) if isinstance(src, ir.OpResult) else None
+        if owner is None or owner.name != "tensor.insert_slice" or len(owner.operands) != 2:
+            continue  # dynamic offsets/sizes/strides are operands beyond source and dest
+        indices = [_constant_index(v) for v in list(op.operands)[1:]]
+        if any(i is None for i in indices):
+            continue
+        offsets = list(ir.DenseI64ArrayAttr(owner.attributes["static_offsets"]))
+        sizes = list(ir.DenseI64ArrayAttr(owner.attributes["static_sizes"]))
+        strides = list(ir.DenseI64ArrayAttr(owner.attributes["static_strides"]))
+        source_type = ir.RankedTensorType(owner.operands[0].type)
+        if any(s != 1 for s in strides) or source_type.rank != len(indices):
+            continue  # rank-reducing or strided inserts: left alone
+        inside = all(o <= i < o + n for i, o, n in zip(indices, offsets, sizes))
+        if inside:
+            with ir.InsertionPoint(op), op.location:
+                shifted = [arith.ConstantOp(ir.IndexType.get(), i - o).result for i, o in zip(indices, offsets)]
+                new = tensor.ExtractOp(owner.operands[0], shifted).result
+            op.results[0].replace_all_uses_with(new)
+            op.erase()
+        else:
+            op.operands[0] = owner.operands[1]
+        count += 1
+    return count
 
 
 def _static_reshapes(func: ir.Operation) -> int:

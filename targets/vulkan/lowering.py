@@ -56,10 +56,17 @@ class VulkanOptions:
     device: the `onnxc.targets.gpu.device.DEVICES` row whose tile sizes the mapping uses.
     spirv_version: the SPIR-V version of the target environment (`v1.0`..`v1.6`); v1.0 runs on
         every Vulkan 1.0+ driver.
+    dynamic_shapes: "refuse" (default: a dynamic dim is refused naming the node) or "specialize"
+        (opt-in, experimental: each call's shapes are made static and compiled,
+        `targets/gpu/specialize.py`). Not the default because one model is known to come out
+        wrong that way (test_gpu_differential: the Erf encoder with a key-padding mask; its
+        static export is right). Inputs whose values set shapes (Resize's scales) are
+        specialized either way: the model's dims are static there.
     """
 
     device: str = "vulkan"
     spirv_version: str = "v1.0"
+    dynamic_shapes: str = "refuse"
 
     def validate(self) -> None:
         """Raise `VulkanLoweringError` naming the bad field (checked before MLIR sees it)."""
@@ -67,6 +74,8 @@ class VulkanOptions:
 
         if not _VERSION.match(self.spirv_version):
             raise VulkanLoweringError(f"spirv_version must be v1.0 .. v1.6, got {self.spirv_version!r}")
+        if self.dynamic_shapes not in ("refuse", "specialize"):
+            raise VulkanLoweringError(f"dynamic_shapes must be 'refuse' or 'specialize', got {self.dynamic_shapes!r}")
         device_for(self.device)
 
 

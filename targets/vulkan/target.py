@@ -81,6 +81,6 @@ class VulkanTarget(Target):
             binaries = spirv_binaries(lowered)
             return VulkanFunction(static, VulkanProgram(program, binaries), binaries)
 
-        if needs_specialization(module, signature.name):  # dynamic or data-dependent shapes: per call
+        if needs_specialization(module, signature.name, opts.dynamic_shapes == "specialize"):  # data-dependent shapes: per call
             return SpecializingFunction(copy_module(module), signature, compile_one)
         return compile_one(copy_module(module))

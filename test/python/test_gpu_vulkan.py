@@ -351,13 +351,15 @@ def _dynamic_model() -> onnx.ModelProto:
 
 
 def test_dynamic_shapes_run_per_call_shape(vulkan: None) -> None:
-    """A dynamic batch runs: each call's shapes are made static in a copy of the module, which
-    is compiled once per distinct shape (targets/gpu/specialize.py); every size is checked
-    against onnx.reference, and a size seen before reuses its program."""
+    """With `dynamic_shapes="specialize"` (opt-in) a dynamic batch runs: each call's shapes are
+    made static in a copy of the module, which is compiled once per distinct shape
+    (targets/gpu/specialize.py); every size is checked against onnx.reference, and a size seen
+    before reuses its program."""
     import onnxc
+    from onnxc.targets.vulkan import VulkanOptions
 
     model = _dynamic_model()
-    compiled = onnxc.compile(model, target="vulkan")
+    compiled = onnxc.compile(model, target="vulkan", options=VulkanOptions(dynamic_shapes="specialize"))
     ref = ReferenceEvaluator(model)
     rng = np.random.default_rng(0)
     for n in (3, 7, 3, 1):
@@ -366,6 +368,17 @@ def test_dynamic_shapes_run_per_call_shape(vulkan: None) -> None:
         assert got.shape == (n, 3)
         np.testing.assert_allclose(got, ref.run(None, {"x": x})[0], rtol=RTOL, atol=ATOL)
     assert compiled.function.specializations == 3
+
+
+@pytest.mark.parametrize("target", ["vulkan", "cuda"])
+def test_dynamic_shapes_are_refused_by_default_naming_the_node(target: str) -> None:
+    """Without the opt-in, a dynamic dim is refused before any kernel runs, with the ONNX node's
+    name (the op's location) in the message."""
+    import onnxc
+    from onnxc.targets.gpu import GpuMappingError
+
+    with pytest.raises(GpuMappingError, match=r"relu0.*dynamic shape"):
+        onnxc.compile(_dynamic_model(), target=target)
 
 
 @pytest.mark.parametrize("target", ["vulkan", "cuda"])
