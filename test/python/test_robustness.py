@@ -1353,3 +1353,18 @@ def test_attention_outputs_inferred_with_a_zero_dim_are_not_trusted(tmp_path: Pa
     got = onnxc.compile(model).run(feeds)
     for vi, want in zip(model.graph.output, ReferenceEvaluator(m).run(None, feeds)):
         np.testing.assert_allclose(got[vi.name], want, rtol=1e-3, atol=1e-5)
+
+
+def test_col2im_input_of_another_block_count_is_refused() -> None:
+    """Found by the long compile-fuzz run (test_col2im_strides with strides [1, 2]): the gather
+    read the input up to the block count of the new strides, past an input of fewer blocks, and
+    answered; now a run-time error (image and block shapes are inputs). The node test matches."""
+    from onnxc.tools import fuzz_compile as fz
+
+    (m, feeds), = [(m, f) for n, m, f in fz.base_cases() if n == "test_col2im_strides"]
+    np.testing.assert_allclose(onnxc.compile(m).run(feeds)["output"], ReferenceEvaluator(m).run(None, feeds)[0])
+    bad = onnx.ModelProto()
+    bad.CopyFrom(m)
+    next(a for a in bad.graph.node[0].attribute if a.name == "strides").ints[:] = [1, 2]
+    with pytest.raises(RuntimeCheckError, match=r"Col2Im node '.*': the input of dims \(9, 4\) does not hold a multiple of 9 rows of 6 blocks"):
+        onnxc.compile(bad).run(feeds)

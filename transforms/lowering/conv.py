@@ -606,6 +606,29 @@ def _check_col2im(node: Node) -> str | None:
     return None
 
 
+def _require_col2im_fits(node: Node, x: ir.Value, bsize: Dim, nblocks: list[Dim]) -> None:
+    """The input's dims must be (N, C * prod(block_shape), prod(blocks)) for the image, block
+    shape, strides, pads and dilations given (the spec's L); refused when static, checked at run
+    time otherwise. Why: the gather reads the input at block index up to prod(blocks): Col2Im with
+    strides changed to [1, 2] read past an input of fewer blocks and answered (the compile fuzzer;
+    onnx.reference refuses)."""
+    from onnxc.transforms.lowering.common import LoweringError, const_index, dim_mul, dim_value
+    from onnxc.transforms.lowering.runtime_checks import require
+
+    total: Dim = 1
+    for b in nblocks:
+        total = dim_mul(total, b)
+    c, l_ = dim(x, 1), dim(x, 2)
+    if isinstance(c, int) and isinstance(bsize, int) and isinstance(l_, int) and isinstance(total, int):
+        if c % bsize or l_ != total:
+            raise LoweringError(f"{node.describe()}: the input's shape (N, {c}, {l_}) does not hold C * {bsize} rows of {total} blocks")
+        return
+    fits = arith.andi(arith.cmpi(arith.CmpIPredicate.eq, arith.remui(dim_value(c), dim_value(bsize)), const_index(0)),
+                      arith.cmpi(arith.CmpIPredicate.eq, dim_value(l_), dim_value(total)))  # fmt: skip
+    require(fits, node.op, "the input of dims ({rows}, {blocks}) does not hold a multiple of {size} rows of {count} blocks",
+            [("rows", dim_value(c)), ("blocks", dim_value(l_)), ("size", dim_value(bsize)), ("count", dim_value(total))])  # fmt: skip
+
+
 @lowers("Col2Im", check=_check_col2im)
 def lower_col2im(node: Node) -> list[ir.Value]:
     """Col2Im as a gather: image[n, c, y...] = sum over block offsets b of
@@ -637,6 +660,7 @@ def lower_col2im(node: Node) -> list[ir.Value]:
     n = dim(x, 0)
     c_out = dim_floordiv(dim(x, 1), bsize)
     out_shape = [n, c_out] + list(image)
+    _require_col2im_fits(node, x, bsize, nblocks)
     L = 2 + 2 * k
     init = filled(out_shape, elem, 0.0 if is_float(elem) else 0)
     shape_op = empty(list(block), elem)
