@@ -88,7 +88,7 @@ POSITIVE_LISTS: frozenset[tuple[str, str]] = frozenset({("Col2Im", "strides"), (
 #: and onnx.reference agree with each other).
 FUNCTION_INPUT_RANKS: dict[str, dict[int, int]] = {"GroupNormalization": {1: 1, 2: 1}}
 #: op_type -> its INT attribute naming the result's element type (standard domain).
-TYPE_ATTRIBUTES: dict[str, str] = {"Cast": "to", "BitCast": "to"}
+TYPE_ATTRIBUTES: dict[str, str] = {"Cast": "to", "BitCast": "to", "EyeLike": "dtype"}
 # The field holding each attribute kind's value, to infer the kind of old (IR < 2 style) protos
 # that leave `type` unset.
 _KIND_FIELDS = (
@@ -295,7 +295,7 @@ class Validator:
             self._check_value_info(vi, f"output '{vi.name}' of {where}", require_type=top)
 
     def _check_type_attributes(self, g: onnx.GraphProto, ctx: _Context) -> None:
-        """The element-type attribute of Cast and BitCast (`TYPE_ATTRIBUTES`): a defined ONNX type
+        """The element-type attribute of Cast, BitCast and EyeLike (`TYPE_ATTRIBUTES`): a defined ONNX type
         (not UNDEFINED; BitCast not STRING), and the type the graph declares for the output
         (a graph output or value_info) equal to it. Why: the importer types a node's result from
         its declaration, so `Cast(to=INT64)` declared FLOAT16 computed a float16 cast, and

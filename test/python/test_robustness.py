@@ -1368,3 +1368,11 @@ def test_col2im_input_of_another_block_count_is_refused() -> None:
     next(a for a in bad.graph.node[0].attribute if a.name == "strides").ints[:] = [1, 2]
     with pytest.raises(RuntimeCheckError, match=r"Col2Im node '.*': the input of dims \(9, 4\) does not hold a multiple of 9 rows of 6 blocks"):
         onnxc.compile(bad).run(feeds)
+
+
+def test_eyelike_dtype_that_is_no_type_is_refused() -> None:
+    """Found by the long compile-fuzz run: EyeLike dtype = -1 was answered (as the declared type);
+    onnx.reference refuses it."""
+    g = h.make_graph([h.make_node("EyeLike", ["x"], ["y"], dtype=-1)], "g", [_f("x", [3, 4])], [_f("y", [3, 4])])
+    with pytest.raises(OnnxcError, match="attribute 'dtype' = -1 is not an element type EyeLike can produce"):
+        onnxc.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]))
