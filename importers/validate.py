@@ -342,9 +342,11 @@ class Validator:
                 # Checked on the model too: a Transpose whose declared result type equals its input's
                 # is dropped as a no-op before `onnx-validate-attributes` sees its perm ([0, 1] on a
                 # rank-3 input with the output declared (2, 3, 4) was answered; the compile fuzzer).
+                # Only there: elsewhere onnx-validate-attributes reports it with the model's other problems.
                 perm = next((list(a.ints) for a in node.attribute if a.name == "perm" and _attr_kind(a) == AP.INTS), None)
                 r = len(shapes[node.input[0]])
-                if perm is not None and sorted(perm) != list(range(r)):
+                unchanged = bool(node.output) and shapes.get(node.output[0]) == shapes[node.input[0]]
+                if unchanged and perm is not None and sorted(perm) != list(range(r)):
                     self.add(f"{_node_label(node, i, ctx)} in {ctx.where}: attribute 'perm' = {perm} is not a permutation of "
                              f"0..{r - 1} (input '{node.input[0]}' has rank {r}).")  # fmt: skip
                 continue
