@@ -1376,3 +1376,33 @@ def test_eyelike_dtype_that_is_no_type_is_refused() -> None:
     g = h.make_graph([h.make_node("EyeLike", ["x"], ["y"], dtype=-1)], "g", [_f("x", [3, 4])], [_f("y", [3, 4])])
     with pytest.raises(OnnxcError, match="attribute 'dtype' = -1 is not an element type EyeLike can produce"):
         onnxc.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]))
+
+
+def test_rnn_weights_that_do_not_fit_hidden_size_are_refused() -> None:
+    """Found by the long compile-fuzz run (RNN hidden_size 7 with W and R of 4 rows, some dims
+    symbolic): the loops read the weights at the attribute's size and answered a (2, 1, 7) state.
+    Dynamic dims: a run-time error; static ones: refused; fitting weights still match."""
+    def model(hidden: int, wd: list[int | str], rd: list[int | str]) -> onnx.ModelProto:
+        node = h.make_node("RNN", ["x", "w", "r"], ["", "y_h"], hidden_size=hidden, name="rnn")
+        return _model([node], [_f("x", [2, 1, 3]), _f("w", wd), _f("r", rd)], ["y_h"])
+
+    m = model(4, [1, "g", "i"], [1, "g2", "hh"])
+    compiled = onnxc.compile(m)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 1, 3)).astype(np.float32)
+    with pytest.raises(RuntimeCheckError, match=r"RNN node 'rnn': the run-time weight shapes .* do not fit hidden_size 4"):
+        compiled.run({"x": x, "w": np.ones((1, 7, 3), np.float32), "r": np.ones((1, 7, 7), np.float32)})
+    feeds = {"x": x, "w": rng.standard_normal((1, 4, 3)).astype(np.float32), "r": rng.standard_normal((1, 4, 4)).astype(np.float32)}
+    np.testing.assert_allclose(compiled.run(feeds)["y_h"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-4, atol=1e-5)
+    with pytest.raises(OnnxcError, match="input 1 dim 1 is 4, 7 expected"):
+        onnxc.compile(model(7, [1, 4, 3], [1, 4, 4]))
+
+
+def test_tfidf_ngram_counts_out_of_order_are_refused() -> None:
+    """Found by the long compile-fuzz run: TfIdfVectorizer ngram_counts = [4, -4] sliced the pool
+    from its end and counted n-grams the model does not have (answered)."""
+    node = h.make_node("TfIdfVectorizer", ["x"], ["y"], mode="TF", min_gram_length=1, max_gram_length=2, max_skip_count=0,
+                       ngram_counts=[4, -4], ngram_indexes=[0, 1, 2, 3, 4, 5, 6], pool_int64s=[2, 3, 5, 4, 5, 6, 7, 8, 6, 7])  # fmt: skip
+    m = _model([node], [h.make_tensor_value_info("x", T.INT32, [12])], ["y"], opset=9)
+    with pytest.raises(OnnxcError, match=r"ngram_counts \[4, -4\] must start at 0 and rise within the pool of 10"):
+        onnxc.compile(m)

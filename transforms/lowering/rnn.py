@@ -137,6 +137,34 @@ def _transpose(v: ir.Value) -> ir.Value:
     return linalg.transpose(v, outs=[init], permutation=[1, 0]).results[0]
 
 
+def _require_weight_shapes(node: Node, x: ir.Value, w: ir.Value, r: ir.Value, n_dir: int, gates: int, hid: int) -> None:
+    """W must be (num_directions, gates * hidden_size, input_size), R (num_directions, gates *
+    hidden_size, hidden_size), B (num_directions, 2 * gates * hidden_size): refused where static
+    dims disagree, checked at run time where dynamic. Why: the loops take hidden_size from the
+    attribute and read the weights at it: RNN hidden_size 7 with W and R of 4 symbolic rows was
+    answered with a (2, 1, 7) state (the compile fuzzer)."""
+    from onnxc.transforms.lowering.common import LoweringError, dim_value
+    from onnxc.transforms.lowering.runtime_checks import require
+
+    want = {1: [n_dir, gates * hid, dim(x, 2)], 2: [n_dir, gates * hid, hid]}
+    if node.has(3):
+        want[3] = [n_dir, 2 * gates * hid]
+    ok: ir.Value | None = None
+    for i, dims in want.items():
+        v = node.input(i)
+        for j, d in enumerate(dims):
+            got = dim(v, j)
+            if isinstance(got, int) and isinstance(d, int):
+                if got != d:
+                    raise LoweringError(f"{node.describe()}: input {i} dim {j} is {got}, {d} expected (hidden_size {hid}, {n_dir} direction(s))")
+                continue
+            same = arith.cmpi(arith.CmpIPredicate.eq, dim_value(got), dim_value(d))
+            ok = same if ok is None else arith.andi(ok, same)
+    if ok is not None:
+        shapes = [dim_value(dim(node.input(i), j)) for i in want for j in range(len(want[i]))]
+        require(ok, node.op, f"the run-time weight shapes {{dims}} do not fit hidden_size {hid}, {n_dir} direction(s) and the input size", [("dims", shapes)])
+
+
 @lowers("RNN", "GRU", "LSTM", check=_check_rnn)
 def lower_rnn(node: Node) -> list[ir.Value | None]:
     """RNN/GRU/LSTM: a time loop per direction (see the module docstring)."""
@@ -154,6 +182,7 @@ def lower_rnn(node: Node) -> list[ir.Value | None]:
     acts = _activations(node, elem, n_dir)
     assert not isinstance(acts, str)
     G = _GATES[kind]
+    _require_weight_shapes(node, x, w, r, n_dir, G, hid)
     clip = node.attr("clip")
     lbr = int(node.attr("linear_before_reset", 0)) if kind == "GRU" else 0
     zero = 0.0

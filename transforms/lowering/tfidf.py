@@ -54,6 +54,11 @@ def _pool(node: Node) -> tuple[list[tuple[int, ...]], list[int], int] | str:
     lo, hi = int(node.attr("min_gram_length", 0)), int(node.attr("max_gram_length", 0))
     if not pool or not counts or not indexes:
         return "pool_int64s, ngram_counts and ngram_indexes are required (string pools are not lowered)"
+    # The start of each n-gram size in the pool: from 0, non-decreasing, inside the pool. Others
+    # (ngram_counts = [4, -4]: the compile fuzzer) sliced the pool from the end and counted
+    # n-grams the model does not have.
+    if counts[0] != 0 or any(b < a for a, b in zip(counts, counts[1:])) or counts[-1] > len(pool):
+        return f"ngram_counts {counts} must start at 0 and rise within the pool of {len(pool)}"
     grams: list[tuple[int, ...]] = []
     cols: list[int] = []
     gid = 0
