@@ -1,6 +1,7 @@
 """A compile-level fuzzer: mutate ONNX node-test models, compile and run them, classify what happens.
 
-`python -m onnxc.tools.fuzz_compile --cases N --seed S [--workers 2] [--json out.json]`
+`python -m onnxc.tools.fuzz_compile --cases N --seed S [--workers 2] [--jit-opt-level 0] [--minutes M]
+[--json out.json [--flush-s 60]] [--verbose]`
 
 Why: the importer's fuzzer (test/python/test_import_fuzz.py) mutates bytes and fields, so most of
 its models never reach the compiler. This one starts from the models of onnx's backend node tests

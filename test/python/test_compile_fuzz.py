@@ -2,7 +2,8 @@
 compile and match `onnx.reference`, or be refused with an `OnnxcError`; never an abort, a raw
 exception or a wrong answer (issue 11). `ONNXC_COMPILE_FUZZ_CASES=N` runs N cases instead.
 
-The long run: `nice python -m onnxc.tools.fuzz_compile --cases 100000 --minutes 15 --json out.json`.
+The long run: `nice -n 15 python -m onnxc.tools.fuzz_compile --cases 100000 --seed S --workers 1
+--jit-opt-level 0 --minutes M --json out.json` (the report is rewritten every `--flush-s` seconds).
 """
 
 from __future__ import annotations
