@@ -352,7 +352,17 @@ def _is_simple_reduction(op: ir.Operation) -> bool:
     if not isinstance(owner, ir.Operation) or owner.name not in _COMBINERS:
         return False
     uses = list(out.uses)
-    return len(uses) == 1 and uses[0].owner == owner
+    if not (len(uses) == 1 and uses[0].owner == owner):
+        return False
+    # A body that reads the position along a reduction loop (`linalg.index` of it: a gather by
+    # index, as the shape-generic broadcast of a MatMul operand lowers to) is not split: the
+    # partial-reduction op of `tile_reduction_using_forall` gives each thread's chunk indices
+    # from 0, so it read the wrong elements (a wrong answer on Vulkan, test_gpu_refusals).
+    iterators = _iterators(op)
+    return not any(
+        o.name == "linalg.index" and iterators[ir.IntegerAttr(o.attributes["dim"]).value] == "reduction"
+        for o in (x.operation for x in ops)
+    )
 
 
 def _is_plain_contraction(op: ir.Operation) -> bool:

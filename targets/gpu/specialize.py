@@ -12,8 +12,10 @@ sizes, so nothing is guessed: a call whose shapes or host-read values differ get
 program, never another call's.
 
 Dynamic dims are specialized only when asked (`VulkanOptions(dynamic_shapes="specialize")`):
-one model is known to come out wrong that way (the mapping mis-compiles some IR that shape-generic
-lowering produced; its static export is right), so the default refuses dynamic dims as before.
+shape-generic lowering produces IR that static models do not (gathers by index inside
+reductions, clamped broadcast indices), and the first differential run over it found a mapping
+bug (fixed); until more models with dynamic axes have been compared, the default refuses dynamic
+dims as before.
 
 What is made static:
 - an argument with dynamic dims gets the call's static type (a `tensor.cast` back to the

@@ -57,11 +57,11 @@ class VulkanOptions:
     spirv_version: the SPIR-V version of the target environment (`v1.0`..`v1.6`); v1.0 runs on
         every Vulkan 1.0+ driver.
     dynamic_shapes: "refuse" (default: a dynamic dim is refused naming the node) or "specialize"
-        (opt-in, experimental: each call's shapes are made static and compiled,
-        `targets/gpu/specialize.py`). Not the default because one model is known to come out
-        wrong that way (test_gpu_differential: the Erf encoder with a key-padding mask; its
-        static export is right). Inputs whose values set shapes (Resize's scales) are
-        specialized either way: the model's dims are static there.
+        (opt-in: each call's shapes are made static and compiled, `targets/gpu/specialize.py`).
+        Opt-in until more models with dynamic axes have been compared with the CPU target: the
+        first differential run found a mapping bug (fixed: a reduction gathering by its
+        reduction index was split into a tree). Inputs whose values set shapes (Resize's
+        scales) are specialized either way: the model's dims are static there.
     """
 
     device: str = "vulkan"

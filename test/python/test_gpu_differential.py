@@ -6,11 +6,9 @@ ResNet-style stack with a dynamic batch. Vulkan (lavapipe) runs them through per
 specialization (targets/gpu/specialize.py, the opt-in `VulkanOptions(dynamic_shapes="specialize")`):
 each call's shapes are made static and compiled once.
 
-KNOWN WRONG ANSWER (why specialization of dynamic dims is opt-in, not the default): the Erf
-encoder with a key-padding mask comes out wrong on Vulkan (every element, max abs ~2.7) when
-specialized, while the CPU target runs the same specialized module right and Vulkan runs the
-model's static export right: the GPU mapping mis-compiles some IR that the shape-generic lowering
-produces. It is a strict xfail raising AssertionError until the mapping is fixed.
+The Erf encoder with a key-padding mask found a mapping bug this way (a reduction whose body
+gathers by its reduction index was split into a tree that read the wrong elements: every output
+wrong); `_is_simple_reduction` now keeps such bodies on one thread per output element.
 
 Comparison: test_differential's `compare` (rel <= 1e-4 against a scale-tied floor; non-finite
 values at the same places), with the CPU target's output as the reference.
@@ -34,13 +32,7 @@ def _cases() -> dict:
     }
 
 
-WRONG = {"encoder_gelu_erf": "wrong answer on Vulkan after specialization (see the module doc): a mapping bug, not yet found"}
-
-
-@pytest.mark.parametrize(
-    "name",
-    [pytest.param(n, marks=[pytest.mark.xfail(strict=True, raises=AssertionError, reason=WRONG[n])] if n in WRONG else []) for n in _cases()],
-)
+@pytest.mark.parametrize("name", list(_cases()))
 def test_vulkan_matches_the_cpu_target(name: str) -> None:
     import onnxc
     from onnxc.targets.vulkan import VulkanOptions

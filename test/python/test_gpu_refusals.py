@@ -1,4 +1,4 @@
-"""What the GPU targets refuse, and how: an `OnnxcError` naming the ONNX node, never an internal
+"""What the GPU targets refuse, and how (and the wrong answers found on the way, fixed): an `OnnxcError` naming the ONNX node, never an internal
 error (IndexError, an MLIR assertion that kills the process); and what they now take instead of
 refusing (f64 kernels on Vulkan, uint8 graphs through target="auto").
 
@@ -128,3 +128,34 @@ def test_f64_rounding_on_vulkan_is_exact() -> None:
     for want, g in zip([np.floor(x), np.ceil(x), np.round(x), np.abs(x)], got):
         np.testing.assert_array_equal(g, want)
         np.testing.assert_array_equal(np.signbit(g), np.signbit(want))  # -0.0 stays -0.0
+
+
+def test_gather_by_index_in_a_reduction_is_not_split() -> None:
+    """A reduction whose body reads its reduction position (`linalg.index`: the shape-generic
+    broadcast of a MatMul operand, GELU(x) @ W with a dynamic sequence, lowers to a gather in the
+    contraction's body) runs one thread per output element, not as a tree: the partial-reduction
+    op of the tree split gave each thread's chunk indices from 0 (every element wrong, max abs
+    78). Against the CPU target, specialized to a call's shapes."""
+    import onnxc
+    from onnx import numpy_helper
+    from onnxc.targets.vulkan import VulkanOptions
+    from test_gpu_vulkan import _vulkan_or_skip
+
+    _vulkan_or_skip()
+    rng = np.random.default_rng(0)
+    nodes = [
+        helper.make_node("Erf", ["x"], ["e"]),
+        helper.make_node("Add", ["e", "one"], ["a"]),
+        helper.make_node("Mul", ["x", "a"], ["m"]),
+        helper.make_node("MatMul", ["m", "w"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(rng.standard_normal((256, 64)).astype(np.float32), "w"), numpy_helper.from_array(np.array(1.0, np.float32), "one")]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, "seq", 256])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, "seq", 64])], inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=IR_VERSION)
+    x = rng.standard_normal((2, 7, 256)).astype(np.float32)
+    want = onnxc.compile(model, target="cpu")(x)[0]
+    got = onnxc.compile(model, target="vulkan", options=VulkanOptions(dynamic_shapes="specialize"))(x)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
