@@ -1406,3 +1406,21 @@ def test_tfidf_ngram_counts_out_of_order_are_refused() -> None:
     m = _model([node], [h.make_tensor_value_info("x", T.INT32, [12])], ["y"], opset=9)
     with pytest.raises(OnnxcError, match=r"ngram_counts \[4, -4\] must start at 0 and rise within the pool of 10"):
         onnxc.compile(m)
+
+
+def test_instance_normalization_scale_of_another_length_is_refused() -> None:
+    """Found by the long compile-fuzz run: InstanceNormalization of 1 channel with a scale of 2
+    read the scale at its first entry and answered ((2, 1, 3); the reference broadcast to (2, 2,
+    3)). Static lengths: refused; dynamic ones: a run-time error; the right length matches."""
+    def model(bias: list[int | str]) -> onnx.ModelProto:
+        return _model([h.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], name="inorm")], [_f("x", [2, "c", 3]), _f("s", ["k"]), _f("b", bias)], ["y"])
+
+    with pytest.raises(OnnxcError, match="scale has 2 entries, the input 1 channels"):
+        onnxc.compile(_model([h.make_node("InstanceNormalization", ["x", "s", "b"], ["y"])], [_f("x", [2, 1, 3]), _f("s", [2]), _f("b", [1])], ["y"]))
+    m = model(["k2"])
+    compiled = onnxc.compile(m)
+    x = np.arange(6, dtype=np.float32).reshape(2, 1, 3)
+    with pytest.raises(RuntimeCheckError, match=r"InstanceNormalization node 'inorm': input 1 has 2 entries, the input 1 channels"):
+        compiled.run({"x": x, "s": np.ones(2, np.float32), "b": np.zeros(1, np.float32)})
+    feeds = {"x": x, "s": np.full(1, 2.0, np.float32), "b": np.full(1, 0.5, np.float32)}
+    np.testing.assert_allclose(compiled.run(feeds)["y"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-4, atol=1e-5)

@@ -135,8 +135,13 @@ def lower_batch_norm(node: Node) -> list[ir.Value | None]:
 
 
 def _check_in(node: Node) -> str | None:
-    if len(static_shape(node.onnx_types[0])) < 3:
+    xs = static_shape(node.onnx_types[0])
+    if len(xs) < 3:
         return "input rank must be >= 3"
+    for i, name in ((1, "scale"), (2, "B")):  # one entry per channel (a [2] scale for 1 channel was read at 0: answered)
+        s = static_shape(node.onnx_types[i])
+        if xs[1] is not None and s and s[0] is not None and s[0] != xs[1]:
+            return f"{name} has {s[0]} entries, the input {xs[1]} channels"
     return None
 
 
@@ -149,6 +154,17 @@ def lower_instance_norm(node: Node) -> list[ir.Value]:
     r = rank_of(x)
     axes = list(range(2, r))
     mean, rstd = mean_and_rstd(x, axes, elem, float(node.attr("epsilon", 1e-5)))
+    # Lengths known only at run time must be the channel count too (the compile fuzzer: a [2]
+    # scale for 1 channel was read at its first entry and answered).
+    from onnxc.transforms.lowering.common import dim_value
+    from onnxc.transforms.lowering.runtime_checks import require
+
+    c = dim(x, 1)
+    for i in (1, 2):
+        n = dim(node.input(i), 0)
+        if not (isinstance(n, int) and isinstance(c, int)):
+            require(arith.cmpi(arith.CmpIPredicate.eq, dim_value(n), dim_value(c)), node.op,
+                    f"input {i} has {{entries}} entries, the input {{channels}} channels", [("entries", dim_value(n)), ("channels", dim_value(c))])  # fmt: skip
     scale = _channel_view(node.input(1), r)
     bias = _channel_view(node.input(2), r)
 
