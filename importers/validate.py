@@ -338,6 +338,15 @@ class Validator:
                 if name in shapes and len(shapes[name]) != want:
                     self.add(f"{_node_label(node, i, ctx)} in {ctx.where}: input '{name}' has rank {len(shapes[name])}; "
                              f"{node.op_type} takes a {want}-D tensor there.")  # fmt: skip
+            if node.op_type == "Resize" and _norm(node.domain) == "":
+                # scales/sizes hold one entry per axis: with more axes than entries the lowering read
+                # past them (the compile fuzzer: axes [2, 3, 1] for 2 sizes, answered by a guess).
+                axes = next((list(a.ints) for a in node.attribute if a.name == "axes" and _attr_kind(a) == AP.INTS), None)
+                for j in (2, 3):
+                    sh = shapes.get(node.input[j]) if j < len(node.input) and node.input[j] else None
+                    if axes is not None and sh is not None and len(sh) == 1 and sh[0] is not None and sh[0] != len(axes):
+                        self.add(f"{_node_label(node, i, ctx)} in {ctx.where}: input '{node.input[j]}' has {sh[0]} entries "
+                                 f"for the {len(axes)} axes {axes}.")  # fmt: skip
             if node.op_type == "Transpose" and _norm(node.domain) == "" and node.input and node.input[0] in shapes:
                 # Checked on the model too: a Transpose whose declared result type equals its input's
                 # is dropped as a no-op before `onnx-validate-attributes` sees its perm ([0, 1] on a

@@ -1424,3 +1424,12 @@ def test_instance_normalization_scale_of_another_length_is_refused() -> None:
         compiled.run({"x": x, "s": np.ones(2, np.float32), "b": np.zeros(1, np.float32)})
     feeds = {"x": x, "s": np.full(1, 2.0, np.float32), "b": np.full(1, 0.5, np.float32)}
     np.testing.assert_allclose(compiled.run(feeds)["y"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_resize_sizes_of_another_length_than_axes_are_refused() -> None:
+    """Found by the long compile-fuzz run: Resize axes = [2, 3, 1] with 2 sizes read past the
+    sizes input; refused on the model now (its declared length is known)."""
+    node = h.make_node("Resize", ["x", "", "", "sizes"], ["y"], axes=[2, 3, 1], mode="nearest")
+    m = _model([node], [_f("x", [1, 1, 2, 4]), h.make_tensor_value_info("sizes", T.INT64, [2])], ["y"], opset=19)
+    with pytest.raises(OnnxcError, match=r"input 'sizes' has 2 entries for the 3 axes \[2, 3, 1\]"):
+        onnxc.compile(m)
