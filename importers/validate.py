@@ -559,6 +559,9 @@ class Validator:
                                  f"{', '.join(map(str, choices))}.")  # fmt: skip
                     if (schema.op_type, a.name) in NON_NEGATIVE and a.i < 0:
                         self.add(f"{label} in {where}: attribute '{a.name}' = {a.i} must not be negative.")
+                    if (schema.op_type, a.name) == ("Split", "num_outputs") and a.i != len(node.output):
+                        # onnx's shape inference indexed past a vector (SIGABRT; the compile fuzzer).
+                        self.add(f"{label} in {where}: attribute 'num_outputs' = {a.i}, but the node has {len(node.output)} outputs.")
                 elif kind == AP.INTS and not a.ref_attr_name and (schema.op_type, a.name) in POSITIVE_LISTS and any(x < 1 for x in a.ints):
                     self.add(f"{label} in {where}: attribute '{a.name}' = {list(a.ints)} must hold positive values.")
             if a.ref_attr_name:

@@ -1433,3 +1433,11 @@ def test_resize_sizes_of_another_length_than_axes_are_refused() -> None:
     m = _model([node], [_f("x", [1, 1, 2, 4]), h.make_tensor_value_info("sizes", T.INT64, [2])], ["y"], opset=19)
     with pytest.raises(OnnxcError, match=r"input 'sizes' has 2 entries for the 3 axes \[2, 3, 1\]"):
         onnxc.compile(m)
+
+
+def test_split_num_outputs_contradicting_the_outputs_is_refused_not_aborted(tmp_path: Path) -> None:
+    """Found by the long compile-fuzz run: Split num_outputs = 2 with 3 outputs aborted the
+    process in onnx's shape inference (a std::vector index assertion)."""
+    node = h.make_node("Split", ["x"], ["a", "b", "c"], num_outputs=2)
+    proc = _compile_in_child(_model([node], [_f("x", [6])], ["a", "b", "c"], opset=18), tmp_path)
+    assert proc.returncode == 1 and "attribute 'num_outputs' = 2, but the node has 3 outputs" in proc.stderr, (proc.returncode, proc.stderr[-500:])
