@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import numpy as np
 import onnx
 from mlir import ir
 
@@ -149,6 +150,31 @@ def _by_op_type(node: onnx.NodeProto) -> Compatibility:
     return Compatibility(Support.UNSUPPORTED, f"{who}: no lowering and no schema function")
 
 
+def _same_width_int(a: np.dtype, b: np.dtype) -> bool:
+    return a != b and a.kind in "iu" and b.kind in "iu" and a.itemsize == b.itemsize
+
+
+def _viewing_integers(runnable: Any, model: onnx.ModelProto) -> GraphFunction:
+    """`runnable` called with integer arrays viewed as the signless types its signature holds,
+    and its integer results viewed as the graph outputs' ONNX types (uint8 <-> int8 and alike)."""
+    from onnx import helper
+
+    sig = getattr(runnable, "signature", None)
+    wanted = [
+        np.dtype(helper.tensor_dtype_to_np_dtype(o.type.tensor_type.elem_type)) if o.type.HasField("tensor_type") and o.type.tensor_type.elem_type else None
+        for o in model.graph.output
+    ]
+
+    def call(*arrays: Any) -> Any:
+        given = [np.asarray(a) for a in arrays]
+        if sig is not None:
+            given = [a.view(spec.dtype) if _same_width_int(a.dtype, np.dtype(spec.dtype)) else a for a, spec in zip(given, sig.inputs)]
+        results = runnable(*given)
+        return [r.view(d) if d is not None and isinstance(r, np.ndarray) and _same_width_int(r.dtype, d) else r for r, d in zip(results, wanted)]
+
+    return call
+
+
 def _compile_with(target: Any, options: Any, model: onnx.ModelProto) -> GraphFunction:
     """Import, lower to linalg and compile `model` with `target`; the runnable takes the graph's
     non-initializer inputs in order (what `Graph` passes)."""
@@ -158,11 +184,10 @@ def _compile_with(target: Any, options: Any, model: onnx.ModelProto) -> GraphFun
     run_pipeline(module, "onnx-to-linalg", reraise=True)
     runnable = target.compile(module, target.options(options))
     # The runnable holds unsigned ONNX types in signless integers of the same width (uint8 as
-    # int8): CompiledModel views the arrays as `onnxc.compile` does, so a uint8 graph placed on
-    # a backend takes and returns uint8 arrays (target="auto" refused them before).
-    from onnxc.compiler import CompiledModel, io_specs
-
-    compiled = CompiledModel(io_specs(list(model.graph.input)), io_specs(list(model.graph.output)), runnable, target.name)
+    # int8): the arrays are viewed as `onnxc.compile` does, so a uint8 graph placed on a backend
+    # takes and returns uint8 arrays (target="auto" refused them before). Done here, not with
+    # `onnxc.compiler.CompiledModel`: targets sit below the `onnxc` package (DEVELOPERS.md, Layers).
+    compiled = _viewing_integers(runnable, model)
     # The importer keeps inputs that have an initializer as arguments (callers of onnxc.compile
     # may override them); a backend graph binds only the others, so the initializer is passed.
     names = [v.name for v in model.graph.input]

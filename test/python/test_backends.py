@@ -236,12 +236,15 @@ def test_vulkan_compatibility_asks_the_target() -> None:
     vk = B.get_backend("vulkan", B.backends(plugins=False))
     add = single("Add", [("a", TensorProto.FLOAT, [4]), ("b", TensorProto.FLOAT, [4])], (TensorProto.FLOAT, [4]))
     assert vk.compatibility(add).support is B.Support.SUPPORTED, vk.compatibility(add).reason
-    # f64 buffers: the CPU lowers them, the Vulkan target refuses them (its own check says why).
+    # f64 buffers: lavapipe has shaderFloat64, so the Vulkan target takes them as the CPU does.
     add64 = single("Add", [("a", TensorProto.DOUBLE, [4]), ("b", TensorProto.DOUBLE, [4])], (TensorProto.DOUBLE, [4]))
     cpu = B.get_backend("cpu", B.backends(plugins=False))
     assert cpu.compatibility(add64).support is B.Support.SUPPORTED
-    answer = vk.compatibility(add64)
-    assert answer.support is B.Support.UNSUPPORTED and "f64" in answer.reason
+    assert vk.compatibility(add64).support is B.Support.SUPPORTED, vk.compatibility(add64).reason
+    # A string Add: the target's own pre-check refuses it, with a reason.
+    sadd = single("Add", [("a", TensorProto.STRING, [4]), ("b", TensorProto.STRING, [4])], (TensorProto.STRING, [4]))
+    answer = vk.compatibility(sadd)
+    assert answer.support is B.Support.UNSUPPORTED and answer.reason
 
 
 # -------------------------------------------------------------------------- figures
