@@ -481,7 +481,7 @@ class ModelImporter:
                 # The stubs stay; `_tensor_attr` reads each one's data from the caller's model.
                 # Copying the initializers back into the inferred model moved every weight once
                 # more (0.44 s and 437 MB of BERT-base's import).
-                self._stubbed = {t.name: t for t in model.graph.initializer if not _is_stub(t)}
+                self._stubbed = {t.name: t for t in model.graph.initializer}
             return drop_known_inference_errors(inferred)
         except Exception:  # noqa: BLE001 - onnx's shape inference raises InferenceError, ValidationError,
             # RuntimeError...: inference is a help, never a requirement
