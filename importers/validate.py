@@ -284,6 +284,7 @@ class Validator:
         for i, node in enumerate(g.node):
             self._check_node(node, i, ctx, visible)
         self._check_type_attributes(g, ctx)
+        self._check_quantize_types(g, ctx)
         self._check_attention_shapes(g, ctx)
         for vi in g.value_info:
             self._check_value_info(vi, f"value_info '{vi.name}' of {where}", require_type=False)
@@ -317,6 +318,52 @@ class Validator:
             if out in declared and declared[out] != a.i:
                 want, got = onnx.TensorProto.DataType.Name(a.i), onnx.TensorProto.DataType.Name(declared[out]) if declared[out] in names else declared[out]
                 self.add(f"{label} in {ctx.where}: attribute '{a.name}' = {want}, but the graph declares its output '{out}' as {got}.")
+
+    def _check_quantize_types(self, g: onnx.GraphProto, ctx: _Context) -> None:
+        """QuantizeLinear's and DequantizeLinear's result type against the graph's declaration.
+        The spec fixes it: QuantizeLinear gives `output_dtype`, else the zero point's type, else
+        uint8 (with both, they must agree); DequantizeLinear gives `output_dtype`, else the
+        scale's type. Why: the importer types a node's result from its declaration and the
+        lowering quantizes to that type, so a model declaring int16 for a QuantizeLinear whose
+        spec result is uint8 got int16 values (-5 where onnx.reference saturates to 0: the compile
+        fuzzer, seed 102 case 38574, `output_dtype` = 0 on a blocked quantization)."""
+        elem: dict[str, int] = {t.name: t.data_type for t in g.initializer}
+        for vi in list(g.input) + list(g.value_info) + list(g.output):
+            if vi.type.WhichOneof("value") == "tensor_type" and vi.type.tensor_type.elem_type:
+                elem.setdefault(vi.name, vi.type.tensor_type.elem_type)
+        declared = {vi.name: vi.type.tensor_type.elem_type for vi in list(g.value_info) + list(g.output)
+                    if vi.type.WhichOneof("value") == "tensor_type" and vi.type.tensor_type.elem_type}  # fmt: skip
+
+        def type_name(t: int) -> str:
+            return onnx.TensorProto.DataType.Name(t) if t in onnx.TensorProto.DataType.values() else str(t)
+
+        for i, node in enumerate(g.node):
+            if _norm(node.domain) != "" or node.op_type not in ("QuantizeLinear", "DequantizeLinear") or not node.output:
+                continue
+            a = next((a for a in node.attribute if a.name == "output_dtype" and not a.ref_attr_name and _attr_kind(a) == AP.INT), None)
+            out_dtype = a.i if a is not None else 0
+            label = _node_label(node, i, ctx)
+            # QuantizeLinear: the zero point (input 2) decides without output_dtype; DequantizeLinear: the scale (input 1).
+            j = 2 if node.op_type == "QuantizeLinear" else 1
+            source = node.input[j] if j < len(node.input) and node.input[j] else ""
+            source_type = elem.get(source, 0) if source else 0
+            if out_dtype and source_type and node.op_type == "QuantizeLinear" and out_dtype != source_type:
+                self.add(f"{label} in {ctx.where}: attribute 'output_dtype' = {type_name(out_dtype)}, but the zero point "
+                         f"'{source}' is {type_name(source_type)}; the two must agree.")  # fmt: skip
+                continue
+            if out_dtype:
+                want, why = out_dtype, f"attribute 'output_dtype' = {type_name(out_dtype)}"
+            elif source_type:
+                role = "zero point" if node.op_type == "QuantizeLinear" else "scale"
+                want, why = source_type, f"its {role} '{source}' is {type_name(source_type)} (no 'output_dtype')"
+            elif node.op_type == "QuantizeLinear" and not source:
+                want, why = onnx.TensorProto.UINT8, "without 'output_dtype' or a zero point it is UINT8"
+            else:
+                continue  # the deciding input's type is not declared: onnx's inference types the result
+            out = node.output[0]
+            if out in declared and declared[out] != want:
+                self.add(f"{label} in {ctx.where}: its result is {type_name(want)} ({why}), but the graph declares "
+                         f"its output '{out}' as {type_name(declared[out])}.")  # fmt: skip
 
     def _check_attention_shapes(self, g: onnx.GraphProto, ctx: _Context) -> None:
         """Transpose's perm against its input's declared rank (see below), and Attention's inputs, where the graph declares their shapes: Q, K and V all 3-D or all

@@ -1441,3 +1441,42 @@ def test_split_num_outputs_contradicting_the_outputs_is_refused_not_aborted(tmp_
     node = h.make_node("Split", ["x"], ["a", "b", "c"], num_outputs=2)
     proc = _compile_in_child(_model([node], [_f("x", [6])], ["a", "b", "c"], opset=18), tmp_path)
     assert proc.returncode == 1 and "attribute 'num_outputs' = 2, but the node has 3 outputs" in proc.stderr, (proc.returncode, proc.stderr[-500:])
+
+
+def _quantize_model(op: str, out_dtype: int | None, declared: int, zero_point: int | None = None, block: int = 2) -> onnx.ModelProto:
+    """A blocked QuantizeLinear/DequantizeLinear of a 3x4 input with a 3x2 scale (`block` = 2 along axis 1)."""
+    attrs: dict[str, int] = {"axis": 1, "block_size": block}
+    if out_dtype is not None:
+        attrs["output_dtype"] = out_dtype
+    ins = ["x", "s"] + (["zp"] if zero_point is not None else [])
+    x_type = T.FLOAT if op == "QuantizeLinear" else T.INT8
+    inputs = [h.make_tensor_value_info("x", x_type, [3, 4]), _f("s", [3, 2])]
+    inits = [h.make_tensor("zp", zero_point, [3, 2], [0] * 6)] if zero_point is not None else []
+    g = h.make_graph([h.make_node(op, ins, ["y"], name="q", **attrs)], "g", inputs, [h.make_tensor_value_info("y", declared, [3, 4])], inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 21)])
+
+
+@pytest.mark.parametrize(("op", "out_dtype", "declared", "zero_point", "message"), [
+    ("QuantizeLinear", 0, T.INT16, None, r"its result is UINT8 \(without 'output_dtype' or a zero point it is UINT8\), but the graph declares its output 'y' as INT16"),
+    ("QuantizeLinear", None, T.INT8, T.UINT8, r"its result is UINT8 \(its zero point 'zp' is UINT8 \(no 'output_dtype'\)\), but the graph declares its output 'y' as INT8"),
+    ("QuantizeLinear", T.INT16, T.INT16, T.INT8, r"attribute 'output_dtype' = INT16, but the zero point 'zp' is INT8; the two must agree"),
+    ("QuantizeLinear", T.INT8, T.INT16, None, r"its result is INT8 \(attribute 'output_dtype' = INT8\), but the graph declares its output 'y' as INT16"),
+    ("DequantizeLinear", 0, T.FLOAT16, None, r"its result is FLOAT \(its scale 's' is FLOAT \(no 'output_dtype'\)\), but the graph declares its output 'y' as FLOAT16"),
+])  # fmt: skip
+def test_quantize_result_type_contradicting_the_declared_output_is_refused(op: str, out_dtype: int | None, declared: int,
+                                                                           zero_point: int | None, message: str) -> None:  # fmt: skip
+    """Found by the long compile-fuzz run (seed 102 case 38574): a blocked QuantizeLinear with
+    `output_dtype` = 0 and no zero point (spec: a uint8 result) declared int16 was quantized to
+    int16 (-5 where onnx.reference saturates to 0): the result was typed from the declaration."""
+    with pytest.raises(OnnxcError, match=message):
+        onnxc.compile(_quantize_model(op, out_dtype, declared, zero_point))
+
+
+@pytest.mark.parametrize(("out_dtype", "declared", "zero_point"), [(0, T.UINT8, None), (None, T.INT8, T.INT8), (T.INT16, T.INT16, None)])
+def test_blocked_quantize_with_a_consistent_type_matches_reference(out_dtype: int | None, declared: int, zero_point: int | None) -> None:
+    m = _quantize_model("QuantizeLinear", out_dtype, declared, zero_point)
+    feeds = {"x": np.array([[6, -8, -10, 5], [1, 8, 4, 5], [0, 20, 10, 4]], np.float32),
+             "s": np.array([[1.5, 2.5], [3.0, 4.9], [5.1, 6.9]], np.float32)}  # fmt: skip
+    want = ReferenceEvaluator(m).run(None, feeds)[0]
+    got = onnxc.compile(m).run(feeds)["y"]
+    assert got.dtype == want.dtype and got.tolist() == want.tolist()
