@@ -401,6 +401,17 @@ def plan_tiles(op: ir.Operation, options: CpuPipelineOptions | None = None) -> T
     other loops by 1, so each tile is a 1-D vector and any dynamic extent is handled by masks.
     """
     opts = options or CpuPipelineOptions()
+    # An op with a static 0-size dim has an empty iteration space (or only a reduction over an
+    # empty loop, leaving its init): its tile plan would give a loop of extent 0 a tile of 0 (a
+    # whole-row reduction tile) or of 1, which MLIR's tiling asserts on (computeAllSliceParameters:
+    # SIGABRT; a ReduceSum or Softmax of a [3, 0] input, an mmt4d of K = 0). It is left to
+    # scalar loops, which run zero times. Not pack/unpack: they must be tiled to be
+    # decomposed (not bufferizable), and their plan has no such tile.
+    if op.name not in ("linalg.pack", "linalg.unpack") and any(
+        isinstance(v.type, ir.ShapedType) and ir.ShapedType(v.type).has_rank and 0 in ir.ShapedType(v.type).shape
+        for v in list(op.operands) + list(op.results)
+    ):
+        return None
     # Channels-last convolutions and poolings have their own ISA-derived plan (conv_plan.py).
     from onnxc.targets.cpu.conv_plan import plan_conv
 
