@@ -568,22 +568,27 @@ def fuzz(n: int, seed: int, workers: int = 2, timeout: float = 120.0, only: int 
 DOCS_BEGIN, DOCS_END = "<!-- fuzz_compile:begin (generated: python -m onnxc.tools.fuzz_compile --docs) -->", "<!-- fuzz_compile:end -->"
 
 
-def render_docs(reports: list[dict[str, Any]], commit: str) -> str:
-    """The generated section of docs/robustness.md: one row per run (seed, cases, outcome counts),
-    the outcomes per mutation summed over the runs, and every bug case with its reason."""
+def render_docs(reports: list[dict[str, Any]], commit: str | list[str]) -> str:
+    """The generated section of docs/robustness.md: one row per run (seed, the commit it ran on,
+    cases, outcome counts), the outcomes per mutation of each run, and every bug case with its
+    reason. `commit`: one for every run, or one per run (runs of a long record ran on different
+    code, and an older run's figures must keep theirs)."""
     classes = ("ok", "refused", *BUGS, "timeout")
-    lines = [DOCS_BEGIN, "", f"Runs on commit `{commit}` (`python -m onnxc.tools.fuzz_compile --seed S --cases N`):", ""]
-    lines += ["| seed | cases | " + " | ".join(classes) + " |", "|---|---|" + "---|" * len(classes)]
+    commits = [commit] * len(reports) if isinstance(commit, str) else list(commit)
+    if len(commits) != len(reports):
+        raise ValueError(f"{len(commits)} commits for {len(reports)} runs")
+    lines = [DOCS_BEGIN, "", "Runs (`python -m onnxc.tools.fuzz_compile --seed S --cases N`; the commit each ran on):", ""]
+    lines += ["| seed | commit | cases | " + " | ".join(classes) + " |", "|---|---|---|" + "---|" * len(classes)]
+    for r, c in zip(reports, commits):
+        lines.append(f"| {r['seed']} | {c} | {r['cases']} | " + " | ".join(str(r["counts"].get(k, 0)) for k in classes) + " |")
+    lines += ["", "| seed | mutation | " + " | ".join(classes) + " |", "|---|---|" + "---|" * len(classes)]
     for r in reports:
-        lines.append(f"| {r['seed']} | {r['cases']} | " + " | ".join(str(r["counts"].get(k, 0)) for k in classes) + " |")
-    per: dict[str, Counter[str]] = {}
-    for r in reports:
+        per: dict[str, Counter[str]] = {}
         for key, n in r["by_mutation"].items():
             mutation, cls = key.split(":")
             per.setdefault(mutation, Counter())[cls] += n
-    lines += ["", "| mutation | " + " | ".join(classes) + " |", "|---|" + "---|" * len(classes)]
-    for mutation in sorted(per):
-        lines.append(f"| {mutation} | " + " | ".join(str(per[mutation].get(k, 0)) for k in classes) + " |")
+        for mutation in sorted(per):
+            lines.append(f"| {r['seed']} | {mutation} | " + " | ".join(str(per[mutation].get(k, 0)) for k in classes) + " |")
     lines.append("")
     for r in reports:  # what the table does not say: draws, duplicates, unverified answers, speed
         if "drawn" not in r:
@@ -601,7 +606,7 @@ def render_docs(reports: list[dict[str, Any]], commit: str) -> str:
     return "\n".join(lines + ["", DOCS_END])
 
 
-def write_docs(path: Path, reports: list[dict[str, Any]], commit: str) -> None:
+def write_docs(path: Path, reports: list[dict[str, Any]], commit: str | list[str]) -> None:
     """Replace the generated section of `path` (between DOCS_BEGIN and DOCS_END)."""
     text = path.read_text()
     start, end = text.index(DOCS_BEGIN), text.index(DOCS_END) + len(DOCS_END)
@@ -620,7 +625,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--verbose", action="store_true", help="print every case's outcome")
     p.add_argument("--docs", type=Path, default=None, help="write the runs' counts into this file's generated section")
     p.add_argument("--from-json", type=Path, nargs="*", default=None, help="with --docs: the reports of earlier runs instead of a run")
-    p.add_argument("--commit", default="", help="with --docs: the commit the runs were made on")
+    p.add_argument("--commit", nargs="*", default=[""], help="with --docs: the commit the runs were made on (one, or one per --from-json report)")
     p.add_argument("--jit-opt-level", type=int, default=3, choices=(0, 1, 2, 3),
                    help="the CPU target's LLVM optimization level (CpuPipelineOptions.jit_opt_level); 0 compiles fastest")
     p.add_argument("--flush-s", type=float, default=60.0, help="with --json: write the report so far this often (seconds)")
@@ -630,7 +635,8 @@ def main(argv: list[str] | None = None) -> int:
         worker_main(args.jit_opt_level)
         return 0
     if args.docs is not None and args.from_json:
-        write_docs(args.docs, [json.loads(f.read_text()) for f in args.from_json], args.commit)
+        commits = args.commit[0] if len(args.commit) == 1 else args.commit
+        write_docs(args.docs, [json.loads(f.read_text()) for f in args.from_json], commits)
         return 0
     deadline = None if args.minutes is None else time.time() + 60 * args.minutes
     out = fuzz(args.cases, args.seed, args.workers, args.timeout, args.only, deadline, log=sys.stderr if args.verbose else None,
@@ -639,7 +645,7 @@ def main(argv: list[str] | None = None) -> int:
     for b in out["bugs"]:
         print(f"BUG {b['cls']}: case {b['index']} ({b['base']}, {b['mutation']}: {b['change']}): {b['why']}")
     if args.docs is not None:
-        write_docs(args.docs, [out], args.commit)
+        write_docs(args.docs, [out], args.commit[0] if args.commit else "")
     return 1 if any(out["counts"].get(k, 0) for k in BUGS) else 0
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
 
@@ -89,8 +90,16 @@ def test_docs_section_is_generated_from_reports(tmp_path: Path) -> None:
     fz.write_docs(doc, [report], "abc123")
     text = doc.read_text()
     assert text.startswith("intro\n") and text.endswith("\noutro\n") and "old" not in text
-    assert "| 3 | 5 | 3 | 1 | 0 | 0 | 1 | 0 |" in text  # seed, cases, ok, refused, raw, abort, wrong, timeout
-    assert "| rank | 3 | 1 | 0 | 0 | 0 | 0 |" in text and "- seed 3 case 4: test_x, feed (feed x): **wrong** output 'y'" in text
+    assert "| 3 | abc123 | 5 | 3 | 1 | 0 | 0 | 1 | 0 |" in text  # seed, commit, cases, ok, refused, raw, abort, wrong, timeout
+    assert "| 3 | rank | 3 | 1 | 0 | 0 | 0 | 0 |" in text and "- seed 3 case 4: test_x, feed (feed x): **wrong** output 'y'" in text
+    # Runs of a long record keep the commit each ran on, and their own per-mutation rows.
+    newer = {**report, "seed": 4, "by_mutation": {"rank:ok": 2}}
+    fz.write_docs(doc, [report, newer], ["abc123", "def456"])
+    text = doc.read_text()
+    assert "| 3 | abc123 | 5 |" in text and "| 4 | def456 | 5 |" in text
+    assert "| 3 | rank | 3 | 1 | 0 | 0 | 0 | 0 |" in text and "| 4 | rank | 2 | 0 | 0 | 0 | 0 | 0 |" in text
+    with pytest.raises(ValueError, match="1 commits for 2 runs"):
+        fz.render_docs([report, newer], ["abc123"])
     fz.write_docs(doc, [{**report, "drawn": 9, "duplicates": 2, "seconds": 2.5, "jit_opt_level": 0, "workers": 1, "unverified": 1,
                          "unverified_bases": {"test_y": 1}}], "abc123")  # fmt: skip
     assert ("- seed 3: 9 cases drawn, 2 of them duplicates of earlier ones (not run), stopped at the time limit; jit_opt_level 0, "
