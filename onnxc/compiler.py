@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 from mlir import ir
 
-from onnxc.errors import OnnxcError
+from onnxc.errors import DiagnosticsError, OnnxcError
 
 if TYPE_CHECKING:  # imported lazily at run time: `import onnxc` stays cheap
     from onnxc.targets.base import Target
@@ -258,14 +258,18 @@ class StructuredModel(CompiledModel):
     their tensors; each specialization is compiled once and cached. Sequences are given and
     returned as lists of arrays, absent optionals as None."""
 
-    def __init__(self, proto: onnx.ModelProto, inputs: list[IOSpec], outputs: list[IOSpec], settings: "_Settings", source: Any = None) -> None:
+    def __init__(
+        self, proto: onnx.ModelProto, inputs: list[IOSpec], outputs: list[IOSpec], settings: "_Settings", source: Any = None, by_value: bool = False
+    ) -> None:
         super().__init__(inputs, outputs, function=None, target=settings.target.name)
         self.proto = proto
         self.source = proto if source is None else source  # path or proto, for the importer
         self.settings = settings
         self.cpu_options = settings.options  # the target's options (kept under its old name)
         self._cache: dict[Any, tuple[Any, list[Any], list[bool]]] = {}
-        self._by_value = False  # whether specializations bind small integer/bool inputs' values
+        # Whether specializations bind small integer/bool inputs' values (from the start for an
+        # all-tensor model whose shapes depend on them: `onnxc.specialize`).
+        self._by_value = by_value
 
     #: Value specializations (below) kept at most; past it a call is refused.
     MAX_VALUE_SPECIALIZATIONS = 16
@@ -292,7 +296,7 @@ class StructuredModel(CompiledModel):
         if key not in self._cache:
             if any(bind) and len(self._cache) >= self.MAX_VALUE_SPECIALIZATIONS:
                 raise OnnxcError(
-                    f"the structure of this model's sequence/optional values depends on input values; "
+                    f"the structure of this model's values (sequence lengths, optionals, shapes) depends on input values; "
                     f"{self.MAX_VALUE_SPECIALIZATIONS} specializations were compiled already and this call needs another"
                 )
             module = import_model(self.source)
@@ -303,6 +307,10 @@ class StructuredModel(CompiledModel):
                         for v, i, b in zip(values, self.proto.graph.input, bind)
                     ]
                     out_layouts = bind_boundary(module.operation, layouts)
+                if any(bind):  # the bound values' shape arithmetic refolded (If inlined, ranks known)
+                    from onnxc.specialize import settle
+
+                    settle(module.operation)
             except BoundaryError:
                 if self._by_value or not any(self._bindable(values)):
                     raise
@@ -577,9 +585,17 @@ def compile(  # noqa: A001 - the public name the design asks for
     folder = resolve_dir(cache_dir) if plain else None
     suffix = "+bound-defaults" if bound else ""
     with time_limit(time_limit_s):
-        function = cached_compile(
-            folder, lambda: model_cache_key(model, proto, settings.options, settings.target.name) + suffix, lambda: build(bool(bound)), settings.options
-        )
+        try:
+            function = cached_compile(
+                folder, lambda: model_cache_key(model, proto, settings.options, settings.target.name) + suffix, lambda: build(bool(bound)), settings.options
+            )
+        except DiagnosticsError as e:  # shapes that depend on input values: compiled per value
+            from onnxc.specialize import value_specialized_model
+
+            by_value = value_specialized_model(e, proto, inputs, outputs, settings, _import_source(model, proto))
+            if by_value is None:
+                raise
+            return by_value
 
     def compile_general() -> Any:
         with time_limit(time_limit_s):

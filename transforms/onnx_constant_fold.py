@@ -13,6 +13,7 @@ deterministic, has no subgraphs and produces only tensors. It is evaluated by
 correct for every op the reference implements). Beyond that:
 
 * `Shape` and `Size` of a value whose type is static fold without reading the value.
+* `CastLike` of a constant folds whatever its second input is (only its element type counts).
 * `ConstantOfShape` with a constant shape folds to a splat attribute of any size (splats cost
   one element in MLIR).
 * `size_limit` bounds the elements of every folded result, so compile time and memory stay
@@ -93,6 +94,8 @@ class Folder:
             static = self._shape_or_size(op, info)
             if static is not None:
                 return self._replace(op, [static])
+        if info.op_type == "CastLike" and U.is_constant(op.operands[0]) and not U.is_constant(op.operands[1]):
+            return self._cast_like(op, info)
         if not all(U.is_none_value(v) or U.is_constant(v) for v in op.operands):
             return False
         # Decide on the output size before reading inputs, which may be large weights.
@@ -125,6 +128,25 @@ class Folder:
             return np.array(int(np.prod(dims)), dtype=np.int64)
         start, end = U.shape_slice(op, len(dims))
         return np.array(dims[start:end] if end > start else [], dtype=np.int64)
+
+    def _cast_like(self, op: ir.Operation, info: OpInfo) -> bool:
+        """CastLike of a constant folds whatever its second input is: only that input's element
+        type is read (function bodies cast their constants `CastLike(c, X)` to the input's type,
+        and the casts must fold for the shape arithmetic behind them to fold). The reference
+        evaluates it with an empty array of that type standing for the second input."""
+        elem = U.element_type_of(op.operands[1].type)
+        dtype = U.numpy_dtype_of(elem) if elem is not None else None
+        if dtype is None:
+            self._skip("CastLike target element type")
+            return False
+        if not self._small_enough(op, info):
+            return False
+        arr = U.constant_value(op.operands[0])
+        if arr is None:
+            self._skip("unreadable constant")
+            return False
+        outputs = self._evaluate(op, info, [arr, np.zeros([0], dtype=dtype)])
+        return outputs is not None and self._replace(op, outputs)
 
     def _constant_of_shape(self, op: ir.Operation, inputs: list[np.ndarray | None]) -> bool:
         shape = inputs[0]

@@ -71,3 +71,16 @@ func.func @int_math() -> tensor<*xi32> {
   %r = "onnx.reshape"(%d, %s) : (tensor<6xi32>, tensor<*xi64>) -> tensor<*xi32>
   return %r : tensor<*xi32>
 }
+
+// -----
+
+// CastLike of a constant folds although its second input is an argument: only that input's
+// element type is read (function bodies write `CastLike(c, X)` for their constants).
+// CHECK-LABEL: func.func @cast_like_of_constant
+// CHECK-NEXT: %[[C:.*]] = "onnx.constant"() {value = dense<-1.000000e+00> : tensor<f32>}
+// CHECK-NEXT: return %[[C]]
+func.func @cast_like_of_constant(%x: tensor<?x3xf32>) -> tensor<*xf32> {
+  %c = "onnx.constant"() {value = dense<-1> : tensor<i64>} : () -> tensor<i64>
+  %r = "onnx.cast_like"(%c, %x) : (tensor<i64>, tensor<?x3xf32>) -> tensor<*xf32>
+  return %r : tensor<*xf32>
+}

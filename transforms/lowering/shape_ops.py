@@ -163,9 +163,15 @@ def lower_range(node: Node) -> list[ir.Value]:
     cs, cl, cd = node.const(0), node.const(1), node.const(2)
     fl = isinstance(elem, ir.FloatType)
     if cs is not None and cl is not None and cd is not None:
-        if float(cd) == 0:
+        # The spec's inputs are scalars; a one-element tensor of any rank (a function body's
+        # Squeeze/Slice result) is read as its element, as the run-time path's `scalar_of` does.
+        for what, c in (("start", cs), ("limit", cl), ("delta", cd)):
+            if np.asarray(c).size != 1:
+                raise node.fail(f"{what} must be a scalar, got a constant of shape {list(np.shape(c))}")
+        fs, fl_, fd = (float(np.asarray(c).reshape(-1)[0]) for c in (cs, cl, cd))
+        if fd == 0:
             raise node.fail("delta is 0: the range would be infinite")
-        n: Dim = max(int(np.ceil((float(cl) - float(cs)) / float(cd))), 0)
+        n: Dim = max(int(np.ceil((fl_ - fs) / fd)), 0)
     else:
         s, lim, d = (scalar_of(node.input(i)) for i in range(3))
         # A run-time delta of 0 is invalid (an infinite range) and an integer division by it
