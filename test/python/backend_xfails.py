@@ -63,7 +63,7 @@ RUN_INFO: dict[str, object] = {
 XFAILS: dict[str, str] = {
     "^test_dft_inverse_cpu$": "result: the expected output holds float32 FFT rounding (numpy 2 runs pocketfft on complex64: 1.9e-7 where the exact inverse is 0, on the Nyquist bin), above the case's atol 1e-7; onnxc computes the DFT in f64 and is within 4e-15 of the exact value",
     "^test_dft_inverse_opset19_cpu$": "result: the expected output holds float32 FFT rounding (numpy 2 runs pocketfft on complex64: 1.9e-7 where the exact inverse is 0, on the Nyquist bin), above the case's atol 1e-7; onnxc computes the DFT in f64 and is within 4e-15 of the exact value",
-    "^test_loop16_seq_none_cpu$": "bug: the suite's runner cannot compare this case's expected output: `assert_similar_outputs` recurses into the sequence's elements and takes len() of the first, a rank-0 tensor (array(0.)), which raises TypeError for any backend; onnxc's output is right (six elements [0.], [1], [1, 2], ..., [1..5], equal to the expected ones: the trip count and condition are bound per call's values, and the Loop unrolled)",
+    "^test_loop16_seq_none_cpu$": "bug: the suite's runner cannot compare this case's expected output: `assert_similar_outputs` recurses into the sequence's elements and takes len() of the first, a rank-0 tensor (array(0.)), which raises TypeError for any backend; onnxc's output is right (six elements 0. (rank 0), [1], [1, 2], ..., [1..5], equal to the expected ones: the trip count and condition are bound per call's values, and the Loop unrolled)",
 }
 
 #: Test name pattern -> why it is not run at all.
