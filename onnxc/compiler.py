@@ -326,6 +326,12 @@ class StructuredModel(CompiledModel):
             if spec.name not in bound and spec.default is not None:
                 bound[spec.name] = spec.default
         values = [bound.get(i.name) for i in self.proto.graph.input]
+        if all(_is_tensor(i.type) for i in self.proto.graph.input):
+            # Tensors only (a model specialized on its values: `onnxc.specialize`): checked as
+            # `CompiledModel` checks them, since a bound value of another dtype or shape would
+            # otherwise become a constant of the declared type without a word. (The checked
+            # arrays are not used: `_bind` gives a rank-0 array as shape (1,).)
+            self._bind(args, kwargs)
         function, out_layouts, bound_values = self._specialize(values)
         self.function = function
         flat = [a for v, i, b in zip(values, self.proto.graph.input, bound_values) if not b for a in _leaves(v, i.type)]

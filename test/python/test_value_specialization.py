@@ -137,3 +137,13 @@ def test_range_of_one_element_constants() -> None:
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     _check(model, [{"x": np.array([2.0], dtype=np.float32)}])
+
+
+def test_bound_inputs_are_checked_like_any_input() -> None:
+    # A value of another dtype or shape must not become a constant of the declared type unnoticed.
+    compiled = onnxc.compile(_squeeze_of_expand(), "cpu", cache_dir=False)
+    x = np.ones(3, dtype=np.float32)
+    with pytest.raises(onnxc.compiler.InputError, match="'shape' must have dtype int64"):
+        compiled(x=x, shape=np.array([2, 3], dtype=np.int32))
+    with pytest.raises(onnxc.compiler.InputError, match="'shape' dim 0 must be 2"):
+        compiled(x=x, shape=np.array([1, 2, 3], dtype=np.int64))
