@@ -1528,3 +1528,45 @@ def test_static_zero_size_dims_reach_the_cpu_tiling_without_abort(case: str, tmp
     r = subprocess.run([sys.executable, "-c", _RUN_AGAINST_REFERENCE, str(tmp_path / "m.onnx"), str(tmp_path / "feeds.pkl")],
                        capture_output=True, text=True, timeout=300)  # fmt: skip
     assert r.returncode == 0 and "match" in r.stdout, (r.returncode, r.stderr[-2000:])
+
+
+def _blocked_dequantize(xs: list[int | str], ss: list[int | str], axis: int, block: int = 2) -> onnx.ModelProto:
+    node = h.make_node("DequantizeLinear", ["x", "s", "z"], ["y"], axis=axis, block_size=block, name="dq")
+    g = h.make_graph([node], "g", [h.make_tensor_value_info("x", T.UINT8, xs), _f("s", ss), h.make_tensor_value_info("z", T.UINT8, ss)],
+                     [_f("y", None)])  # fmt: skip
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 21)])
+
+
+def _blocked_feeds(x_shape: tuple[int, ...], s_shape: tuple[int, ...]) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(3)
+    return {"x": rng.integers(0, 255, x_shape).astype(np.uint8), "s": rng.uniform(0.5, 2.0, s_shape).astype(np.float32),
+            "z": rng.integers(0, 20, s_shape).astype(np.uint8)}  # fmt: skip
+
+
+def test_blocked_scale_that_does_not_fit_the_input_is_refused_or_a_run_time_error() -> None:
+    """Found by the compile fuzzer (seed 211: DequantizeLinear blocked, axis mutated to 0, some
+    dims symbolic): the scale view read `s[i floordiv 2, j, ...]` at every coordinate of x, past
+    a scale of 2 rows for 4 (answered with garbage where onnx.reference refuses). Static: refused
+    (it was an MLIR verifier error); dynamic: a run-time error; fitting ones match the reference."""
+    with pytest.raises(OnnxcError, match=r"node 'dq': the scale's dim 1 \(2\) differs from the input's \(4\) off axis 0"):
+        onnxc.compile(_blocked_dequantize([1, 4, 3, 2], [1, 2, 3, 2], axis=0))
+    with pytest.raises(OnnxcError, match=r"the scale's 1 blocks of block_size 2 along axis 1 do not cover the input's 4"):
+        onnxc.compile(_blocked_dequantize([1, 4, 3, 2], [1, 1, 3, 2], axis=1))
+    m = _blocked_dequantize([1, "a", 3, 2], [1, 2, 3, "b"], axis=0)
+    compiled = onnxc.compile(m)
+    with pytest.raises(RuntimeCheckError, match=r"DequantizeLinear node 'dq': the blocked scale or zero point of shape \(1, 2, 3, 2\) "
+                                                r"does not fit the input's \(1, 4, 3, 2\) \(block_size 2, axis 0\)"):  # fmt: skip
+        compiled.run(_blocked_feeds((1, 4, 3, 2), (1, 2, 3, 2)))
+    feeds = _blocked_feeds((1, 2, 3, 2), (1, 2, 3, 2))  # fits axis 0 (one block of 2 covers 1)
+    np.testing.assert_allclose(compiled.run(feeds)["y"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize(("xs", "ss", "x_shape", "s_shape"), [
+    ([1, "a", 3, 2], ["p", "q", 3, 2], (1, 5, 3, 2), (1, 3, 3, 2)),  # dynamic, a remainder block
+    ([1, 4, 3, 2], [1, 3, 3, 2], (1, 4, 3, 2), (1, 3, 3, 2)),  # more blocks than needed: the last is unused
+    ([1, 4, 3, 2], [1, 1, 1, 1], (1, 4, 3, 2), (1, 1, 1, 1)),  # one element: per tensor
+])  # fmt: skip
+def test_blocked_dequantize_that_fits_matches_reference(xs: list[int | str], ss: list[int | str], x_shape: tuple[int, ...], s_shape: tuple[int, ...]) -> None:
+    m = _blocked_dequantize(xs, ss, axis=1)
+    feeds = _blocked_feeds(x_shape, s_shape)
+    np.testing.assert_allclose(onnxc.compile(m).run(feeds)["y"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-6)

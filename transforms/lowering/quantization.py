@@ -3,7 +3,9 @@
 Dequantize: (x - zero_point) * scale, in the scale's float type. Quantize: round half to even
 of x / scale, plus the zero point, saturated to the output integer's range. A 1-D scale/zero
 point is viewed along `axis` (`tensor.expand_shape`) so numpy broadcasting lines it up.
-Blocked quantization (`block_size`) and float8/int4 types are rejected by the pre-check.
+Blocked quantization (`block_size`): the scale/zero point (the input's rank) is read at
+`i floordiv block_size` along `axis`; its shape is checked against the input's (statically by the
+pre-check, at run time where dims are dynamic), as that read is past its end otherwise.
 """
 
 from __future__ import annotations
@@ -34,17 +36,71 @@ def _along(node: Node, v: ir.Value, r: int, x: ir.Value | None = None) -> ir.Val
     """A scale or zero point viewed for broadcasting against a rank-r input: rank 0 as is, 1-D
     along `axis`, and blocked (same rank as x, `block_size`) expanded to x's shape."""
     block = int(node.attr("block_size", 0) or 0)
-    if block and x is not None and rank_of(v) == r and r > 0:
+    if block and x is not None and rank_of(v) == r and r > 0 and any(d != 1 for d in static_shape(v.type)):
         from onnxc.transforms.lowering.common import affine_map, elem_of, empty, generic, identity_map
 
         axis = normalize_axis(int(node.attr("axis", 1)), r)
+        _require_blocks_cover(node, v, x, axis, block)
         exprs = [ir.AffineDimExpr.get(i) if i != axis else ir.AffineFloorDivExpr.get(ir.AffineDimExpr.get(i), ir.AffineConstantExpr.get(block)) for i in range(r)]
         m = affine_map(r, exprs)
         return generic([v], [empty(shape_of(x), elem_of(v.type))], [m, identity_map(r)], ["parallel"] * r, lambda a: [a[0]])[0]
-    if rank_of(v) == 0 or r <= 1:
-        return v
+    if rank_of(v) == 0 or r <= 1 or (rank_of(v) == r and all(d == 1 for d in static_shape(v.type))):
+        return v  # one element of the input's rank (blocked: per tensor) broadcasts as it is
     axis = normalize_axis(int(node.attr("axis", 1)), r)
     return expand_unit_dims(v, [i for i in range(r) if i != axis])
+
+
+def _require_blocks_cover(node: Node, v: ir.Value, x: ir.Value, axis: int, block: int) -> None:
+    """A run-time check that a blocked scale/zero point `v` fits `x` where their dims are dynamic
+    (`_block_problem` refused static misfits): equal off `axis`, and at least ceil(D / block)
+    blocks along it. Why: the view reads `v[.., i floordiv block, ..]` at every coordinate of `x`;
+    a smaller `v` was read past its end (the compile fuzzer: DequantizeLinear blocked, axis 0, dims
+    symbolic, answered with garbage where onnx.reference refuses)."""
+    from onnxc.transforms.lowering.common import dim, dim_value
+    from onnxc.transforms.lowering.runtime_checks import require
+
+    ok: ir.Value | None = None
+    for j in range(rank_of(x)):
+        vd, xd = dim(v, j), dim(x, j)
+        if isinstance(vd, int) and isinstance(xd, int):
+            continue
+        if j == axis:  # blocks * block >= D
+            covered = arith.muli(dim_value(vd), dim_value(block))
+            fits = arith.cmpi(arith.CmpIPredicate.sge, covered, dim_value(xd))
+        else:
+            fits = arith.cmpi(arith.CmpIPredicate.eq, dim_value(vd), dim_value(xd))
+        ok = fits if ok is None else arith.andi(ok, fits)
+    if ok is not None:
+        require(ok, node.op, f"the blocked scale or zero point of shape {{blocks}} does not fit the input's {{shape}} (block_size {block}, axis {axis})",
+                [("blocks", [dim_value(dim(v, j)) for j in range(rank_of(v))]), ("shape", [dim_value(dim(x, j)) for j in range(rank_of(x))])])  # fmt: skip
+
+
+def _block_problem(node: Node) -> str | None:
+    """What is wrong with a blocked quantization's scale/zero point shapes where they are static:
+    the input's rank (or one element: a per-tensor value, as onnx.reference reads it), the
+    input's dims off `axis`, and enough blocks of `block_size` along it to cover the input
+    (onnx.reference repeats each entry `block_size` times and refuses a shortfall; more blocks
+    are cut off). Why: the lowering's view of the scale reads it at `i floordiv block_size`."""
+    block = int(node.attr("block_size", 0) or 0)
+    xs = static_shape(node.onnx_types[0])
+    r = len(xs)
+    axis = normalize_axis(int(node.attr("axis", 1)), r)
+    for i, what in ((1, "scale"), (2, "zero point")):
+        if not node.has(i):
+            continue
+        vs = static_shape(node.onnx_types[i])
+        if all(d == 1 for d in vs):
+            continue  # one element: per tensor
+        if len(vs) != r:
+            return f"the blocked {what} has rank {len(vs)}, the input {r}"
+        for j, (vd, xd) in enumerate(zip(vs, xs)):
+            if vd is None or xd is None:
+                continue
+            if j == axis and vd * block < xd:
+                return f"the {what}'s {vd} blocks of block_size {block} along axis {axis} do not cover the input's {xd}"
+            if j != axis and vd != xd:
+                return f"the {what}'s dim {j} ({vd}) differs from the input's ({xd}) off axis {axis}"
+    return None
 
 
 def _check(node: Node, qtype_index: int) -> str | None:
@@ -54,7 +110,7 @@ def _check(node: Node, qtype_index: int) -> str | None:
         return f"quantized type {t} is not lowered"
     if len(static_shape(node.onnx_types[1])) > 1 and not blocked:
         return "a scale of rank > 1 needs block_size"
-    return None
+    return _block_problem(node) if blocked else None
 
 
 @lowers("DequantizeLinear", check=lambda n: _check(n, 0))
