@@ -153,7 +153,7 @@ def main(argv: list[str]) -> int:
         sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
         ref = sess.run(None, {"x": x})[0]
         t0 = time.perf_counter()
-        compiled = onnxc.compile(model)
+        compiled = onnxc.compile(model, threads=1)  # onnxruntime runs one intra-op thread too
         compile_s = time.perf_counter() - t0
         got = compiled(x=x)[0]
         scale = float(np.abs(ref).max()) or 1.0
@@ -164,7 +164,7 @@ def main(argv: list[str]) -> int:
         onnxc_ms = _best_ms(lambda: compiled(x=x), args.repeat)
         ort_ms = _best_ms(lambda: sess.run(None, {"x": x}), args.repeat)
         # The same weights (same seed), NHWC in and out: the kernel without boundary transposes.
-        nhwc = onnxc.compile(k.nhwc_model(np.random.default_rng(1)))
+        nhwc = onnxc.compile(k.nhwc_model(np.random.default_rng(1)), threads=1)
         x_nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
         got_nhwc = nhwc(x_nhwc=x_nhwc)[0]
         if float(np.abs(got_nhwc.transpose(0, 3, 1, 2) - ref).max()) / scale > 1e-4:

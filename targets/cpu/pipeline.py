@@ -49,6 +49,8 @@ from mlir.passmanager import PassManager
 
 from onnxc.errors import OnnxcError
 
+from .epilogue import EpiloguePlan, epilogue_steps, plan_epilogues
+from .pad_in_place import PAD_BUFFER_ATTR, hoist_pad_fills
 from .data_tiling import PACKED_OPS, fills_to_constants, pack_contractions, plan_packed
 from .isa import CpuFeatures, host_cpu
 from .threads import ASYNC_PIPELINE, THREAD_RUNTIMES, forall_pipeline, openmp_library, runtime_libraries_for
@@ -94,6 +96,8 @@ class CpuPipelineOptions:
     vectorize: tile and vectorize linalg ops (False: scalar loops, a debugging aid).
     fuse_elementwise: fuse chains of elementwise linalg ops before tiling, so intermediates of
         an add->relu chain never reach memory.
+    fuse_epilogues: compute a convolution's elementwise consumer (bias, activation, residual
+        add) and its accumulator's initializer inside the convolution's tiles (``epilogue.py``).
     target_cpu: the CPU the code is generated for: ``host`` (this machine, read by
         ``isa.host_cpu``) or a name of ``isa.KNOWN_CPUS`` (``znver3``, ``x86-64-v3``...). Vector
         widths and register/cache tiles come from its features (``options.cpu``) through the
@@ -123,6 +127,7 @@ class CpuPipelineOptions:
 
     vectorize: bool = True
     fuse_elementwise: bool = True
+    fuse_epilogues: bool = True
     target_cpu: str = "host"
     data_tiling: bool = True
     matmul_tile: tuple[int, ...] = ()
@@ -666,16 +671,26 @@ def vector_transform_script(
     opts = options or CpuPipelineOptions()
     ops = _structured_ops(module)
     i64 = ir.IntegerType.get_signless(64, module.context)
-    groups: dict[TilePlan, int] = {}
+    groups: dict[TilePlan | EpiloguePlan, int] = {}
     tagged: list[ir.Operation] = []
+    # Convolutions whose elementwise consumer is computed in their tiles (epilogue.py): the
+    # consumer carries the fused plan, the convolution and its initializer none of their own.
+    fused, absorbed = plan_epilogues(ops, lambda op: plan_tiles(op, opts)) if opts.fuse_epilogues else ({}, set())
     for op in ops:
-        plan = plan_tiles(op, opts)
+        if op in absorbed:
+            continue
+        plan: TilePlan | EpiloguePlan | None = fused.get(op) or plan_tiles(op, opts)
         if plan is None:
             continue
         ident = groups.setdefault(plan, len(groups))
         op.attributes[_TAG] = ir.IntegerAttr.get(i64, ident)
         tagged.append(op)
-    parts = [_GROUP_TEMPLATE.substitute(id=ident, tag=_TAG, steps=_plan_steps(plan)) for plan, ident in groups.items()]
+    parts = [
+        _GROUP_TEMPLATE.substitute(
+            id=ident, tag=_TAG, steps=epilogue_steps(plan) if isinstance(plan, EpiloguePlan) else _plan_steps(plan)
+        )
+        for plan, ident in groups.items()
+    ]
     script = _SCRIPT_TEMPLATE.substitute(groups="\n".join(parts), mask_lowering=_MASK_LOWERING)
     return script, tagged
 
@@ -915,6 +930,8 @@ def lower_to_vector(module: ir.Module, options: CpuPipelineOptions | None = None
     approximate_math(module.operation)
     if not opts.vectorize:
         return module
+    # Padded inputs of convolutions/poolings written in place by their producer (pad_in_place.py).
+    hoist_pad_fills(module)
     tile_and_vectorize(module, opts)
     # Masked tail reductions lower with a wrong neutral value for max in LLVM 22.1.8 (ReduceMax
     # of an all-negative row of 17 gave -1.4e-45): select the identity, reduce unmasked.
@@ -922,6 +939,9 @@ def lower_to_vector(module: ir.Module, options: CpuPipelineOptions | None = None
 
     unmask_reductions(module)
     _run(module, VECTOR_POST_PIPELINE, "vector-post")
+    # The padding buffers' numbers kept them apart through the CSEs above; gone now, they would
+    # make repeated layers differ and stop outline.py from merging their parts.
+    _strip_tags(module, PAD_BUFFER_ATTR)
     return module
 
 

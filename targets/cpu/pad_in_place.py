@@ -1,0 +1,112 @@
+"""Padded tensors written in place: each padding buffer is made before the data it pads.
+
+What: ``hoist_pad_fills(module)`` looks at each ``tensor.insert_slice`` whose destination is a
+``linalg.fill`` of a static ``tensor.empty`` with a constant (the padded input of a convolution
+or pooling, as ``transforms/lowering/conv.py`` builds it: fill with the pad value, insert the
+data). It gives that insert a fill of its own, placed right before the first op that computes
+the inserted data (the start of its chain of destination operands: the Clip or Relu before a
+depthwise convolution or a MaxPool, or the convolution whose epilogue that is). Returns how many
+inserts it rewired.
+
+Why: bufferization's ``eliminate-empty-tensors`` lets the op that computes the data write
+straight into the interior of the padded buffer, but only when that buffer is defined before
+the data's own destination is used (the ``tensor.extract_slice`` of the buffer that replaces the
+data's ``tensor.empty`` must dominate it). The lowering creates the fill right before the
+insert, after the data, so every padded layer wrote its input twice: the data into its own
+buffer, then a strided ``memref.copy`` of all of it into the padded buffer (MobileNetV2's
+112x112x96 expansion output: 4.8 MB more to write and read, per layer). And CSE merges the
+fills of equal shape into one shared value (ResNet-50's stage-3 blocks all pad 16x16x256), so
+bufferization also copied the shared filled buffer before each in-place insert. Each fill made
+here carries its own number in the attribute ``onnxc.pad_buffer`` on its ``tensor.empty``, so
+CSE does not merge it with the others again. A fill is pure and its operands are a constant and a static
+empty tensor, so making it earlier changes no value.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+
+__all__ = ["hoist_pad_fills", "PAD_BUFFER_ATTR"]
+
+#: Attribute (a number, distinct per buffer) on the ``tensor.empty`` of a padding buffer made by
+#: ``hoist_pad_fills``: keeps CSE from merging equal-shaped padding buffers into one value.
+PAD_BUFFER_ATTR = "onnxc.pad_buffer"
+
+
+def _owner(value: ir.Value) -> ir.Operation | None:
+    owner = value.owner
+    return None if isinstance(owner, ir.Block) else owner.operation
+
+
+def _chain_start(value: ir.Value) -> ir.Operation | None:
+    """The first op of the chain that computes `value` in destination-passing style: from the
+    op that defines it, through the init operand tied to each result, back to the op whose init
+    is a ``tensor.empty``. None when the chain does not end at an empty tensor (the data is a
+    function argument or some op without a destination): then no write can be made in place."""
+    op = _owner(value)
+    while op is not None and op.name.startswith("linalg.") and op.name != "linalg.fill":
+        view = op.opview
+        try:
+            inits = list(view.outputs)
+        except AttributeError:  # not a destination-style op
+            return None
+        result_number = ir.OpResult(value).result_number
+        if result_number >= len(inits):
+            return None
+        value = inits[result_number]
+        init_owner = _owner(value)
+        if init_owner is None:
+            return None
+        if init_owner.name == "tensor.empty":
+            return op
+        op = init_owner
+    return None
+
+
+def hoist_pad_fills(module: ir.Module) -> int:
+    """Give each padding insert its own fill before its data (see the module docstring)."""
+    found: list[tuple[ir.Operation, ir.Operation, ir.Operation]] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name != "tensor.insert_slice":
+            return ir.WalkResult.ADVANCE
+        fill = _owner(op.operands[1])
+        if fill is None or fill.name != "linalg.fill" or len(fill.operands) != 2:
+            return ir.WalkResult.ADVANCE
+        empty = _owner(fill.operands[1])
+        value = _owner(fill.operands[0])
+        if empty is None or empty.name != "tensor.empty" or len(empty.operands):
+            return ir.WalkResult.ADVANCE  # a dynamic size would need its operands moved too
+        if value is None or value.name != "arith.constant":
+            return ir.WalkResult.ADVANCE
+        start = _chain_start(op.operands[0])
+        # Within one block only (a fill moved out of a loop body would share one buffer between
+        # iterations), and the constant must already be defined where the fill goes.
+        if start is None or not (value.parent == start.parent == op.parent):
+            return ir.WalkResult.ADVANCE
+        if not value.is_before_in_block(start):
+            return ir.WalkResult.ADVANCE
+        found.append((op, fill, start))
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    with module.context:
+        i64 = ir.IntegerType.get_signless(64)
+        for number, (insert, fill, start) in enumerate(found):
+            ip = ir.InsertionPoint(start)
+            empty = _owner(fill.operands[1]).clone(ip=ip)
+            empty.attributes[PAD_BUFFER_ATTR] = ir.IntegerAttr.get(i64, number)
+            own = fill.clone(ip=ip)
+            own.operands[1] = empty.results[0]
+            insert.operands[1] = own.results[0]
+    # The shared fills that no insert reads any more go (each once: CSE made one of many).
+    unused: list[ir.Operation] = []
+    for _insert, fill, _start in found:
+        if fill not in unused and not len(list(fill.results[0].uses)):
+            unused.append(fill)
+    for fill in unused:
+        empty = _owner(fill.operands[1])
+        fill.erase()
+        if empty is not None and not len(list(empty.results[0].uses)):
+            empty.erase()
+    return len(found)
