@@ -163,6 +163,7 @@ def _fuse(producer: str, into: str, result: str, loop: str) -> str:
 def epilogue_steps(plan: EpiloguePlan) -> str:
     """The transform steps of a fused plan, applied to the consumer's handle ``%o`` (the same
     contract as ``pipeline._plan_steps``)."""
+    from onnxc.targets.cpu.pipeline import interchange_clause
     rank = plan.rank
     steps = [f"    %p0 = transform.get_producer_of_operand %o[{plan.operand}] : (!transform.any_op) -> !transform.any_op"]
     if plan.fuse_init:
@@ -185,8 +186,11 @@ def epilogue_steps(plan: EpiloguePlan) -> str:
             init = "%i1"
     sizes = list(plan.producer.tile_sizes[:rank])
     n = sum(1 for s in sizes if s)
+    # The convolution's loop order over its output dims, when it has one (conv_plan.py).
+    order = plan.producer.interchange
+    clause = interchange_clause(order[:rank]) if order and sorted(order[:rank]) == list(range(rank)) else ""
     steps.append(
-        f"    %t, %l:{n} = transform.structured.tile_using_for {target} tile_sizes [{_ints(sizes)}]"
+        f"    %t, %l:{n} = transform.structured.tile_using_for {target} tile_sizes [{_ints(sizes)}]{clause}"
         f" : (!transform.any_op) -> (!transform.any_op, {', '.join(['!transform.any_op'] * n)})"
     )
     steps.append(_fuse(prod, f"%l#{n - 1}", "%p2", "%ll1"))

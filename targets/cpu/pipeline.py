@@ -303,6 +303,10 @@ class TilePlan:
     # Channels-last convolutions/poolings (targets/cpu/conv_plan.py): after tiling to one output
     # and kernel row, `transform.structured.decompose` makes them 1-D, the form upstream vectorizes.
     decompose: bool = False
+    # Loop order of the `tile_sizes` loops (a permutation of the op's loops, outermost first),
+    # or None for the op's own order. Convolutions whose filter outgrows L2 put the output
+    # channels outermost so each filter tile stays in cache across the output rows (conv_plan.py).
+    interchange: tuple[int, ...] | None = None
 
 
 def _elem_bits(t: ir.Type) -> int:
@@ -611,9 +615,14 @@ _FORALL_STEP = string.Template(
     " : (!transform.any_op) -> (!transform.any_op, !transform.any_op)"
 )
 _TILE_STEP = string.Template(
-    "    $result, $loops_name:$n = transform.structured.tile_using_for $target tile_sizes [$sizes]"
+    "    $result, $loops_name:$n = transform.structured.tile_using_for $target tile_sizes [$sizes]$interchange"
     " : (!transform.any_op) -> (!transform.any_op, $loops)"
 )
+
+
+def interchange_clause(order: Sequence[int] | None) -> str:
+    """The ` interchange [...]` clause of a `tile_using_for` step (empty for the op's own order)."""
+    return f" interchange = [{_ints(order)}]" if order else ""
 _DECOMPOSE_STEP = string.Template(
     "    %d = transform.structured.decompose $target : (!transform.any_op) -> !transform.any_op"
 )
@@ -641,11 +650,14 @@ def _plan_steps(plan: TilePlan) -> str:
     if plan.forall_threads:
         steps.append(_FORALL_STEP.substitute(target=target, counts=_ints(plan.forall_threads)))
         target = "%f"
-    for result, loops_name, sizes in (("%c", "%cl", plan.cache_tile_sizes or ()), ("%t", "%l", plan.tile_sizes)):
+    for result, loops_name, sizes, order in (
+        ("%c", "%cl", plan.cache_tile_sizes or (), None),
+        ("%t", "%l", plan.tile_sizes, plan.interchange),
+    ):
         n = sum(1 for t in sizes if t)
         if n:
-            steps.append(_TILE_STEP.substitute(result=result, loops_name=loops_name, n=n, target=target,
-                                               sizes=_ints(sizes), loops=", ".join(["!transform.any_op"] * n)))
+            steps.append(_TILE_STEP.substitute(result=result, loops_name=loops_name, n=n, target=target, sizes=_ints(sizes),
+                                               interchange=interchange_clause(order), loops=", ".join(["!transform.any_op"] * n)))
             target = result
     if plan.decompose:  # see TilePlan.decompose
         steps.append(_DECOMPOSE_STEP.substitute(target=target))
