@@ -385,6 +385,14 @@ class Validator:
                 if name in shapes and len(shapes[name]) != want:
                     self.add(f"{_node_label(node, i, ctx)} in {ctx.where}: input '{name}' has rank {len(shapes[name])}; "
                              f"{node.op_type} takes a {want}-D tensor there.")  # fmt: skip
+            if node.op_type == "SwiGLU" and _norm(node.domain) == "" and len(node.input) >= 2 and node.input[0] in shapes and node.input[1] in shapes:
+                # The spec: A and B of identical shapes, no broadcasting; its function body
+                # (which the importer expands) is a broadcasting Mul, and answered (1, 2, 4) for
+                # a (1, 2, 4) gate and a (2, 4) value (the compile fuzzer; both references refuse).
+                sa, sb = shapes[node.input[0]], shapes[node.input[1]]
+                if len(sa) != len(sb) or any(a is not None and b is not None and a != b for a, b in zip(sa, sb)):
+                    self.add(f"{_node_label(node, i, ctx)} in {ctx.where}: inputs '{node.input[0]}' {_dims_text(sa)} and '{node.input[1]}' "
+                             f"{_dims_text(sb)} differ; SwiGLU takes A and B of identical shapes (no broadcasting).")  # fmt: skip
             if node.op_type == "Resize" and _norm(node.domain) == "":
                 # scales/sizes hold one entry per axis: with more axes than entries the lowering read
                 # past them (the compile fuzzer: axes [2, 3, 1] for 2 sizes, answered by a guess).
@@ -775,6 +783,11 @@ def _overload(f: onnx.FunctionProto) -> str:
 
 def _short_label(node: onnx.NodeProto, index: int) -> str:
     return f"node '{node.name}'" if node.name else f"node #{index} ({node.op_type})"
+
+
+def _dims_text(dims: list[int | None]) -> str:
+    """A declared shape for a message: [2, ?, 4] (? for a dynamic dim)."""
+    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
 
 
 def _node_label(node: onnx.NodeProto, index: int, ctx: _Context) -> str:

@@ -1570,3 +1570,21 @@ def test_blocked_dequantize_that_fits_matches_reference(xs: list[int | str], ss:
     m = _blocked_dequantize(xs, ss, axis=1)
     feeds = _blocked_feeds(x_shape, s_shape)
     np.testing.assert_allclose(onnxc.compile(m).run(feeds)["y"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-6)
+
+
+def test_swiglu_inputs_of_different_shapes_are_refused() -> None:
+    """Found by the compile fuzzer (seed 211, unverified: both references refuse): the spec's
+    SwiGLU takes A and B of identical shapes, but its function body (expanded by the importer)
+    is a broadcasting Mul and answered a (1, 2, 4) gate times a (2, 4) value. Identical shapes
+    still match onnx.reference."""
+    def model(sa: list[int | str], sb: list[int | str]) -> onnx.ModelProto:
+        return _model([h.make_node("SwiGLU", ["a", "b"], ["y"], name="sw")], [_f("a", sa), _f("b", sb)], ["y"], opset=28)
+
+    with pytest.raises(OnnxcError, match=r"inputs 'a' \[1, 2, 4\] and 'b' \[\?, \?\] differ; SwiGLU takes A and B of identical shapes"):
+        onnxc.compile(model([1, 2, 4], ["n", "m"]))
+    with pytest.raises(OnnxcError, match=r"inputs 'a' \[2, 4\] and 'b' \[2, 1\] differ"):
+        onnxc.compile(model([2, 4], [2, 1]))
+    m = model([2, "n"], [2, "n"])
+    rng = np.random.default_rng(0)
+    feeds = {"a": rng.standard_normal((2, 5)).astype(np.float32), "b": rng.standard_normal((2, 5)).astype(np.float32)}
+    np.testing.assert_allclose(onnxc.compile(m).run(feeds)["y"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-5, atol=1e-6)
