@@ -139,6 +139,17 @@ def _permute_map(m: ir.AffineMap, perm: list[int]) -> ir.AffineMap:
     return ir.AffineMap.get(m.n_dims, 0, out)
 
 
+def _source_map(m: ir.AffineMap, perm: list[int]) -> ir.AffineMap:
+    """The map reading the source `s` of a transpose by `perm` where `m` read its result (dim k of
+    the result is dim perm[k] of `s`), loops renamed as in `_permute_map`. Not the identity when
+    `m` reads a size-1 dim at the constant 0: a squeeze-excite scale [1, C, 1, 1] broadcast over H
+    and W stays broadcast in the new layout."""
+    out: list[ir.AffineExpr] = list(m.results)
+    for k, e in enumerate(m.results):
+        out[perm[k]] = ir.AffineDimExpr.get(perm[e.position]) if isinstance(e, ir.AffineDimExpr) else e
+    return ir.AffineMap.get(m.n_dims, 0, out)
+
+
 def _transpose(v: ir.Value, perm: list[int], loc: ir.Location) -> ir.Operation:
     """A `linalg.transpose` of `v` by `perm` (with its `tensor.empty` init), built at the current
     insertion point."""
@@ -235,10 +246,10 @@ def _push_through(t: ir.Operation, user: ir.Operation) -> bool:
             pt = _is_transpose(v)
             if whole[i] and pt is not None and _perm(pt) == perm:
                 user.operands[i] = pt.operands[0]
-                new_maps.append(ident)
+                new_maps.append(_source_map(maps[i], perm))
             elif whole[i] and (existing := _existing_transpose(v, _inverse(perm), user)) is not None:
                 user.operands[i] = existing
-                new_maps.append(ident)
+                new_maps.append(_source_map(maps[i], perm))
             else:
                 new_maps.append(_permute_map(maps[i], perm))
     user.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps])
