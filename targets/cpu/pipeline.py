@@ -401,6 +401,13 @@ def _reduction_reads_inputs(op: ir.Operation, num_inits: int) -> bool:
     return False
 
 
+def _body_extracts(op: ir.Operation) -> bool:
+    """Whether a linalg op's body reads a tensor with `tensor.extract` (a gather)."""
+    if not op.regions or not len(op.regions[0].blocks):
+        return False
+    return any(o.operation.name == "tensor.extract" for o in op.regions[0].blocks[0].operations)
+
+
 def plan_tiles(op: ir.Operation, options: CpuPipelineOptions | None = None) -> TilePlan | None:
     """Choose tile and vector sizes for one linalg structured op (None: leave it alone).
 
@@ -452,7 +459,13 @@ def plan_tiles(op: ir.Operation, options: CpuPipelineOptions | None = None) -> T
     ):
         return None
     if n == 0:
-        # 0-d op: nothing to tile; vectorize as a 0-d vector.
+        # 0-d op: nothing to tile; vectorize as a 0-d vector, unless its body reads with
+        # `tensor.extract` (a Gather of one element): the vectorizer makes that a 0-d
+        # `vector.gather` whose index operand canonicalization folds to a scalar `index`, which
+        # does not verify ("operand #2 must be vector of integer or index values"). A scalar
+        # op is no slower.
+        if _body_extracts(op):
+            return None
         return TilePlan((), ())
     num_inits = _num_inits(op)
     ranges = _loop_ranges(op, maps)

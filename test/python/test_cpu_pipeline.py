@@ -608,3 +608,27 @@ def test_packed_tile_contraction_lowers_to_broadcast_fmas() -> None:
     a = RNG.standard_normal((32, k)).astype(np.float32)
     (y,) = onnxc.compile(model, cpu_options=opts)(a)
     np.testing.assert_allclose(y, a.astype(np.float64) @ w.astype(np.float64), rtol=1e-4, atol=1e-4)
+
+
+def test_gather_of_one_element_compiles_and_matches_reference() -> None:
+    """A Gather with a rank-0 index gives a 0-d linalg op reading with `tensor.extract`; its 0-d
+    vectorization made a `vector.gather` that canonicalization broke ('operand #2 must be vector
+    of integer or index values'), a raw MLIR error. It stays scalar now (plan_tiles)."""
+    from onnx import TensorProto
+    from onnx import helper as oh
+    from onnx import numpy_helper as onh
+    from onnx.reference import ReferenceEvaluator
+
+    import onnxc
+
+    nodes = [oh.make_node("Gather", ["x", "i"], ["g"], axis=0), oh.make_node("Mul", ["g", "g"], ["y"])]
+    graph = oh.make_graph(
+        nodes, "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, [])], [onh.from_array(np.array(2, np.int64), "i")],
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    x = np.arange(4, dtype=np.float32) + 0.5
+    (expected,) = ReferenceEvaluator(model).run(None, {"x": x})
+    got = onnxc.compile(model, threads=1, cache_dir=False)(x=x)
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-6)
