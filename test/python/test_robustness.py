@@ -1588,3 +1588,24 @@ def test_swiglu_inputs_of_different_shapes_are_refused() -> None:
     rng = np.random.default_rng(0)
     feeds = {"a": rng.standard_normal((2, 5)).astype(np.float32), "b": rng.standard_normal((2, 5)).astype(np.float32)}
     np.testing.assert_allclose(onnxc.compile(m).run(feeds)["y"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-5, atol=1e-6)
+
+
+def _conv_integer(w_zp_shape: list[int]) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    u8 = lambda n, s: h.make_tensor_value_info(n, T.UINT8, s)  # noqa: E731
+    node = h.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], pads=[1, 1, 1, 1], name="ci")
+    g = h.make_graph([node], "g", [u8("x", [1, 1, 3, 3]), u8("w", [2, 1, 2, 2]), u8("xz", []), u8("wz", w_zp_shape)],
+                     [h.make_tensor_value_info("y", T.INT32, None)])  # fmt: skip
+    rng = np.random.default_rng(1)
+    feeds = {"x": rng.integers(0, 255, (1, 1, 3, 3)).astype(np.uint8), "w": rng.integers(0, 255, (2, 1, 2, 2)).astype(np.uint8),
+             "xz": np.array(3, np.uint8), "wz": rng.integers(0, 9, w_zp_shape).astype(np.uint8)}  # fmt: skip
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 10)]), feeds
+
+
+def test_conv_integer_zero_point_of_rank_2_is_refused() -> None:
+    """Found by the compile fuzzer (seed 211 case 8048, unverified: onnx.reference refuses): a
+    [1, 2] weight zero point of ConvInteger (the spec: a scalar or one per output channel) was
+    broadcast against the kernel's width and answered. Refused; one per channel still matches."""
+    with pytest.raises(OnnxcError, match=r"node 'ci': input 3 has shape \[1, 2\]; it must be a scalar or 1-D \(one entry per output channel\)"):
+        onnxc.compile(_conv_integer([1, 2])[0])
+    m, feeds = _conv_integer([2])
+    np.testing.assert_array_equal(onnxc.compile(m).run(feeds)["y"], ReferenceEvaluator(m).run(None, feeds)[0])

@@ -253,10 +253,27 @@ def lower_qlinear_matmul(node: Node) -> list[ir.Value]:
     return [_requantize(node, acc, [1, 4], 6, 7, out_q, rank_of(acc) - 1)]
 
 
+def _conv_quant_param_problem(node: Node, per_tensor: tuple[int, ...], per_channel: tuple[int, ...]) -> str | None:
+    """The ranks of a quantized convolution's scales and zero points: `per_tensor` inputs one
+    element (rank 0, or [1]), `per_channel` ones rank 0 or 1 (M entries along the output
+    channels, whose length the elementwise broadcast checks). Why: a [1, 2] weight zero point
+    of ConvInteger was broadcast against the weights' trailing dims (the kernel width) and
+    answered where onnx.reference refuses (the compile fuzzer, seed 211 case 8048)."""
+    for i in per_tensor + per_channel:
+        if not node.has(i):
+            continue
+        dims = static_shape(node.onnx_types[i])
+        if len(dims) == 0 or dims == [1] or (i in per_channel and len(dims) == 1):
+            continue
+        kind = "a scalar" if i in per_tensor else "a scalar or 1-D (one entry per output channel)"
+        return f"input {i} has shape {['?' if d is None else d for d in dims]}; it must be {kind}"
+    return None
+
+
 def _check_conv_integer(node: Node) -> str | None:
     from onnxc.transforms.lowering.conv import check_conv
 
-    return check_conv(node)
+    return _conv_quant_param_problem(node, (2,), (3,)) or check_conv(node)
 
 
 @lowers("ConvInteger", check=_check_conv_integer)
@@ -272,7 +289,7 @@ def lower_conv_integer(node: Node) -> list[ir.Value]:
 def _check_qlinear_conv(node: Node) -> str | None:
     from onnxc.transforms.lowering.conv import check_conv
 
-    return check_conv(node, 0, 3)
+    return _conv_quant_param_problem(node, (1, 2, 6, 7), (4, 5)) or check_conv(node, 0, 3)
 
 
 @lowers("QLinearConv", check=_check_qlinear_conv)
