@@ -34,6 +34,7 @@ from .runtime_checks import StatusChannel, status_address_from_engine
 from .runtime_hooks import register as register_hooks
 from .runtime_hooks import run_with_hooks
 from .strings import load_runtime, module_uses_runtime
+from .threads import resolve_thread_runtime
 from .weights import ExternalWeights, externalize_weights
 
 __all__ = ["CompiledFunction", "compile_module", "copy_module", "runtime_libraries", "select_entry"]
@@ -44,6 +45,15 @@ _libc.free.restype = None
 
 
 _GLOBAL_LIBRARIES: dict[str, ctypes.CDLL] = {}
+
+#: Engines whose code MLIR's async runtime runs on its worker threads, kept for the life of the
+#: process. A worker signals its task's completion from inside the JIT-compiled task function and
+#: only then returns through that function's epilogue; the caller, woken by the signal, may return
+#: and drop the last reference to the compiled model first, which frees the engine's code under
+#: the worker (a segfault moments later, in whatever the process did next: about half of the
+#: runs of `test_thread_runtimes_give_the_one_thread_results[async]`). OpenMP joins its workers
+#: inside its own library before returning, so its engines are freed as usual.
+_ASYNC_ENGINES: list[ExecutionEngine] = []
 
 
 def _load_global(path: str) -> None:
@@ -207,6 +217,9 @@ def compile_module(
             ) from None
         weights.register(engine)
         register_hooks(engine, lowered)  # Python run-time functions the code calls (before any lookup)
+        opts = options or CpuPipelineOptions()
+        if opts.threads > 1 and resolve_thread_runtime(opts.thread_runtime) == "async":
+            _ASYNC_ENGINES.append(engine)  # see _ASYNC_ENGINES
     function = CompiledFunction(signature, engine, lowered, string_runtime=strings)
     function.weights = weights  # the code reads these buffers: they live as long as the function
     return function
