@@ -62,6 +62,30 @@ def _channel_tile(extent: int, lanes: int) -> int:
     return t
 
 
+def _register_tile(ow: int, channels: int, lanes: int, budget: int) -> tuple[int, int]:
+    """(ow_t, f_t): output pixels x channels of the register tile, the one with the most
+    accumulators (``ow_t`` x vectors of ``f_t``) within ``budget`` vector registers (half the
+    file: the rest hold the filter vectors and the broadcast inputs). ``ow_t`` divides the
+    output width; ``f_t`` is two vectors' worth of channels or one (``_channel_tile``). A tie
+    goes to the wider channel tile (fewer broadcasts per FMA).
+
+    Why both widths: with two vectors per pixel the pixels are at most ``budget / 2`` and must
+    divide the width, so a prime width (SqueezeNet's and AlexNet's 13, 27 and 55) got one pixel
+    (2 accumulators: every FMA waited on the one before it) where one vector per pixel fits 13
+    (13 accumulators)."""
+    best: tuple[int, int, int] | None = None  # (accumulators, f_t, ow_t)
+    for f_t in dict.fromkeys((_channel_tile(channels, lanes), lanes if channels % lanes == 0 else 0)):
+        if not f_t:
+            continue
+        vectors = -(-f_t // lanes)
+        o = _largest_divisor(ow, max(1, budget // vectors))
+        candidate = (o * vectors, f_t, o)
+        if best is None or candidate[:2] > best[:2]:
+            best = candidate
+    assert best is not None
+    return best[2], best[1]
+
+
 def _cpu(options: Any) -> CpuFeatures:
     cpu = getattr(options, "cpu", None)
     if isinstance(cpu, CpuFeatures):
@@ -105,11 +129,7 @@ def plan_conv(op: ir.Operation, options: Any = None) -> "TilePlan | None":
         return None
     cpu = _cpu(options)
     lanes = cpu.lanes(bits)
-    f_t = _channel_tile(channels, lanes)
-    vectors_per_row = -(-f_t // lanes)
-    # Accumulators ow_t x vectors_per_row within half the registers; the rest hold the filter
-    # vectors and the broadcast inputs.
-    ow_t = _largest_divisor(ow, max(1, (cpu.vector_registers // 2) // vectors_per_row))
+    ow_t, f_t = _register_tile(ow, channels, lanes, cpu.vector_registers // 2)
     tiles = [1] * n_loops
     tiles[ow_loop] = ow_t
     tiles[ch_loop] = f_t
