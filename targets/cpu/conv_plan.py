@@ -72,7 +72,10 @@ def _register_tile(ow: int, channels: int, lanes: int, budget: int) -> tuple[int
     Why both widths: with two vectors per pixel the pixels are at most ``budget / 2`` and must
     divide the width, so a prime width (SqueezeNet's and AlexNet's 13, 27 and 55) got one pixel
     (2 accumulators: every FMA waited on the one before it) where one vector per pixel fits 13
-    (13 accumulators)."""
+    (13 accumulators). Still short: with 16 registers (AVX2) a width of 13 gets one pixel either
+    way; a tile that does not divide the width needs its last, partial tile peeled off
+    (``transform.loop.peel`` on the pixel loop, then the partial tile decomposed and vectorized at
+    its own static size), which the per-op transform sequence does not do yet."""
     best: tuple[int, int, int] | None = None  # (accumulators, f_t, ow_t)
     for f_t in dict.fromkeys((_channel_tile(channels, lanes), lanes if channels % lanes == 0 else 0)):
         if not f_t:
