@@ -157,15 +157,9 @@ class CompiledModel:
         signature = getattr(function if function is not None else self.function, "signature", None)
         if signature is None:
             return arrays
-        out = []
-        for a, spec in zip(arrays, signature.inputs):
-            want = spec.dtype
-            if a.dtype != want and a.dtype.itemsize == want.itemsize and want.kind in "iu" and a.dtype.kind != "O":
-                a = a.view(want)
-            if spec.rank == 0 and a.ndim > 0 and a.size == 1:
-                a = a.reshape(())
-            out.append(a)
-        return out
+        from onnxc.targets.cpu.abi import as_argument
+
+        return [as_argument(a, spec) for a, spec in zip(arrays, signature.inputs)]
 
     def __call__(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:
         """Run with arrays positionally or by ONNX input name; outputs in graph order."""
@@ -182,12 +176,11 @@ class CompiledModel:
                     self._general = self.compile_general()
                 function = self._general
         results = function(*self._adapt(arrays, function))
-        out = []
-        for spec, r in zip(self.outputs, results):
-            # Unsigned and byte-stored (float8, int4...) outputs come back in the signless
-            # integer dtype of the same width: view them as their ONNX dtype.
-            out.append(r.view(spec.dtype) if spec.dtype != np.dtype(object) and r.dtype != spec.dtype and r.dtype.itemsize == spec.dtype.itemsize else r)
-        return out
+        from onnxc.targets.cpu.abi import as_onnx_result
+
+        # Unsigned and byte-stored (float8, int4...) outputs come back in the signless integer
+        # dtype of the same width: viewed as their ONNX dtype.
+        return [as_onnx_result(r, spec.dtype) for spec, r in zip(self.outputs, results)]
 
     def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Run with a dict of inputs by name; returns a dict of outputs by name."""

@@ -150,14 +150,13 @@ def _by_op_type(node: onnx.NodeProto) -> Compatibility:
     return Compatibility(Support.UNSUPPORTED, f"{who}: no lowering and no schema function")
 
 
-def _same_width_int(a: np.dtype, b: np.dtype) -> bool:
-    return a != b and a.kind in "iu" and b.kind in "iu" and a.itemsize == b.itemsize
-
-
 def _viewing_integers(runnable: Any, model: onnx.ModelProto) -> GraphFunction:
-    """`runnable` called with integer arrays viewed as the signless types its signature holds,
-    and its integer results viewed as the graph outputs' ONNX types (uint8 <-> int8 and alike)."""
+    """`runnable` called with its arguments as the compiled code holds them and its results
+    viewed as the graph outputs' ONNX types (the rules of `targets.cpu.abi.as_argument` and
+    `as_onnx_result`, shared with `onnxc.CompiledModel`)."""
     from onnx import helper
+
+    from onnxc.targets.cpu.abi import as_argument, as_onnx_result
 
     sig = getattr(runnable, "signature", None)
     wanted = [
@@ -168,9 +167,9 @@ def _viewing_integers(runnable: Any, model: onnx.ModelProto) -> GraphFunction:
     def call(*arrays: Any) -> Any:
         given = [np.asarray(a) for a in arrays]
         if sig is not None:
-            given = [a.view(spec.dtype) if _same_width_int(a.dtype, np.dtype(spec.dtype)) else a for a, spec in zip(given, sig.inputs)]
+            given = [as_argument(a, spec) for a, spec in zip(given, sig.inputs)]
         results = runnable(*given)
-        return [r.view(d) if d is not None and isinstance(r, np.ndarray) and _same_width_int(r.dtype, d) else r for r, d in zip(results, wanted)]
+        return [as_onnx_result(r, d) if d is not None and isinstance(r, np.ndarray) else r for r, d in zip(results, wanted)]
 
     return call
 

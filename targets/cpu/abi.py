@@ -41,6 +41,8 @@ __all__ = [
     "numpy_dtype",
     "signature_from_func",
     "Invoker",
+    "as_argument",
+    "as_onnx_result",
 ]
 
 
@@ -110,6 +112,29 @@ class TensorSpec:
     @staticmethod
     def from_json(d: dict[str, Any]) -> "TensorSpec":
         return TensorSpec(tuple(d["shape"]), str(d["element_type"]))
+
+
+def as_argument(array: np.ndarray, spec: TensorSpec) -> np.ndarray:
+    """`array` as the compiled code holds an argument of type `spec`: an ONNX type the lowered
+    code keeps in a signless integer of the same width (unsigned ints, float8 and int4 stored
+    as bytes) is passed as a view of that integer type (no copy), and a one-element array for a
+    rank-0 argument as a scalar (onnxruntime accepts both spellings, and so do ONNX's own test
+    data). The one rule for every caller of compiled code (`onnxc.CompiledModel`, the built-in
+    backends)."""
+    want = spec.dtype
+    if array.dtype != want and array.dtype.itemsize == want.itemsize and want.kind in "iu" and array.dtype.kind != "O":
+        array = array.view(want)
+    if spec.rank == 0 and array.ndim > 0 and array.size == 1:
+        array = array.reshape(())
+    return array
+
+
+def as_onnx_result(array: np.ndarray, onnx_dtype: np.dtype) -> np.ndarray:
+    """A result of compiled code as the ONNX type the graph declares: the inverse view of
+    `as_argument` (a signless integer of the ONNX type's width back to uint8, float8...)."""
+    if onnx_dtype != np.dtype(object) and array.dtype != onnx_dtype and array.dtype.itemsize == onnx_dtype.itemsize:
+        return array.view(onnx_dtype)
+    return array
 
 
 @dataclasses.dataclass(frozen=True)
