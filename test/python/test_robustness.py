@@ -1609,3 +1609,27 @@ def test_conv_integer_zero_point_of_rank_2_is_refused() -> None:
         onnxc.compile(_conv_integer([1, 2])[0])
     m, feeds = _conv_integer([2])
     np.testing.assert_array_equal(onnxc.compile(m).run(feeds)["y"], ReferenceEvaluator(m).run(None, feeds)[0])
+
+
+def _layer_norm(xs: list[int | str], bias: list[int | str]) -> onnx.ModelProto:
+    node = h.make_node("LayerNormalization", ["x", "w", "b"], ["y"], axis=-2, name="ln")
+    return _model([node], [_f("x", xs), _f("w", [3, 5]), _f("b", bias)], ["y"], opset=17)
+
+
+def test_static_operand_dim_that_does_not_broadcast_to_a_dynamic_result_is_caught() -> None:
+    """Found by the compile fuzzer (seed 211 case 13978, unverified: onnx.reference refuses): a
+    LayerNormalization bias of 15 (or 4) for a last dim of 5, with another dim of x symbolic,
+    was read at the loop index (answered, or read past the 4): `broadcast_plan` with a given
+    result shape did not check static operand dims. Static misfits are refused naming the node;
+    a static dim read for a dynamic result dim is a run-time check; fitting shapes still match."""
+    for b in (15, 4):
+        with pytest.raises(OnnxcError, match=rf"node 'ln': operand 4 dim 0 \({b}\) does not broadcast to dim 2 of the result \(5\)"):
+            onnxc.compile(_layer_norm([2, "a", 5], [b]))
+    m = _layer_norm([2, 3, "n"], [5])
+    compiled = onnxc.compile(m)
+    rng = np.random.default_rng(2)
+    with pytest.raises(RuntimeCheckError, match=r"LayerNormalization node 'ln': operand dim 5 does not broadcast to dim 2 of the result \(4\)"):
+        compiled.run({"x": rng.standard_normal((2, 3, 4)).astype(np.float32), "w": np.ones((3, 5), np.float32), "b": np.ones(5, np.float32)})
+    feeds = {"x": rng.standard_normal((2, 3, 5)).astype(np.float32), "w": rng.standard_normal((3, 5)).astype(np.float32),
+             "b": rng.standard_normal(5).astype(np.float32)}  # fmt: skip
+    np.testing.assert_allclose(compiled.run(feeds)["y"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-4, atol=1e-5)

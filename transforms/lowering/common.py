@@ -618,6 +618,20 @@ def broadcast_plan(values: Sequence[ir.Value], out_shape: Sequence[Dim] | None =
                 if not (isinstance(o, ir.Value) and _is_dim_of(o, values[i], j)):
                     reads[i][j] = RUNTIME
             _require_broadcast(values, [(i, j) for i, j in cover if reads[i][j] == RUNTIME], dim_value(o), k)
+            # A static dim other than 1 is read at the loop index: it must be the result dim (a
+            # LayerNormalization bias of 4 or 15 for a last dim of 5, other dims symbolic, was
+            # read past its end or answered: the compile fuzzer, seed 211 case 13978).
+            for i, j in cover:
+                s = shapes[i][j]
+                if s is None or s == 1:
+                    continue
+                if isinstance(o, int) and s != o:
+                    raise LoweringError(f"operand {i} dim {j} ({s}) does not broadcast to dim {k} of the result ({o})")
+                if not isinstance(o, int):
+                    from onnxc.transforms.lowering.runtime_checks import require
+
+                    require(arith.cmpi(arith.CmpIPredicate.eq, o, const_index(s)), None,
+                            f"operand dim {s} does not broadcast to dim {k} of the result ({{size}})", [("size", o)])  # fmt: skip
             out.append(o)
             continue
         d = res[k]  # type: ignore[index]

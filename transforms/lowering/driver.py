@@ -317,7 +317,13 @@ class Lowering:
             reason = pat.check(node)
             if reason:
                 raise node.fail(reason)
-        results = list(pat.fn(node))
+        try:
+            results = list(pat.fn(node))
+        except LoweringError as exc:
+            # A helper's error (broadcast_plan's, say) names no node: the diagnostic must.
+            if str(exc).startswith(node.describe()):
+                raise
+            raise node.fail(str(exc)) from None
         if len(results) < len(op.results):
             results += [None] * (len(op.results) - len(results))
         for i, (old, new) in enumerate(zip(op.results, results)):
