@@ -1633,3 +1633,15 @@ def test_static_operand_dim_that_does_not_broadcast_to_a_dynamic_result_is_caugh
     feeds = {"x": rng.standard_normal((2, 3, 5)).astype(np.float32), "w": rng.standard_normal((3, 5)).astype(np.float32),
              "b": rng.standard_normal(5).astype(np.float32)}  # fmt: skip
     np.testing.assert_allclose(compiled.run(feeds)["y"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_det_of_matrices_square_only_at_run_time() -> None:
+    """Found by the compile fuzzer (seed 211 case 13817, unverified: onnx.reference refuses): Det
+    of a 6x2 input with every dim symbolic was reshaped to 2x2 matrices and answered. A run-time
+    error now; square matrices still match the reference."""
+    m = _model([h.make_node("Det", ["x"], ["y"], name="det")], [_f("x", ["b", "m", "n"])], ["y"])
+    compiled = onnxc.compile(m)
+    with pytest.raises(RuntimeCheckError, match=r"Det node 'det': the matrices are not square \(6x2\)"):
+        compiled.run({"x": np.ones((1, 6, 2), np.float32)})
+    feeds = {"x": np.random.default_rng(4).standard_normal((2, 3, 3)).astype(np.float32)}
+    np.testing.assert_allclose(compiled.run(feeds)["y"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-4, atol=1e-5)

@@ -62,6 +62,14 @@ def lower_det(node: Node) -> list[ir.Value]:
     x = convert_tensor(node.input(0), node.in_elem(0), f64)
     shape = shape_of(x)
     batch_shape, n = shape[:-2], shape[-1]
+    if not (isinstance(shape[-2], int) and isinstance(n, int)):
+        # Square only at run time: a 6x2 input with symbolic dims was reshaped to 2x2 matrices
+        # and answered where onnx.reference refuses (the compile fuzzer, seed 211 case 13817).
+        from onnxc.transforms.lowering.common import dim_value
+        from onnxc.transforms.lowering.runtime_checks import require
+
+        require(arith.cmpi(P.eq, dim_value(shape[-2]), dim_value(n)), node.op, "the matrices are not square ({rows}x{cols})",
+                [("rows", dim_value(shape[-2])), ("cols", dim_value(n))])  # fmt: skip
     nb: Dim = 1
     for d in batch_shape:
         nb = dim_mul(nb, d)
