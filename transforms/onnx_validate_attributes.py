@@ -556,6 +556,9 @@ RANKS: dict[str, dict[str, int]] = {
     # an answer onnx.reference refuses and onnxruntime computes differently).
     "DFT": {"dft_length": 0, "axis": 0},
     "Range": {"start": 0, "limit": 0, "delta": 0},
+    # [N, C * prod(block_shape), L] (a rank-2 input aborted in ShapedType::isDynamicDim: the
+    # compile fuzzer, seed 212 cases 4282 and 4758).
+    "Col2Im": {"input": 3, "image_shape": 1, "block_shape": 1},
 }
 
 #: Ops whose scalar inputs may also be one-element 1-D tensors: onnx's own function bodies feed

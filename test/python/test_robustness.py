@@ -1645,3 +1645,18 @@ def test_det_of_matrices_square_only_at_run_time() -> None:
         compiled.run({"x": np.ones((1, 6, 2), np.float32)})
     feeds = {"x": np.random.default_rng(4).standard_normal((2, 3, 3)).astype(np.float32)}
     np.testing.assert_allclose(compiled.run(feeds)["y"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_col2im_input_of_rank_2_is_refused_not_aborted(tmp_path: Path) -> None:
+    """Found by the compile fuzzer (seed 212 cases 4282 and 4758): Col2Im of a rank-2 input (the
+    spec: [N, C * prod(block_shape), L]) aborted the process in ShapedType::isDynamicDim. In a
+    child process; a valid Col2Im still matches onnx.reference."""
+    def model(shape: list[int]) -> onnx.ModelProto:
+        i64 = lambda n: h.make_tensor_value_info(n, T.INT64, [2])  # noqa: E731
+        return _model([h.make_node("Col2Im", ["x", "img", "blk"], ["y"], name="c2i")], [_f("x", shape), i64("img"), i64("blk")], ["y"])
+
+    proc = _compile_in_child(model([5, 5]), tmp_path)
+    assert proc.returncode == 1 and "input 'input' has rank 2; Col2Im needs rank 3" in proc.stderr, (proc.returncode, proc.stderr[-500:])
+    m = model([1, 5, 5])
+    feeds = {"x": np.arange(25, dtype=np.float32).reshape(1, 5, 5), "img": np.array([5, 5], np.int64), "blk": np.array([1, 5], np.int64)}
+    np.testing.assert_allclose(onnxc.compile(m).run(feeds)["y"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-6)
