@@ -62,6 +62,7 @@ __all__ = [
     "STAGES",
     "VECTOR_PRE_PIPELINE",
     "VECTOR_POST_PIPELINE",
+    "HOIST_PIPELINE",
     "LOOPS_PIPELINE",
     "LOOPS_ON_MEMREFS_PIPELINE",
     "BUFFERIZE_PIPELINE",
@@ -161,12 +162,21 @@ class CpuPipelineOptions:
 VECTOR_PRE_PIPELINE: str = "builtin.module(canonicalize,cse)"
 _FUSE_PIPELINE: str = "builtin.module(linalg-fuse-elementwise-ops,canonicalize,cse)"
 
-#: After vectorization: fold the tile loops, hoist loop-invariant transfer pairs out of the
-#: reduction loops (keeps accumulators in registers), clean up.
-VECTOR_POST_PIPELINE: str = (
-    "builtin.module(canonicalize,cse,loop-invariant-code-motion,"
-    "loop-invariant-subset-hoisting,canonicalize,cse)"
-)
+#: After vectorization: fold the tile loops, hoist loop-invariant code, clean up.
+VECTOR_POST_PIPELINE: str = "builtin.module(canonicalize,cse,loop-invariant-code-motion,canonicalize,cse)"
+
+#: Hoist loop-invariant transfer pairs out of the reduction loops (keeps a contraction's
+#: accumulators in registers across its reduction loop). Run by ``bufferize`` on the outlined
+#: parts, not on the whole function after vectorization: the pass asks, for every
+#: extract/insert pair on a loop's iter_arg, whether the two subsets are equal, through
+#: ``ValueBoundsConstraintSet``, which follows each dynamic bound back through every earlier
+#: op (a loop bound is ``tensor.dim`` of the previous loop's result, whose size is the
+#: ``tensor.dim`` of the op before...). With dynamic shapes that grows with the model: a
+#: two-layer T5 encoder with dynamic batch/sequence spent 256 s of a 261 s compile in this pass
+#: (H15, bench/dynamic_shapes.py). In an outlined part the chain stops at the part's
+#: arguments (1.1 s). No `cse` here: it would merge equal padding buffers again
+#: (pad_in_place.py); bufferization's own clean-up runs one after one-shot bufferization.
+HOIST_PIPELINE: str = "builtin.module(loop-invariant-subset-hoisting,canonicalize)"
 
 #: Bufferization. `empty-tensor-to-alloc-tensor` first because one-shot-bufferize refuses
 #: `tensor.empty` that survive `eliminate-empty-tensors`; function arguments are marked
@@ -1006,6 +1016,7 @@ def bufferize(module: ir.Module) -> ir.Module:
 
     _mark_args_readonly(module)
     outline_functions(module, dedupe=True)
+    _run(module, HOIST_PIPELINE, "hoist")
     _run(module, BUFFERIZE_PIPELINE, "bufferize")
     return module
 
