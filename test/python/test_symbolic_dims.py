@@ -44,8 +44,6 @@ XFAILS: dict[str, str] = {
     "test_unsqueeze_axis_0": _LEN,
     "test_basic_deform_conv_with_padding": "refused: DeformConv needs W of static dims",
     "test_stft": "refused: STFT needs the signal's last dim (1 or 2) static",
-    "test_attention_4d_attn_mask_4d_causal": "refused (a CPU target bug): the vectorizer turns a scalar tensor.extract at "
-    "a run-time index (Gather of a sequence length) into a 0-d vector.gather, which does not verify ('vector-post' stage)",
 }
 
 

@@ -574,8 +574,10 @@ ZERO, LOOP, RUNTIME = "zero", "loop", "runtime"
 
 
 def _same_dim(a: tuple[ir.Value, int], b: tuple[ir.Value, int]) -> bool:
-    """Whether two (value, dim) pairs are provably the same size (the same dim of one value)."""
-    return a[0] == b[0] and a[1] == b[1]
+    """Whether two (value, dim) pairs are provably the same size (one source: `dim_sources`)."""
+    from onnxc.transforms.lowering.dim_sources import same_size
+
+    return same_size(a, b)
 
 
 def broadcast_plan(values: Sequence[ir.Value], out_shape: Sequence[Dim] | None = None, ranks: Sequence[int] | None = None) -> BroadcastPlan:

@@ -1,0 +1,78 @@
+"""`onnxc.transforms.lowering.dim_sources`: dynamic dims with one source are the same size, and the
+broadcast lowering uses it (no run-time-index gather for `x * Sigmoid(x)` with a dynamic batch),
+with answers equal to `onnx.reference` for inputs of several batch sizes."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from mlir import ir
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+import onnxc
+from onnxc.dialect import onnx_context
+from onnxc.transforms.lowering.dim_sources import dim_source, same_size
+
+IR = """
+func.func @f(%x: tensor<?x4xf32>, %y: tensor<?x4xf32>) -> (tensor<?x4xf32>, tensor<?x1x4xf32>) {
+  %c0 = arith.constant 0 : index
+  %d = tensor.dim %x, %c0 : tensor<?x4xf32>
+  %e = tensor.empty(%d) : tensor<?x4xf32>
+  %t = linalg.copy ins(%x : tensor<?x4xf32>) outs(%e : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %g = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+       ins(%t : tensor<?x4xf32>) outs(%e : tensor<?x4xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    linalg.yield %a : f32
+  } -> tensor<?x4xf32>
+  %dt = tensor.dim %t, %c0 : tensor<?x4xf32>
+  %ex = tensor.expand_shape %g [[0, 1], [2]] output_shape [%dt, 1, 4] : tensor<?x4xf32> into tensor<?x1x4xf32>
+  return %g, %ex : tensor<?x4xf32>, tensor<?x1x4xf32>
+}
+"""
+
+
+def test_dims_traced_to_the_argument() -> None:
+    with onnx_context(), ir.Location.unknown():
+        module = ir.Module.parse(IR)
+        fn = module.body.operations[0]
+        x, y = fn.regions[0].blocks[0].arguments
+        ret = list(fn.regions[0].blocks[0].operations)[-1]
+        g, ex = ret.operands
+        # generic -> its init -> tensor.empty(tensor.dim %x) -> %x; expand_shape -> dim of the copy -> %x
+        assert dim_source(g, 0) == ("dim", x, 0)
+        assert dim_source(ex, 0) == ("dim", x, 0)
+        assert same_size((g, 0), (ex, 0))
+        assert same_size((g, 0), (x, 0))
+        assert not same_size((g, 0), (y, 0))  # another argument: not provably equal
+        assert not same_size((g, 1), (x, 1))  # static 4s: the caller handles static dims itself
+
+
+def _silu_model() -> onnx.ModelProto:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 5, 5])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    w = helper.make_tensor("w", TensorProto.FLOAT, [3, 3, 3, 3], np.linspace(-1, 1, 81, dtype=np.float32))
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Sigmoid", ["c"], ["s"]),
+        helper.make_node("Mul", ["c", "s"], ["m"]),
+        helper.make_node("GlobalAveragePool", ["m"], ["p"]),
+        helper.make_node("Mul", ["m", "p"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "silu_se", [x], [y], [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_silu_with_dynamic_batch_is_plain_elementwise_and_right() -> None:
+    model = _silu_model()
+    compiled = onnxc.compile(model, threads=1, keep_ir=True, cache_dir=False)
+    linalg = compiled.modules["linalg"]
+    assert "linalg.index" not in linalg and "tensor.extract " not in linalg, "a broadcast read at run-time indices"
+    ref = ReferenceEvaluator(model)
+    rng = np.random.default_rng(0)
+    for batch in (1, 3):
+        x = rng.standard_normal((batch, 3, 5, 5)).astype(np.float32)
+        (want,) = ref.run(None, {"x": x})
+        got = compiled.run({"x": x})["y"]
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-7)
