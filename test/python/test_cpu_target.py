@@ -837,7 +837,7 @@ def test_long_reduction_uses_partial_sums(op: str) -> None:
 
 
 def test_split_reduction_factor() -> None:
-    """The split plan: long static float reductions only, chunks of at most 512."""
+    """The split plan: long static float reductions only, chunks of at most 1024."""
     from onnxc.targets.cpu.pipeline import split_reduction_factor
 
     def factor(m: int, k: int, n: int, elem: str = "f32", **kw: int) -> int:
@@ -847,9 +847,9 @@ def test_split_reduction_factor() -> None:
                  if op.operation.name == "linalg.matmul"]
         return split_reduction_factor(mm.operation, CpuPipelineOptions(**kw))
 
-    assert factor(4, 4096, 8) == 8  # 8 partial sums of 512
-    assert factor(4, 512, 8) == 0  # short: one accumulator is fine
-    assert factor(4, 1000, 8) == 2  # 1000 = 2 x 500
+    assert factor(4, 4096, 8) == 4  # 4 partial sums of 1024
+    assert factor(4, 1024, 8) == 0  # short: one accumulator is fine
+    assert factor(4, 2000, 8) == 2  # 2000 = 2 x 1000
     assert factor(4, 4099, 8) == 0  # prime: no factor divides it
     assert factor(4, 4096, 8, elem="i32") == 0  # integer sums are exact
     assert factor(4, 4096, 1000) == 0  # partial (masked) n tiles: kept whole (speed)
