@@ -409,7 +409,10 @@ class Validator:
                 # Only there: elsewhere onnx-validate-attributes reports it with the model's other problems.
                 perm = next((list(a.ints) for a in node.attribute if a.name == "perm" and _attr_kind(a) == AP.INTS), None)
                 r = len(shapes[node.input[0]])
-                unchanged = bool(node.output) and shapes.get(node.output[0]) == shapes[node.input[0]]
+                # An identity perm of another length is dropped as a no-op too ([0, 1, 2] on a
+                # rank-2 input answered it unchanged where onnx.reference refuses; seed 212 case 3664).
+                unchanged = (bool(node.output) and shapes.get(node.output[0]) == shapes[node.input[0]]) or (
+                    perm is not None and perm == list(range(len(perm))))
                 if unchanged and perm is not None and sorted(perm) != list(range(r)):
                     self.add(f"{_node_label(node, i, ctx)} in {ctx.where}: attribute 'perm' = {perm} is not a permutation of "
                              f"0..{r - 1} (input '{node.input[0]}' has rank {r}).")  # fmt: skip

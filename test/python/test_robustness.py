@@ -1660,3 +1660,16 @@ def test_col2im_input_of_rank_2_is_refused_not_aborted(tmp_path: Path) -> None:
     m = model([1, 5, 5])
     feeds = {"x": np.arange(25, dtype=np.float32).reshape(1, 5, 5), "img": np.array([5, 5], np.int64), "blk": np.array([1, 5], np.int64)}
     np.testing.assert_allclose(onnxc.compile(m).run(feeds)["y"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-6)
+
+
+def test_identity_perm_of_another_rank_is_refused() -> None:
+    """Found by the compile fuzzer (seed 212 case 3664, unverified: onnx.reference refuses): a
+    Transpose with perm [0, 1, 2] on a rank-2 input (output undeclared) was dropped as a no-op and
+    answered the input. The identity perm of the right length still compiles."""
+    def model(perm: list[int]) -> onnx.ModelProto:
+        return _model([h.make_node("Transpose", ["x"], ["y"], perm=perm)], [_f("x", [6, 4])], ["y"])
+
+    with pytest.raises(OnnxcError, match=r"attribute 'perm' = \[0, 1, 2\] is not a permutation of 0..1 \(input 'x' has rank 2\)"):
+        onnxc.compile(model([0, 1, 2]))
+    x = np.arange(24, dtype=np.float32).reshape(6, 4)
+    np.testing.assert_array_equal(onnxc.compile(model([0, 1])).run({"x": x})["y"], x)
