@@ -24,7 +24,7 @@ rounds scheme, and its session is created only then (an onnxruntime session with
 threads slowed onnxc's code in the same process).
 
 Run:
-  python bench/dynamic_shapes.py                    # real sizes (tens of minutes: 8 big compiles)
+  python bench/dynamic_shapes.py                    # real sizes (about ten minutes on 2 cores)
   python bench/dynamic_shapes.py --quick            # the builders' small widths, small sizes (minutes)
   python bench/dynamic_shapes.py --models t5_small,yolo --threads 2 --rounds 15
 For stable numbers run it alone on the machine, pinned to one core at a real-time priority:
