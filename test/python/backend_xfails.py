@@ -13,6 +13,7 @@ RUN_INFO: dict[str, object] = {
     "cases_run": 2033,
     "date": "2026-11-24 13:52 UTC",
     "jobs": 2,
+    "only": "loop16_seq_none",
     "onnx": "1.23.2",
     "slowest": [
         [
