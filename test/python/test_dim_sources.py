@@ -76,3 +76,31 @@ def test_silu_with_dynamic_batch_is_plain_elementwise_and_right() -> None:
         (want,) = ref.run(None, {"x": x})
         got = compiled.run({"x": x})["y"]
         np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-7)
+
+
+RESHAPE_IR = """
+func.func @r(%x: tensor<?x8xf32>, %y: tensor<?x8xf32>, %n: index) -> (tensor<?x?x4xf32>, tensor<?x?x4xf32>) {
+  %c0 = arith.constant 0 : index
+  %four = arith.constant 4 : i64
+  %d = tensor.dim %x, %c0 : tensor<?x8xf32>
+  %a = arith.index_cast %d : index to i64
+  %b = arith.index_cast %n : index to i64
+  %shape = tensor.from_elements %a, %b, %four : tensor<3xi64>
+  %rx = tensor.reshape %x(%shape) : (tensor<?x8xf32>, tensor<3xi64>) -> tensor<?x?x4xf32>
+  %ry = tensor.reshape %y(%shape) : (tensor<?x8xf32>, tensor<3xi64>) -> tensor<?x?x4xf32>
+  return %rx, %ry : tensor<?x?x4xf32>, tensor<?x?x4xf32>
+}
+"""
+
+
+def test_reshape_dims_traced_through_the_shape_elements() -> None:
+    with onnx_context(), ir.Location.unknown():
+        module = ir.Module.parse(RESHAPE_IR)
+        block = module.body.operations[0].regions[0].blocks[0]
+        x, y, n = block.arguments
+        rx, ry = list(block.operations)[-1].operands
+        assert dim_source(rx, 0) == ("dim", x, 0)  # index_cast(tensor.dim %x, 0)
+        assert dim_source(ry, 1) == ("size", n, 0)
+        assert same_size((rx, 1), (ry, 1))  # one shape tensor: the same sizes
+        assert same_size((ry, 0), (x, 0))
+        assert not same_size((ry, 0), (y, 0))  # the reshape's size, not its input's

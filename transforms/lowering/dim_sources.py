@@ -4,7 +4,9 @@ What: `dim_source(v, j)` follows dim `j` of the tensor `v` back through ops whos
 another value's by construction: a linalg op's result dim is its init's (destination-passing
 style), a `tensor.empty` dim is its size operand, `tensor.dim x, c` is dim c of x, a
 `tensor.expand_shape` dim is its `output_shape` operand, a `tensor.collapse_shape` dim whose group
-holds one dynamic source dim (the others 1) is that dim, a `tensor.cast` keeps its source's dims.
+holds one dynamic source dim (the others 1) is that dim, a `tensor.reshape` dim is its shape's
+element (when the shape is a `tensor.from_elements` of `index_cast`s of index values), a
+`tensor.cast` keeps its source's dims.
 It stops at a block argument (a model input), another op, or a static dim. `same_size(a, b)` says
 whether two (value, dim) pairs reach one source, i.e. are equal at run time for every input.
 
@@ -91,6 +93,21 @@ def dim_source(v: ir.Value, j: int) -> DimSource:
             if len(dynamic) != 1 or any(src.get_dim_size(d) != 1 for d in group if d != dynamic[0]):
                 return ("dim", v, j)
             v, j = op.operands[0], dynamic[0]
+        elif name == "tensor.reshape":
+            # Dim j is element j of the shape operand: traced when that is a tensor.from_elements
+            # of index_casts of index values (how the Reshape lowering builds a computed shape),
+            # so q, k and v reshaped by one shape, and the empties sized by the same values, agree.
+            shape = _op(op.operands[1])
+            if shape is None or shape.name != "tensor.from_elements":
+                return ("dim", v, j)
+            cast = _op(shape.operands[j])
+            if cast is None or cast.name != "arith.index_cast" or not isinstance(cast.operands[0].type, ir.IndexType):
+                return ("dim", v, j)
+            size = cast.operands[0]
+            dim = _dim_of(size)
+            if dim is None:
+                return ("size", size, 0)
+            v, j = dim
         elif name == "tensor.cast":
             v = op.operands[0]
         elif name in _LAST_OPERAND_SHAPED and len(op.results) == 1:
