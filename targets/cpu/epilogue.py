@@ -36,6 +36,7 @@ from mlir import ir
 from mlir.dialects import linalg
 
 from onnxc.targets.cpu.conv_plan import CONV_OPS
+from onnxc.targets.cpu.pad_in_place import defining_op
 
 if TYPE_CHECKING:
     from onnxc.targets.cpu.pipeline import TilePlan
@@ -133,8 +134,7 @@ def plan_epilogues(
             continue
         init_operand = len(list(op.opview.inputs))
         init_value = op.operands[init_operand]
-        owner = init_value.owner
-        init_owner = None if isinstance(owner, ir.Block) else owner.operation
+        init_owner = defining_op(init_value)
         fuse_init = (
             init_owner is not None
             and init_owner.name in ("linalg.fill", "linalg.broadcast", "linalg.generic")
@@ -149,10 +149,6 @@ def plan_epilogues(
     return fused, absorbed
 
 
-def _ints(values: Sequence[int]) -> str:
-    return ", ".join(str(int(v)) for v in values)
-
-
 def _fuse(producer: str, into: str, result: str, loop: str) -> str:
     return (
         f"    {result}, {loop} = transform.structured.fuse_into_containing_op {producer} into {into}"
@@ -162,8 +158,9 @@ def _fuse(producer: str, into: str, result: str, loop: str) -> str:
 
 def epilogue_steps(plan: EpiloguePlan) -> str:
     """The transform steps of a fused plan, applied to the consumer's handle ``%o`` (the same
-    contract as ``pipeline._plan_steps``)."""
-    from onnxc.targets.cpu.pipeline import interchange_clause
+    contract as ``pipeline._plan_steps``, built from the same step templates)."""
+    from onnxc.targets.cpu.pipeline import _DECOMPOSE_STEP, _FORALL_STEP, _VECTORIZE_STEP, _ints, tile_step
+
     rank = plan.rank
     steps = [f"    %p0 = transform.get_producer_of_operand %o[{plan.operand}] : (!transform.any_op) -> !transform.any_op"]
     if plan.fuse_init:
@@ -173,10 +170,7 @@ def epilogue_steps(plan: EpiloguePlan) -> str:
     target, prod, init = "%o", "%p0", "%i0"
     forall = plan.producer.forall_threads
     if forall and any(forall[:rank]):
-        steps.append(
-            f"    %f, %fl = transform.structured.tile_using_forall %o num_threads [{_ints(forall[:rank])}]"
-            " : (!transform.any_op) -> (!transform.any_op, !transform.any_op)"
-        )
+        steps.append(_FORALL_STEP.substitute(target="%o", counts=_ints(forall[:rank])))
         # The consumer's slice of the convolution's result is now taken inside the forall: fuse
         # the convolution (and then its initializer) into the forall first, then into the loops.
         steps.append(_fuse(prod, "%fl", "%p1", "%fl1"))
@@ -188,26 +182,16 @@ def epilogue_steps(plan: EpiloguePlan) -> str:
     n = sum(1 for s in sizes if s)
     # The convolution's loop order over its output dims, when it has one (conv_plan.py).
     order = plan.producer.interchange
-    clause = interchange_clause(order[:rank]) if order and sorted(order[:rank]) == list(range(rank)) else ""
-    steps.append(
-        f"    %t, %l:{n} = transform.structured.tile_using_for {target} tile_sizes [{_ints(sizes)}]{clause}"
-        f" : (!transform.any_op) -> (!transform.any_op, {', '.join(['!transform.any_op'] * n)})"
-    )
+    steps.append(tile_step("%t", "%l", target, sizes, order[:rank] if order and sorted(order[:rank]) == list(range(rank)) else None))
     steps.append(_fuse(prod, f"%l#{n - 1}", "%p2", "%ll1"))
     if plan.fuse_init:
         steps.append(_fuse(init, "%ll1", "%i2", "%ll2"))
+    # Inside the tile: the convolution's own reduction tiles, then the 1-D form that vectorizes.
     reduction = [0] * rank + list(plan.producer.tile_sizes[rank:])
-    conv = "%p2"
-    k = sum(1 for s in reduction if s)
-    if k:
-        steps.append(
-            f"    %r, %rl:{k} = transform.structured.tile_using_for %p2 tile_sizes [{_ints(reduction)}]"
-            f" : (!transform.any_op) -> (!transform.any_op, {', '.join(['!transform.any_op'] * k)})"
-        )
-        conv = "%r"
-    steps.append(f"    %d = transform.structured.decompose {conv} : (!transform.any_op) -> !transform.any_op")
-    steps.append("    transform.structured.vectorize %d : !transform.any_op")
-    if plan.fuse_init:
-        steps.append("    transform.structured.vectorize %i2 : !transform.any_op")
-    steps.append("    transform.structured.vectorize %t : !transform.any_op")
+    step = tile_step("%r", "%rl", "%p2", reduction)
+    if step:
+        steps.append(step)
+    steps.append(_DECOMPOSE_STEP.substitute(target="%r" if step else "%p2"))
+    for handle in ("%d", "%i2", "%t") if plan.fuse_init else ("%d", "%t"):
+        steps.append(_VECTORIZE_STEP.substitute(target=handle, sizes="", attrs=""))
     return "\n".join(steps)

@@ -26,14 +26,15 @@ from __future__ import annotations
 
 from mlir import ir
 
-__all__ = ["hoist_pad_fills", "PAD_BUFFER_ATTR"]
+__all__ = ["hoist_pad_fills", "PAD_BUFFER_ATTR", "defining_op"]
 
 #: Attribute (a number, distinct per buffer) on the ``tensor.empty`` of a padding buffer made by
 #: ``hoist_pad_fills``: keeps CSE from merging equal-shaped padding buffers into one value.
 PAD_BUFFER_ATTR = "onnxc.pad_buffer"
 
 
-def _owner(value: ir.Value) -> ir.Operation | None:
+def defining_op(value: ir.Value) -> ir.Operation | None:
+    """The op that computes `value`, or None for a block argument."""
     owner = value.owner
     return None if isinstance(owner, ir.Block) else owner.operation
 
@@ -43,7 +44,7 @@ def _chain_start(value: ir.Value) -> ir.Operation | None:
     op that defines it, through the init operand tied to each result, back to the op whose init
     is a ``tensor.empty``. None when the chain does not end at an empty tensor (the data is a
     function argument or some op without a destination): then no write can be made in place."""
-    op = _owner(value)
+    op = defining_op(value)
     while op is not None and op.name.startswith("linalg.") and op.name != "linalg.fill":
         view = op.opview
         try:
@@ -54,7 +55,7 @@ def _chain_start(value: ir.Value) -> ir.Operation | None:
         if result_number >= len(inits):
             return None
         value = inits[result_number]
-        init_owner = _owner(value)
+        init_owner = defining_op(value)
         if init_owner is None:
             return None
         if init_owner.name == "tensor.empty":
@@ -70,11 +71,11 @@ def hoist_pad_fills(module: ir.Module) -> int:
     def visit(op: ir.Operation) -> ir.WalkResult:
         if op.name != "tensor.insert_slice":
             return ir.WalkResult.ADVANCE
-        fill = _owner(op.operands[1])
+        fill = defining_op(op.operands[1])
         if fill is None or fill.name != "linalg.fill" or len(fill.operands) != 2:
             return ir.WalkResult.ADVANCE
-        empty = _owner(fill.operands[1])
-        value = _owner(fill.operands[0])
+        empty = defining_op(fill.operands[1])
+        value = defining_op(fill.operands[0])
         if empty is None or empty.name != "tensor.empty" or len(empty.operands):
             return ir.WalkResult.ADVANCE  # a dynamic size would need its operands moved too
         if value is None or value.name != "arith.constant":
@@ -94,7 +95,7 @@ def hoist_pad_fills(module: ir.Module) -> int:
         i64 = ir.IntegerType.get_signless(64)
         for number, (insert, fill, start) in enumerate(found):
             ip = ir.InsertionPoint(start)
-            empty = _owner(fill.operands[1]).clone(ip=ip)
+            empty = defining_op(fill.operands[1]).clone(ip=ip)
             empty.attributes[PAD_BUFFER_ATTR] = ir.IntegerAttr.get(i64, number)
             own = fill.clone(ip=ip)
             own.operands[1] = empty.results[0]
@@ -105,7 +106,7 @@ def hoist_pad_fills(module: ir.Module) -> int:
         if fill not in unused and not len(list(fill.results[0].uses)):
             unused.append(fill)
     for fill in unused:
-        empty = _owner(fill.operands[1])
+        empty = defining_op(fill.operands[1])
         fill.erase()
         if empty is not None and not len(list(empty.results[0].uses)):
             empty.erase()

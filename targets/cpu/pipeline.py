@@ -645,11 +645,6 @@ _TILE_STEP = string.Template(
     "    $result, $loops_name:$n = transform.structured.tile_using_for $target tile_sizes [$sizes]$interchange"
     " : (!transform.any_op) -> (!transform.any_op, $loops)"
 )
-
-
-def interchange_clause(order: Sequence[int] | None) -> str:
-    """The ` interchange [...]` clause of a `tile_using_for` step (empty for the op's own order)."""
-    return f" interchange = [{_ints(order)}]" if order else ""
 _DECOMPOSE_STEP = string.Template(
     "    %d = transform.structured.decompose $target : (!transform.any_op) -> !transform.any_op"
 )
@@ -669,6 +664,18 @@ def _ints(values: Sequence[int]) -> str:
     return ", ".join(str(int(v)) for v in values)
 
 
+def tile_step(result: str, loops_name: str, target: str, sizes: Sequence[int], order: Sequence[int] | None = None) -> str:
+    """A `tile_using_for` step of `target` by `sizes` (0 = not tiled), binding the tiled op to
+    `result` and its loops to `loops_name`, in the loop order `order` when given (the op's own
+    order else); empty when no size is non-zero."""
+    n = sum(1 for t in sizes if t)
+    if not n:
+        return ""
+    interchange = f" interchange = [{_ints(order)}]" if order else ""
+    return _TILE_STEP.substitute(result=result, loops_name=loops_name, n=n, target=target, sizes=_ints(sizes),
+                                 interchange=interchange, loops=", ".join(["!transform.any_op"] * n))
+
+
 def _plan_steps(plan: TilePlan) -> str:
     """The transform steps of one plan (forall, cache tiles, register tiles, decompose,
     vectorize), applied to the op handle ``%o``."""
@@ -681,10 +688,9 @@ def _plan_steps(plan: TilePlan) -> str:
         ("%c", "%cl", plan.cache_tile_sizes or (), None),
         ("%t", "%l", plan.tile_sizes, plan.interchange),
     ):
-        n = sum(1 for t in sizes if t)
-        if n:
-            steps.append(_TILE_STEP.substitute(result=result, loops_name=loops_name, n=n, target=target, sizes=_ints(sizes),
-                                               interchange=interchange_clause(order), loops=", ".join(["!transform.any_op"] * n)))
+        step = tile_step(result, loops_name, target, sizes, order)
+        if step:
+            steps.append(step)
             target = result
     if plan.decompose:  # see TilePlan.decompose
         steps.append(_DECOMPOSE_STEP.substitute(target=target))
@@ -714,11 +720,12 @@ def vector_transform_script(
     tagged: list[ir.Operation] = []
     # Convolutions whose elementwise consumer is computed in their tiles (epilogue.py): the
     # consumer carries the fused plan, the convolution and its initializer none of their own.
-    fused, absorbed = plan_epilogues(ops, lambda op: plan_tiles(op, opts)) if opts.fuse_epilogues else ({}, set())
+    own = {op: plan_tiles(op, opts) for op in ops}  # each op's plan, computed once
+    fused, absorbed = plan_epilogues(ops, own.__getitem__) if opts.fuse_epilogues else ({}, set())
     for op in ops:
         if op in absorbed:
             continue
-        plan: TilePlan | EpiloguePlan | None = fused.get(op) or plan_tiles(op, opts)
+        plan: TilePlan | EpiloguePlan | None = fused.get(op) or own[op]
         if plan is None:
             continue
         ident = groups.setdefault(plan, len(groups))
