@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -428,6 +428,19 @@ def build(name: str, layers: int | None = None, seed: int = 0) -> BenchModel:
     if name not in BUILDERS:
         raise KeyError(f"unknown benchmark model {name!r} (known: {', '.join(BUILDERS)})")
     return BUILDERS[name](layers=layers, seed=seed)
+
+
+def pinned(model: onnx.ModelProto, sizes: Mapping[str, int]) -> onnx.ModelProto:
+    """A copy of ``model`` with its inputs' ``dim_param`` dims named in ``sizes`` set to those
+    values: the static twin of a dynamic-axes model (an export without ``dynamic_axes``: same
+    graph, same weights, the in-graph shape computations as they are)."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    for vi in out.graph.input:
+        for d in vi.type.tensor_type.shape.dim:
+            if d.HasField("dim_param") and d.dim_param in sizes:
+                d.dim_value = sizes[d.dim_param]
+    return out
 
 
 def random_feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:

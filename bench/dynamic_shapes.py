@@ -115,18 +115,6 @@ MODELS: dict[str, Spec] = {
 }
 
 
-def pinned(model: onnx.ModelProto, sizes: Mapping[str, int]) -> onnx.ModelProto:
-    """``model`` with its inputs' ``dim_param`` dims named in ``sizes`` set to those values (the
-    static twin: same graph, same weights, shapes known at compile time)."""
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    for vi in out.graph.input:
-        for d in vi.type.tensor_type.shape.dim:
-            if d.HasField("dim_param") and d.dim_param in sizes:
-                d.dim_value = sizes[d.dim_param]
-    return out
-
-
 def _calls_per_round(fn: Callable[[], Any], round_ms: float) -> int:
     """How many calls of ``fn`` fill about ``round_ms`` (one warm-up call, then one timed)."""
     fn()
@@ -236,7 +224,7 @@ def bench_model(name: str, spec: Spec, quick: bool, args: argparse.Namespace, rn
         row = Row(name, f"{batch}x{length}" if spec.length_dim else f"{batch}", dyn_compile_s=dyn_s)
         feeds = spec.feeds(model, batch, length, rng)
         try:
-            static, row.static_compile_s = _compile(pinned(model, pins), args.threads)
+            static, row.static_compile_s = _compile(B.pinned(model, pins), args.threads)
             row.dyn_ms, row.static_ms = interleaved_ms([lambda: dynamic.run(feeds), lambda: static.run(feeds)], args.rounds, args.round_ms)
             outs = (dynamic.run(feeds), static.run(feeds))
         except Exception as e:  # noqa: BLE001 - as above: the row says what failed

@@ -126,21 +126,9 @@ def test_yolo_dynamic_batch() -> None:
     _check(m.proto, [{"images": _images(1, 64, 0)}, {"images": _images(2, 64, 1)}])
 
 
-def _pinned(model: onnx.ModelProto, sizes: dict[str, int]) -> onnx.ModelProto:
-    """A copy of ``model`` with its inputs' ``dim_param`` dims set to ``sizes`` (an export without
-    ``dynamic_axes``); the in-graph shape computations stay as they are."""
-    pinned = onnx.ModelProto()
-    pinned.CopyFrom(model)
-    for vi in pinned.graph.input:
-        for d in vi.type.tensor_type.shape.dim:
-            if d.HasField("dim_param") and d.dim_param in sizes:
-                d.dim_value = sizes[d.dim_param]
-    return pinned
-
-
 @pytest.mark.parametrize("name", ["whisper_encoder", "yolo"])
 def test_dynamic_builder_exported_static(name: str) -> None:
     """The op patterns of the Whisper and YOLO builders with the dynamic dims pinned (batch 1, 32
     frames): keeps them covered while their dynamic-axis tests above are xfail."""
     m = B.whisper_encoder(layers=1) if name == "whisper_encoder" else B.yolo(size=64)
-    _check(_pinned(m.proto, {"batch": 1, "frames": 32}), [m.feeds])
+    _check(B.pinned(m.proto, {"batch": 1, "frames": 32}), [m.feeds])
