@@ -341,6 +341,26 @@ def _first_difference(model: onnx.ModelProto, got: dict[str, np.ndarray], want: 
     return None
 
 
+def _resize_axes_normalized(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> onnx.ModelProto:
+    """``model`` with each Resize's negative `axes` counted from the front (the same model: the
+    spec accepts [-r, r-1]), where its input is fed (its rank known). Why: onnxruntime 1.32
+    ignores a negative axis under keep_aspect_ratio_policy (`axes = [2, -1]` on a 1x1x2x4 input
+    with sizes [1, 3], not_larger: it returned 1x1x1x4, against its own inferred 1x1x1x2, and
+    1x1x1x2 for axes [2, 3]) and onnx.reference refuses one; fuzz seed 301 case 3966."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    for node in out.graph.node:
+        if node.op_type != "Resize" or node.input[0] not in feeds:
+            continue
+        rank = np.asarray(feeds[node.input[0]]).ndim
+        for attr in node.attribute:
+            if attr.name == "axes" and any(a < 0 for a in attr.ints):
+                fixed = [a + rank if -rank <= a < 0 else a for a in attr.ints]
+                del attr.ints[:]
+                attr.ints.extend(fixed)
+    return out
+
+
 def second_opinion(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> tuple[str, list[np.ndarray]] | None:
     """Another implementation's outputs where onnxc and `onnx.reference` disagree: (who, outputs).
 
@@ -353,7 +373,9 @@ def second_opinion(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> tupl
     changes) instead of treating it as undefined. onnxruntime (IR version capped at 10, the
     newest it reads) is asked first; for QuantizeLinear to an integer type, which onnxruntime
     lacks at the newest opsets, the reference again with +-inf clipped to a finite value that
-    saturates the same way. None when neither applies or both fail."""
+    saturates the same way. Both are asked about the model with Resize's negative `axes` made
+    non-negative (`_resize_axes_normalized`). None when neither applies or both fail."""
+    model = _resize_axes_normalized(model, feeds)
     try:
         import onnxruntime as ort  # noqa: PLC0415 - optional: only where the reference disagrees
     except ImportError:

@@ -82,6 +82,24 @@ def test_second_opinion_where_the_reference_is_wrong() -> None:
     assert who == "onnxruntime" and outs[0].shape == (2, 3, 4)
 
 
+def test_resize_negative_axes_are_normalized_for_the_references() -> None:
+    """Fuzz seed 301 case 3966: Resize `axes = [2, -1]` with sizes [1, 3], not_larger, on a
+    1x1x2x4 input. onnx.reference refuses the negative axis and onnxruntime ignores it (1x1x1x4);
+    onnxc's 1x1x1x2 is what both give for the same model with axes [2, 3], which the second
+    opinion is asked about, so the case is `ok`."""
+    pytest.importorskip("onnxruntime")
+    node = h.make_node("Resize", ["X", "", "", "sizes"], ["Y"], mode="nearest", axes=[2, -1], keep_aspect_ratio_policy="not_larger")
+    g = h.make_graph([node], "g", [h.make_tensor_value_info("X", T.FLOAT, [1, 1, 2, 4])], [h.make_tensor_value_info("Y", T.FLOAT, None)],
+                     initializer=[onnx.numpy_helper.from_array(np.array([1, 3], np.int64), "sizes")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 19)], ir_version=9)
+    feeds = {"X": np.arange(8, dtype=np.float32).reshape(1, 1, 2, 4)}
+    who, outs = fz.second_opinion(m, feeds)
+    assert who == "onnxruntime" and outs[0].shape == (1, 1, 1, 2) and outs[0].ravel().tolist() == [0.0, 2.0]
+    assert [list(a.ints) for a in m.graph.node[0].attribute if a.name == "axes"] == [[2, -1]]  # a copy was changed
+    r = fz.run_case(fz.Case(0, "t", "attribute", "", m.SerializeToString(), feeds))
+    assert r["cls"] == "ok", r
+
+
 def test_docs_section_is_generated_from_reports(tmp_path: Path) -> None:
     report = {"seed": 3, "cases": 5, "counts": {"ok": 3, "refused": 1, "wrong": 1}, "by_mutation": {"rank:ok": 3, "rank:refused": 1, "feed:wrong": 1},
               "bugs": [{"index": 4, "base": "test_x", "mutation": "feed", "change": "feed x", "cls": "wrong", "why": "output 'y'"}]}  # fmt: skip
