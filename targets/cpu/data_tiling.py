@@ -160,6 +160,12 @@ def _constant_array(v: ir.Value) -> np.ndarray | None:
             return None
         perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
         return np.ascontiguousarray(inner.transpose(perm))
+    if op.name in ("tensor.expand_shape", "tensor.collapse_shape"):
+        t = _ranked(v)
+        inner = _constant_array(op.operands[0])
+        if inner is None or t is None or not t.has_static_shape:
+            return None
+        return inner.reshape(list(t.shape))  # row-major: what a reassociation of dims keeps
     return None
 
 
@@ -223,6 +229,33 @@ def _packed_constant(arr: np.ndarray, name: str) -> ir.Value:
                                [list(range(len(shape)))], [], shape)
 
 
+def _producer(v: ir.Value, name: str) -> ir.Operation | None:
+    """The op named ``name`` that defines ``v``, if one does."""
+    owner = v.owner
+    if isinstance(owner, (ir.Operation, ir.OpView)) and owner.operation.name == name:
+        return owner.operation
+    return None
+
+
+def _through_transpose(
+    src: ir.Value, inner_dims_pos: list[int], outer_dims_perm: list[int] | None
+) -> tuple[ir.Value, list[int], list[int] | None]:
+    """Fold a ``linalg.transpose`` producing ``src`` into the pack's positions.
+
+    ``pack(transpose(x, perm), inner_dims_pos, outer_dims_perm)`` is ``pack(x, [perm[d] for d in
+    inner_dims_pos], [perm[d] for d in outer_dims_perm])`` (dim d of the transpose is dim perm[d]
+    of x): the pack reads x where the transpose would have copied it. Why: a transposed operand
+    (a grouped 1x1 convolution's [group, pixels, channels] view, attention's K^T) was copied
+    whole before the pack copied it again."""
+    op = _producer(src, "linalg.transpose")
+    if op is None:
+        return src, inner_dims_pos, outer_dims_perm
+    perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+    odp = outer_dims_perm if outer_dims_perm else list(range(len(perm)))
+    folded = [perm[d] for d in odp]
+    return op.operands[0], [perm[d] for d in inner_dims_pos], (None if folded == sorted(folded) else folded)
+
+
 def _pack(
     src: ir.Value,
     inner_dims_pos: list[int],
@@ -234,6 +267,7 @@ def _pack(
     arr = _constant_array(src)
     if arr is not None:
         return _packed_constant(numpy_pack(arr, inner_dims_pos, inner_tiles, outer_dims_perm), name)
+    src, inner_dims_pos, outer_dims_perm = _through_transpose(src, inner_dims_pos, outer_dims_perm)
     rank = ir.RankedTensorType(src.type).rank
     tile_of = dict(zip(inner_dims_pos, inner_tiles))
     outer = [_ceil(_size(src, d), tile_of[d]) if d in tile_of else _size(src, d) for d in range(rank)]
@@ -245,14 +279,32 @@ def _pack(
     return linalg.pack(src, dest, inner_dims_pos, inner_tiles, padding_value=zero, outer_dims_perm=outer_dims_perm)
 
 
-def _packed_init(c: ir.Value, shape: list[int | ir.Value], inner_dims_pos: list[int], inner_tiles: list[int]) -> ir.Value:
-    """The packed accumulator: a fill of the same scalar when ``c`` is a fill, else pack(c)."""
-    owner = c.owner
+def _packed_init(c: ir.Value, shape: list[int | ir.Value], inner_dims_pos: list[int], inner_tiles: list[int],
+                 name: str) -> ir.Value:
+    """The packed accumulator ``shape`` of ``c``: a fill of the same scalar when ``c`` is a fill, a
+    broadcast in the packed layout when ``c`` broadcasts a smaller tensor (a bias: its pack is a
+    constant when it is one), else pack(c) (through a transpose producing it)."""
     f32 = ir.F32Type.get()
-    if isinstance(owner, (ir.Operation, ir.OpView)) and owner.operation.name == "linalg.fill":
-        return linalg.fill(owner.operation.operands[0], outs=[tensor.empty(shape, f32)])
+    fill = _producer(c, "linalg.fill")
+    if fill is not None:
+        return linalg.fill(fill.operands[0], outs=[tensor.empty(shape, f32)])
+    src, pos, perm = _through_transpose(c, inner_dims_pos, None)
+    rank = len(shape) - len(pos)  # dims of c: the packed shape's outer dims
+    order = perm if perm else list(range(rank))
+    bcast = _producer(src, "linalg.broadcast")
+    added = set(ir.DenseI64ArrayAttr(bcast.attributes["dimensions"])) if bcast is not None else set()
+    index = {d: i for i, d in enumerate(d for d in range(rank) if d not in added)}  # dims of the input
+    tiled = [(index[d], t) for d, t in zip(pos, inner_tiles) if d in index]
+    if bcast is not None and tiled:
+        small_perm = [index[d] for d in order if d in index]
+        packed = _pack(bcast.operands[0], [d for d, _ in tiled], [t for _, t in tiled],
+                       None if small_perm == sorted(small_perm) else small_perm, name)
+        # Dims of the packed accumulator the packed input lacks: the broadcast's outer dims, then
+        # its inner tiles.
+        dims = [i for i, d in enumerate(order) if d in added] + [rank + i for i, d in enumerate(pos) if d in added]
+        return linalg.broadcast(packed, outs=[tensor.empty(shape, f32)], dimensions=dims).results[0]
     zero = arith.constant(f32, 0.0)
-    return linalg.pack(c, tensor.empty(shape, f32), inner_dims_pos, inner_tiles, padding_value=zero)
+    return linalg.pack(src, tensor.empty(shape, f32), pos, inner_tiles, padding_value=zero, outer_dims_perm=perm)
 
 
 def _rewrite(op: ir.Operation, cpu: CpuFeatures, split: int, index: int) -> None:
@@ -287,7 +339,7 @@ def _rewrite(op: ir.Operation, cpu: CpuFeatures, split: int, index: int) -> None
             zero = arith.constant(f32, 0.0)
             partial = linalg.fill(zero, outs=[tensor.empty([split, m1, n1, m0, n0], f32)])
             partial = linalg.batch_mmt4d(pa, pb, outs=[partial])
-            acc = _packed_init(c, [m1, n1, m0, n0], [0, 1], [m0, n0])
+            acc = _packed_init(c, [m1, n1, m0, n0], [0, 1], [m0, n0], name + "_init")
             acc = _sum_leading(partial, acc)
             out_pos = [0, 1]
         else:
@@ -296,9 +348,24 @@ def _rewrite(op: ir.Operation, cpu: CpuFeatures, split: int, index: int) -> None
             pa = _pack(a, [off, off + 1], [m0, 1], None, name + "_lhs")
             pb = _pack(b, [off + 1, off], [n0, 1], lead + [off + 1, off], name)
             shape = ([_size(c, 0)] if batched else []) + [m1, n1, m0, n0]
-            acc = _packed_init(c, shape, [off, off + 1], [m0, n0])
+            acc = _packed_init(c, shape, [off, off + 1], [m0, n0], name + "_init")
             acc = (linalg.batch_mmt4d if batched else linalg.mmt4d)(pa, pb, outs=[acc])
             out_pos = [off, off + 1]
+        users = [u.owner.operation for u in op.results[0].uses]
+        consumer = users[0] if len(users) == 1 and users[0].name == "linalg.transpose" else None
+        if consumer is not None and consumer.operands[0] == op.results[0]:
+            # Unpack straight into the transposed layout: dim d of C is dim inv[d] of the
+            # transpose's result (see `_through_transpose` for the pack side).
+            perm = list(ir.DenseI64ArrayAttr(consumer.attributes["permutation"]))
+            inv = [perm.index(d) for d in range(rank)]
+            out = consumer.results[0]
+            dest = tensor.empty([_size(c, perm[d]) for d in range(rank)], f32)  # c's: out comes later
+            result = linalg.unpack(acc, dest, [inv[d] for d in out_pos], [m0, n0],
+                                   outer_dims_perm=None if inv == sorted(inv) else inv)
+            out.replace_all_uses_with(result)
+            consumer.erase()
+            op.erase()
+            return
         dest = tensor.empty([_size(c, d) for d in range(rank)], f32)
         result = linalg.unpack(acc, dest, out_pos, [m0, n0])
     op.results[0].replace_all_uses_with(result)
@@ -409,6 +476,9 @@ def plan_packed(op: ir.Operation, cpu: CpuFeatures, threads: int = 1) -> PackedP
         inner = src[rank:]
         if None in inner or len(inner) != 2:
             return None
-        tiles = (1,) * (rank - 2) + tuple(inner)
+        # One packed tile per step: its inner tile along each unpacked dim it tiles (a transposed
+        # unpack's need not be the last two).
+        tile_of = dict(zip(ir.DenseI64ArrayAttr(op.attributes["inner_dims_pos"]), inner))
+        tiles = tuple(tile_of.get(d, 1) for d in range(rank))
         return tiles, (1,) * rank + tuple(inner), None, False, None  # vector sizes: one per source dim
     return None

@@ -178,17 +178,17 @@ def test_conv_variants(cin: int, cout: int, k: int, attrs: dict[str, Any]) -> No
 
 
 @pytest.mark.parametrize("batch", [1, "n"])
-def test_grouped_pointwise_as_matmuls(batch: int | str) -> None:
+def test_grouped_pointwise_as_batch_matmul(batch: int | str) -> None:
     """ShuffleNet's grouped 1x1 convolution (4 groups of 28 -> 34 channels, not a vector's
-    multiple) with bias: one packed matmul per group, each written into its channel slice, and
-    checked at two batch sizes when the batch is symbolic."""
+    multiple) with bias: one batch matmul over the groups (packed: the transposes around it fold
+    into its pack and unpack), checked at two batch sizes when the batch is symbolic."""
     g = Graph()
     out = g.op("Relu", [g.conv("x", 112, 136, 1, group=4)])
     model = g.model([batch, 112, 9, 7], out)
     for n in ([1] if batch == 1 else [1, 3]):
         _check(model, {"x": _r(n, 112, 9, 7)})
     linalg_ir = _ir(model, "linalg")
-    assert linalg_ir.count("linalg.matmul") == 4 and "linalg.conv_2d" not in linalg_ir
+    assert linalg_ir.count("linalg.batch_matmul") == 1 and "linalg.conv_2d" not in linalg_ir
 
 
 def test_stem_with_pools_and_classifier() -> None:
