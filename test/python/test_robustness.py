@@ -1408,6 +1408,18 @@ def test_tfidf_ngram_counts_out_of_order_are_refused() -> None:
         onnxc.compile(m)
 
 
+def test_tfidf_duplicate_ngrams_are_refused() -> None:
+    """Fuzz seed 302 case 5377: a pool listing the unigram 5 twice (two output columns) was
+    answered with symbolic dims, counted in another column than onnx.reference's; onnxruntime
+    refuses such a pool ("Duplicate ngram detected"). Refused, with static dims as well."""
+    node = h.make_node("TfIdfVectorizer", ["x"], ["y"], mode="TF", min_gram_length=1, max_gram_length=2, max_skip_count=5,
+                       ngram_counts=[0, 4], ngram_indexes=list(range(7)), pool_int64s=[5, 8, 5, 4, 6, 3, 7, 7, 6, 6])  # fmt: skip
+    for dims in ([2, 6], ["a", "b"]):
+        m = _model([node], [h.make_tensor_value_info("x", T.INT32, dims)], ["y"], opset=9)
+        with pytest.raises(OnnxcError, match=r"pool_int64s lists the 1-gram \[5\] twice"):
+            onnxc.compile(m)
+
+
 def test_instance_normalization_scale_of_another_length_is_refused() -> None:
     """Found by the long compile-fuzz run: InstanceNormalization of 1 channel with a scale of 2
     read the scale at its first entry and answered ((2, 1, 3); the reference broadcast to (2, 2,

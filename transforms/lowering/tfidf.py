@@ -61,15 +61,22 @@ def _pool(node: Node) -> tuple[list[tuple[int, ...]], list[int], int] | str:
         return f"ngram_counts {counts} must start at 0 and rise within the pool of {len(pool)}"
     grams: list[tuple[int, ...]] = []
     cols: list[int] = []
+    seen: set[tuple[int, ...]] = set()
     gid = 0
     for size, start in enumerate(counts, start=1):
         end = counts[size] if size < len(counts) else len(pool)
         n = (end - start) // size if end > start else 0
         for k in range(n):
+            gram = tuple(pool[start + k * size : start + (k + 1) * size])
+            # An n-gram listed twice has two output columns: which one counts it is not defined
+            # (onnx.reference counted it in one, onnxruntime refuses the model: fuzz seed 302).
+            if gram in seen:
+                return f"pool_int64s lists the {size}-gram {list(gram)} twice"
+            seen.add(gram)
             if lo <= size <= hi:
                 if gid >= len(indexes):
                     return "ngram_indexes is shorter than the pool"
-                grams.append(tuple(pool[start + k * size : start + (k + 1) * size]))
+                grams.append(gram)
                 cols.append(indexes[gid])
             gid += 1
     if any(c < 0 for c in indexes):
