@@ -573,6 +573,20 @@ class BroadcastPlan:
 ZERO, LOOP, RUNTIME = "zero", "loop", "runtime"
 
 
+def _equal_or_invalid(a: tuple[ir.Value, int], b: tuple[ir.Value, int]) -> tuple[ir.Value, int] | None:
+    """Of two dynamic dims that broadcast only when equal, the unclamped one (`dim_sources.equal_or_invalid`)."""
+    from onnxc.transforms.lowering.dim_sources import equal_or_invalid
+
+    return equal_or_invalid(a, b)
+
+
+def _is_size_of(d: ir.Value, v: ir.Value, j: int) -> bool:
+    """Whether the index value `d` is provably dim j of `v` (one source: `dim_sources`)."""
+    from onnxc.transforms.lowering.dim_sources import is_size_of
+
+    return is_size_of(d, v, j)
+
+
 def _same_dim(a: tuple[ir.Value, int], b: tuple[ir.Value, int]) -> bool:
     """Whether two (value, dim) pairs are provably the same size (one source: `dim_sources`)."""
     from onnxc.transforms.lowering.dim_sources import same_size
@@ -617,7 +631,7 @@ def broadcast_plan(values: Sequence[ir.Value], out_shape: Sequence[Dim] | None =
                 continue
             for i, j in dynamic:
                 # The result dim is this very dim (Expand of a value to its own shape): the loop index.
-                if not (isinstance(o, ir.Value) and _is_dim_of(o, values[i], j)):
+                if not (isinstance(o, ir.Value) and (_is_dim_of(o, values[i], j) or _is_size_of(o, values[i], j))):
                     reads[i][j] = RUNTIME
             _require_broadcast(values, [(i, j) for i, j in cover if reads[i][j] == RUNTIME], dim_value(o), k)
             # A static dim other than 1 is read at the loop index: it must be the result dim (a
@@ -652,6 +666,14 @@ def broadcast_plan(values: Sequence[ir.Value], out_shape: Sequence[Dim] | None =
                 distinct.append((i, j))
         if len(distinct) == 1:  # one dynamic size (perhaps read by several inputs) and static 1s
             out.append(tensor.dim(values[distinct[0][0]], const_index(distinct[0][1])))
+            continue
+        whole = _equal_or_invalid(*((values[i], j) for i, j in distinct)) if len(distinct) == 2 else None
+        if whole is not None:
+            # Two sizes that broadcast only when equal (a table sliced to the other's length):
+            # checked to be 1 or the result size, then read at the loop index.
+            size = tensor.dim(whole[0], const_index(whole[1]))
+            out.append(size)
+            _require_broadcast(values, cover, size, k)
             continue
         size: ir.Value = tensor.dim(values[distinct[0][0]], const_index(distinct[0][1]))
         one = const_index(1)

@@ -27,7 +27,13 @@ from __future__ import annotations
 
 from mlir import ir
 
-__all__ = ["DimSource", "dim_source", "same_size"]
+__all__ = ["SHARED_DIMS_CHECKED", "DimSource", "check_shared_dim_params", "dim_source", "equal_or_invalid", "index_source", "is_size_of", "same_size"]
+
+#: Unit attribute on a `func.func` whose entry checks that arguments' dims sharing a `dim_param`
+#: name are equal (`check_shared_dim_params`): only then are they one source.
+SHARED_DIMS_CHECKED = "onnxc.shared_dims_checked"
+#: The importer's argument attribute: one `dim_param` name per dim ("" for none).
+_DIM_PARAMS = "onnx.dim_params"
 
 #: ("static", v, j): dim j of v is static; ("dim", v, j): dim j of v, v a block argument or a
 #: result of an op not followed; ("size", s, 0): the index value s (a `tensor.empty` or
@@ -68,6 +74,100 @@ def _num_inits(op: ir.Operation) -> int | None:
     return segments[1] if len(segments) == 2 else None
 
 
+def _arg_attr(fn: ir.Operation, i: int, name: str) -> ir.Attribute | None:
+    """Argument attribute `name` of argument i of the `func.func` fn, or None."""
+    if "arg_attrs" not in fn.attributes:
+        return None
+    arg_attrs = ir.ArrayAttr(fn.attributes["arg_attrs"])
+    if i >= len(arg_attrs):
+        return None
+    entry = ir.DictAttr(arg_attrs[i])
+    return entry[name] if name in entry else None
+
+
+def _arg_dim_params(fn: ir.Operation, i: int) -> list[str]:
+    """The `dim_param` names of argument i of `fn` ("" for an unnamed dim; [] without any)."""
+    names = _arg_attr(fn, i, _DIM_PARAMS)
+    return [] if names is None else [ir.StringAttr(a).value for a in ir.ArrayAttr(names)]
+
+
+def _arg_label(fn: ir.Operation, i: int) -> str:
+    """How an error names argument i: the ONNX input's name, else its position."""
+    name = _arg_attr(fn, i, "onnx.name")
+    return f"input '{ir.StringAttr(name).value}'" if name is not None else f"input {i}"
+
+
+def _first_named(fn: ir.Operation, block: ir.Block) -> dict[str, tuple[int, int]]:
+    """For each `dim_param` name on a dynamic dim of `fn`'s arguments: the first (argument, dim)."""
+    first: dict[str, tuple[int, int]] = {}
+    for i, arg in enumerate(block.arguments):
+        t = arg.type
+        if not isinstance(t, ir.RankedTensorType):
+            continue
+        for j, name in enumerate(_arg_dim_params(fn, i)):
+            if name and j < t.rank and t.is_dynamic_dim(j):
+                first.setdefault(name, (i, j))
+    return first
+
+
+def _shared_arg_source(v: ir.Value, j: int) -> DimSource:
+    """Dim j of the block argument v: the first argument's dim of the same `dim_param` name when
+    the function checks that they agree (`SHARED_DIMS_CHECKED`), else itself."""
+    arg = ir.BlockArgument(v)
+    block = arg.owner
+    if not isinstance(block, ir.Block):
+        return ("dim", v, j)
+    owner = block.owner
+    fn = owner.operation if owner is not None else None  # (a FuncOp view's `name` is its symbol)
+    if fn is None or fn.name != "func.func" or SHARED_DIMS_CHECKED not in fn.attributes:
+        return ("dim", v, j)
+    if list(fn.regions[0].blocks)[0] != block:  # an argument of another block than the entry
+        return ("dim", v, j)
+    names = _arg_dim_params(fn, arg.arg_number)
+    if j >= len(names) or not names[j]:
+        return ("dim", v, j)
+    i, k = _first_named(fn, block).get(names[j], (arg.arg_number, j))
+    return ("dim", block.arguments[i], k)
+
+
+def check_shared_dim_params(fn: ir.Operation, who: str) -> None:
+    """At the current insertion point (the entry of `fn`, a lowered `func.func` whose arguments
+    carry the importer's `onnx.dim_params`): a run-time check per dynamic dim whose `dim_param`
+    name an earlier argument's dynamic dim already has, that the two are equal (the model's
+    inputs declare them one size; a caller that breaks it gets an error naming both inputs, not
+    an answer computed with one of the sizes), then mark `fn` so `dim_source` treats them as one
+    source. `who` names the function in the error."""
+    from mlir.dialects import arith, tensor
+
+    from onnxc.transforms.lowering.runtime_checks import require
+
+    block = fn.regions[0].blocks[0]
+    first = _first_named(fn, block)
+    idx = ir.IndexType.get()
+    for i, arg in enumerate(block.arguments):
+        t = arg.type
+        if not isinstance(t, ir.RankedTensorType):
+            continue
+        for j, name in enumerate(_arg_dim_params(fn, i)):
+            if not name or j >= t.rank or not t.is_dynamic_dim(j) or first.get(name, (i, j)) == (i, j):
+                continue
+            fi, fj = first[name]
+            mine = tensor.dim(arg, arith.constant(idx, j))
+            theirs = tensor.dim(block.arguments[fi], arith.constant(idx, fj))
+            # Names go into a format string: their braces are escaped.
+            lab, first_lab, nm = (s.replace("{", "{{").replace("}", "}}") for s in (_arg_label(fn, i), _arg_label(fn, fi), name))
+            what = f"{lab} dim {j} is '{nm}' = {{mine}}, but {first_lab} dim {fj} is '{nm}' = {{theirs}}"
+            require(arith.cmpi(arith.CmpIPredicate.eq, mine, theirs), ("", who), what, [("mine", mine), ("theirs", theirs)])
+    fn.attributes[SHARED_DIMS_CHECKED] = ir.UnitAttr.get()
+
+
+def index_source(size: ir.Value) -> DimSource:
+    """The source of an index value used as a size: `tensor.dim x, c` is dim c of x followed by
+    `dim_source`; any other value is its own source ("size")."""
+    dim = _dim_of(size)
+    return ("size", size, 0) if dim is None else dim_source(*dim)
+
+
 def dim_source(v: ir.Value, j: int) -> DimSource:
     """The source of dim `j` of tensor `v` (see the module docstring). Iterative: with dynamic
     shapes every op's size is the previous op's, so the chain is as long as the model."""
@@ -77,7 +177,7 @@ def dim_source(v: ir.Value, j: int) -> DimSource:
             return ("static", v, j)
         op = _op(v)
         if op is None:
-            return ("dim", v, j)
+            return _shared_arg_source(v, j) if isinstance(v.owner, ir.Block) else ("dim", v, j)
         name = op.name
         if name in ("tensor.empty", "tensor.expand_shape"):
             k = sum(1 for d in range(j) if t.is_dynamic_dim(d))  # the dynamic sizes are in dim order
@@ -108,6 +208,17 @@ def dim_source(v: ir.Value, j: int) -> DimSource:
             if dim is None:
                 return ("size", size, 0)
             v, j = dim
+        elif name == "tensor.extract_slice" and ir.RankedTensorType(op.operands[0].type).rank == t.rank:
+            # A (not rank-reducing) slice's dynamic dim is its size operand, in dim order after
+            # the dynamic offsets.
+            static_sizes = list(ir.DenseI64ArrayAttr(op.attributes["static_sizes"]))
+            offsets = sum(1 for o in ir.DenseI64ArrayAttr(op.attributes["static_offsets"]) if o == ir.ShapedType.get_dynamic_size())
+            k = sum(1 for d in static_sizes[:j] if d == ir.ShapedType.get_dynamic_size())
+            size = op.operands[1 + offsets + k]
+            dim = _dim_of(size)
+            if dim is None:
+                return ("size", size, 0)
+            v, j = dim
         elif name == "tensor.cast":
             v = op.operands[0]
         elif name in _LAST_OPERAND_SHAPED and len(op.results) == 1:
@@ -124,3 +235,42 @@ def same_size(a: tuple[ir.Value, int], b: tuple[ir.Value, int]) -> bool:
         return True
     sa, sb = dim_source(*a), dim_source(*b)
     return sa[0] == sb[0] != "static" and sa[1] == sb[1] and sa[2] == sb[2]
+
+
+def is_size_of(size: ir.Value, v: ir.Value, j: int) -> bool:
+    """Whether the index value `size` is provably dim j of tensor v (both reach one dynamic source),
+    e.g. a result size taken from one value and an operand sized by another of the same source."""
+    mine = index_source(size)
+    theirs = dim_source(v, j)
+    return mine[0] == theirs[0] != "static" and mine[1] == theirs[1] and mine[2] == theirs[2]
+
+
+def _clamp_of(size: ir.Value) -> tuple[ir.Value, int] | None:
+    """(x, c) when `size` is `arith.minsi`/`minui` of x and a constant c (either order)."""
+    op = _op(size)
+    if op is None or op.name not in ("arith.minsi", "arith.minui"):
+        return None
+    for x, c in ((op.operands[0], op.operands[1]), (op.operands[1], op.operands[0])):
+        k = _constant_index(c)
+        if k is not None:
+            return x, k
+    return None
+
+
+def equal_or_invalid(a: tuple[ir.Value, int], b: tuple[ir.Value, int]) -> tuple[ir.Value, int] | None:
+    """Whether dims a and b of two broadcast operands can only be equal or not broadcast at all:
+    one is `min(other, c)` with a constant c > 1. Then min(x, c) is 1 exactly when x is (x is a
+    dim, not negative), and when they differ x > c > 1: two sizes other than 1 that do not
+    broadcast. So after a check that each is 1 or the other, both are read at the loop index.
+    Returns the unclamped one of the two (the better source for the result's size), else None."""
+    for x, y in ((a, b), (b, a)):
+        src = dim_source(*y)
+        if src[0] != "size":
+            continue
+        clamp = _clamp_of(src[1])
+        if clamp is None or clamp[1] <= 1:
+            continue
+        inner, whole = index_source(clamp[0]), dim_source(*x)
+        if inner[0] == whole[0] != "static" and inner[1] == whole[1] and inner[2] == whole[2]:
+            return x
+    return None

@@ -28,6 +28,7 @@ from onnxc.errors import DiagnosticsError
 from onnxc.transforms.lowering.minifloat import is_exotic
 from onnxc.transforms.lowering.strings import STRING_OPS, is_string, mark_boundary, uses_strings
 from onnxc.transforms.lowering.runtime_checks import require_declared_shape
+from onnxc.transforms.lowering.dim_sources import check_shared_dim_params
 from onnxc.transforms.lowering.common import (
     LoweringError,
     Node,
@@ -237,6 +238,8 @@ class Lowering:
         block = new.regions[0].blocks.append(*arg_types)
         for a, b in zip(old_block.arguments, block.arguments):
             self.bind(a, b)
+        with ir.InsertionPoint(block), old.location:  # inputs sharing a dim_param: checked, then one source
+            check_shared_dim_params(new, f"@{name}")
         results = self.lower_block(old_block, block, terminator="func.return")
         # Result types: the declared ones where the lowered values fit them.
         final: list[ir.Value] = []

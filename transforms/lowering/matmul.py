@@ -101,21 +101,51 @@ def _folded_batch_matmul(a: ir.Value, b: ir.Value, onnx_elem: ir.Type) -> ir.Val
     return tensor.expand_shape(tensor_type(out_shape, elem_of(out2.type)), out2, fold, dynamic, static)
 
 
+def _same_batch(a: ir.Value, b: ir.Value) -> bool:
+    """Whether two operands of one rank have provably equal batch dims (all but the last two):
+    equal static sizes, or dynamic sizes with one source (`dim_sources`: q and k of an attention
+    whose batch and sequence come from one input). At most one of them dynamic: the collapsed
+    batch group is expanded back with `tensor.expand_shape`, which takes one dynamic size per
+    group (see `_folded_batch_matmul`)."""
+    from onnxc.transforms.lowering.dim_sources import same_size
+
+    sa, sb = static_shape(a.type), static_shape(b.type)
+    if len(sa) != len(sb) or len(sa) < 3 or sum(d is None for d in sa[:-2]) > 1:
+        return False
+    for j, (x, y) in enumerate(zip(sa[:-2], sb[:-2])):
+        if x is None and y is None:
+            if not same_size((a, j), (b, j)):
+                return False
+        elif x is None or y is None or x != y:
+            return False
+    return True
+
+
+def _named_batch_matmul(a: ir.Value, b: ir.Value, onnx_elem: ir.Type) -> ir.Value:
+    """`linalg.batch_matmul` of rank-3 operands whose batch dims are equal (the caller's proof)."""
+    acc = accumulator_type(convert_element(onnx_elem))
+    init = filled([dim(a, 0), dim(a, 1), dim(b, 2)], acc, 0)
+    out = linalg.batch_matmul(a, b, outs=[init])
+    return out if acc == convert_element(onnx_elem) else convert_tensor(out, acc, convert_element(onnx_elem))
+
+
 def _collapsed_batch_matmul(a: ir.Value, b: ir.Value, onnx_elem: ir.Type) -> ir.Value:
-    """`(b1, ..., bj, m, k) x (b1, ..., bj, k, n)` with equal static batch dims as one
+    """`(b1, ..., bj, m, k) x (b1, ..., bj, k, n)` with equal batch dims (`_same_batch`) as one
     `linalg.batch_matmul` over `b1*...*bj`, reshaped back.
 
     Why: attention's products are rank 4 (batch, heads, seq, head_dim). As a `linalg.generic`
     over (b1, b2, m, n, k) they took the CPU target's general contraction plan, which handles a
     sequence length that its register tile does not divide (ViT's 197 tokens) with scalar
     tails: 6 x 197 x 197 x 64 ran at 4 GFLOP/s (7.6 ms; onnxruntime 0.3 ms) where the named
-    batch matmul of the same shape took 0.5 ms. Collapsing contiguous batch dims is free.
+    batch matmul of the same shape took 0.5 ms. Collapsing contiguous batch dims is free. With a
+    dynamic batch or sequence (a model exported with dynamic axes) the same holds: the generic
+    also kept the CPU target's data tiling (batch_mmt4d) away.
     """
     from mlir.dialects import tensor
 
     ra = rank_of(a)
-    batch = static_shape(a.type)[:-2]
-    total = int(np.prod(batch))  # type: ignore[arg-type]
+    batch = [dim(a, j) for j in range(ra - 2)]
+    total = int(np.prod(batch)) if all(isinstance(d, int) for d in batch) else None  # None: dynamic
     i64 = ir.IntegerType.get_signless(64)
 
     def groups() -> ir.ArrayAttr:
@@ -126,9 +156,10 @@ def _collapsed_batch_matmul(a: ir.Value, b: ir.Value, onnx_elem: ir.Type) -> ir.
         shape = static_shape(v.type)
         return tensor.collapse_shape(tensor_type([total] + shape[-2:], elem_of(v.type)), v, groups())
 
-    out3 = matmul_values(collapse(a), collapse(b), onnx_elem)
-    # The batch group is static, so each group has at most the one dynamic size expand_shape takes.
-    out_shape: list[Dim] = list(batch) + [dim(out3, 1), dim(out3, 2)]  # type: ignore[list-item]
+    out3 = _named_batch_matmul(collapse(a), collapse(b), onnx_elem)
+    # The batch group has at most one dynamic size (`_same_batch`), the others one dim each: the
+    # one dynamic size per group expand_shape takes.
+    out_shape: list[Dim] = batch + [dim(out3, 1), dim(out3, 2)]
     dynamic = [d for d in out_shape if not isinstance(d, int)]
     static = [d if isinstance(d, int) else ir.ShapedType.get_dynamic_size() for d in out_shape]
     return tensor.expand_shape(tensor_type(out_shape, elem_of(out3.type)), out3, groups(), dynamic, static)
@@ -164,21 +195,14 @@ def matmul_values(a: ir.Value, b: ir.Value, onnx_elem: ir.Type, _batch_planned: 
             return matmul_values(copies[0], copies[1], onnx_elem, _batch_planned=True)
     if ra >= 3 and rb == 2:
         return _folded_batch_matmul(a, b, onnx_elem)
-    if ra == rb >= 4 and sa[:-2] == sb[:-2] and None not in sa + sb:
-        # Static shapes only: with a dynamic sequence dim, the collapsed product of a transformer
-        # encoder (data tiling + elementwise fusion around it) returned wrong values
-        # (test_differential's encoder_gelu_erf, max error 1.3); not yet understood, so dynamic
-        # shapes keep the contraction generic.
+    if ra == rb >= 4 and _same_batch(a, b):
         return _collapsed_batch_matmul(a, b, onnx_elem)
-    if ra == 2 and rb == 2 or (ra == 3 and rb == 3 and sa[0] == sb[0] and sa[0] is not None):
-        # Named ops for the plain cases.
-        m, n = dim(a, ra - 2), dim(b, rb - 1)
-        shape = ([dim(a, 0)] if ra == 3 else []) + [m, n]
-        init = filled(shape, acc, 0)
-        if ra == 2:
-            out = linalg.matmul(a, b, outs=[init])
-        else:
-            out = linalg.batch_matmul(a, b, outs=[init])
+    if ra == rb == 3 and _same_batch(a, b):
+        return _named_batch_matmul(a, b, onnx_elem)
+    if ra == 2 and rb == 2:
+        # The named op for the plain case.
+        init = filled([dim(a, 0), dim(b, 1)], acc, 0)
+        out = linalg.matmul(a, b, outs=[init])
         return out if acc == elem else convert_tensor(out, acc, elem)
     batch_a = sa[:-2] if ra >= 2 else []
     batch_b = sb[:-2] if rb >= 2 else []

@@ -11,13 +11,17 @@ with negative steps) are `linalg.generic`s whose body reads the source with `ten
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
+from onnxc.transforms.lowering.dim_sources import DimSource, index_source
 from onnxc.transforms.lowering.runtime_checks import require, require_indices, require_within
 from onnxc.transforms.lowering.common import (
     LoweringError,
+    DYN,
     Dim,
     Node,
     affine_map,
@@ -155,6 +159,27 @@ def lower_size(node: Node) -> list[ir.Value]:
     return [tensor.from_elements(ir.RankedTensorType.get([], I64()), [arith.index_cast(I64(), n)])]
 
 
+def _range_count_traced(node: Node) -> Dim | None:
+    """An integer Range's length when its start and delta are constants and its limit a dim
+    (`Range(0, Shape(x)[1], 1)`, T5's relative positions): `max(ceil((limit - start) / delta),
+    0)`, which for start 0, step 1 is the dim itself, so the positions' size has the dim's source
+    (the position bias then adds to the scores without run-time-index reads). None otherwise."""
+    if not isinstance(node.in_elem(0), ir.IntegerType):
+        return None
+    traced = [shape_elements(node, i) for i in range(3)]
+    if any(t is None or len(t) != 1 for t in traced):
+        return None
+    start, limit, delta = (t[0] for t in traced)  # type: ignore[index]
+    if not isinstance(start, int) or not isinstance(delta, int) or delta == 0:
+        return None
+    if isinstance(limit, int):
+        return max(-(-(limit - start) // delta), 0)
+    if start == 0 and delta == 1:
+        return limit  # a dim: not negative
+    count = arith.ceildivsi(arith.subi(limit, const_index(start)), const_index(delta))
+    return arith.maxsi(count, const_index(0))
+
+
 @lowers("Range")
 def lower_range(node: Node) -> list[ir.Value]:
     """Range: start + i * delta for i < max(ceil((limit - start) / delta), 0)."""
@@ -172,6 +197,8 @@ def lower_range(node: Node) -> list[ir.Value]:
         if fd == 0:
             raise node.fail("delta is 0: the range would be infinite")
         n: Dim = max(int(np.ceil((fl_ - fs) / fd)), 0)
+    elif (counted := _range_count_traced(node)) is not None:
+        n = counted
     else:
         s, lim, d = (scalar_of(node.input(i)) for i in range(3))
         # A run-time delta of 0 is invalid (an infinite range) and an integer division by it
@@ -207,6 +234,264 @@ def lower_range(node: Node) -> list[ir.Value]:
         return [arith.addi(s, arith.muli(iv, d))]
 
     return generic([], [init], [identity_map(1)], ["parallel"], body)
+
+
+# --- shape values traced to dims -------------------------------------------------------------------
+#
+# Models exported with dynamic axes compute their Reshape targets and Range limits at run time:
+# `x.view(b, -1, h, d)` is `Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1], [h], [d]))`.
+# Lowered element by element (tensor.extract of the Concat's result, the 0/-1 resolution as select
+# chains), the result's dims have no traceable source: q, k, v and the attention mask then look
+# like different sizes to the broadcast lowering, which reads them at run-time indices, and the
+# attention MatMuls cannot be batch matmuls (issue 8: T5/Whisper dynamic 1.5-2.2x their static
+# twins). `shape_elements` follows such a value back through the ONNX ops that only move its
+# elements to the dims (`tensor.dim` of the lowered tensors) and constants they are, so the
+# lowering of the consumer sees `[dim 0 of x, -1, 8, 64]`.
+
+#: ONNX ops whose result holds their first input's elements in the same order.
+_SAME_ELEMENTS = frozenset({"onnx.unsqueeze", "onnx.squeeze", "onnx.reshape", "onnx.flatten", "onnx.identity"})
+#: Longest shape value followed (a shape, not data).
+_MAX_TRACED = 64
+
+
+def _element_count(t: ir.Type) -> int | None:
+    """The static element count of a ranked integer tensor type, else None."""
+    if not isinstance(t, ir.RankedTensorType) or not isinstance(elem_of(t), ir.IntegerType):
+        return None
+    shape = static_shape(t)
+    if any(d is None for d in shape):
+        return None
+    return int(np.prod(shape, dtype=np.int64)) if shape else 1
+
+
+def _int_attr(op: ir.Operation, name: str, default: int | None) -> int | None:
+    return ir.IntegerAttr(op.attributes[name]).value if name in op.attributes else default
+
+
+def _trace_elements(lowering: object, v: ir.Value, depth: int) -> list[Dim] | None:
+    """The elements of the ONNX-level integer value `v` as ints and index values (dims of lowered
+    tensors), or None when one of them is computed otherwise (see the section comment)."""
+    n = _element_count(v.type)
+    if n is None or n > _MAX_TRACED:
+        return None
+    c = constant_value(v)
+    if c is not None:
+        return [int(e) for e in np.asarray(c).reshape(-1)]
+    if depth == 0 or not isinstance(v.owner, (ir.Operation, ir.OpView)):
+        return None
+    op = v.owner.operation
+    name = op.name
+    out: list[Dim] | None = None
+    if name == "onnx.shape":
+        x = lowering.lookup(op.operands[0])  # type: ignore[attr-defined]
+        if x is None or not isinstance(x.type, ir.RankedTensorType):
+            return None
+        r = rank_of(x)
+        start, end = _int_attr(op, "start", 0), _int_attr(op, "end", r)
+        assert start is not None and end is not None
+        start = min(max(start + r if start < 0 else start, 0), r)
+        end = min(max(end + r if end < 0 else end, 0), r)
+        out = shape_of(x)[start:end] if end > start else []
+    elif name in _SAME_ELEMENTS or name == "onnx.cast":
+        if name == "onnx.cast" and _element_count(op.operands[0].type) is None:
+            return None  # from floats: not an element copy
+        out = _trace_elements(lowering, op.operands[0], depth - 1)
+    elif name == "onnx.concat":
+        if len(static_shape(v.type)) != 1:
+            return None
+        out = []
+        for operand in op.operands:
+            part = _trace_elements(lowering, operand, depth - 1)
+            if part is None:
+                return None
+            out += part
+    elif name == "onnx.gather":
+        data = _trace_elements(lowering, op.operands[0], depth - 1)
+        indices = constant_value(op.operands[1])
+        if data is None or indices is None or len(static_shape(op.operands[0].type)) != 1 or _int_attr(op, "axis", 0) not in (0, -1):
+            return None
+        out = []
+        for i in np.asarray(indices).reshape(-1).tolist():
+            i = int(i) + (len(data) if int(i) < 0 else 0)
+            if not 0 <= i < len(data):
+                return None  # out of range: the Gather's own lowering reports it
+            out.append(data[i])
+    elif name == "onnx.slice" and len(op.operands) >= 3 and "starts" not in op.attributes:
+        data = _trace_elements(lowering, op.operands[0], depth - 1)
+        params = [constant_value(o) if not isinstance(o.type, ir.NoneType) else None for o in op.operands[1:5]]
+        if data is None or params[0] is None or params[1] is None or len(static_shape(op.operands[0].type)) != 1:
+            return None
+        if params[2] is not None and [int(a) for a in np.asarray(params[2]).reshape(-1)] not in ([0], [-1]):
+            return None
+        step = 1 if len(params) < 4 or params[3] is None else int(np.asarray(params[3]).reshape(-1)[0])
+        if step == 0:
+            return None
+        big = 2**62  # ONNX's INT64_MAX "to the end": Python's slice clamps the same way
+        start = max(min(int(np.asarray(params[0]).reshape(-1)[0]), big), -big)
+        end = max(min(int(np.asarray(params[1]).reshape(-1)[0]), big), -big)
+        out = data[start:end:step]
+    if out is None or len(out) != n:
+        return None
+    return out
+
+
+def shape_elements(node: Node, i: int) -> list[Dim] | None:
+    """Input i of `node` (a small integer tensor: a shape, a limit) as ints and index values when
+    every element is a constant or a dim of a lowered tensor (`Shape`/`Gather`/`Concat`/
+    `Unsqueeze`/`Slice`/`Cast` of those), else None (the caller reads it at run time)."""
+    if node.lowering is None or not node.has(i):
+        return None
+    return _trace_elements(node.lowering, node.op.operands[i], 24)
+
+
+@dataclasses.dataclass
+class _Factors:
+    """A size as a product: a static coefficient times dynamic sources (`dim_sources`), each
+    with a value that has it (for building the size)."""
+
+    coef: int
+    keys: list[DimSource]
+    values: list[ir.Value]
+
+    def times(self, other: "_Factors") -> "_Factors":
+        return _Factors(self.coef * other.coef, self.keys + other.keys, self.values + other.values)
+
+    def equals(self, other: "_Factors") -> bool:
+        return self.coef == other.coef and self.over(other) is not None and len(self.keys) == len(other.keys)
+
+    def over(self, other: "_Factors") -> "_Factors | None":
+        """self / other when other's factors are among self's (None otherwise, or for a 0)."""
+        if other.coef == 0 or self.coef % other.coef:
+            return None
+        keys, values = list(self.keys), list(self.values)
+        for k in other.keys:
+            at = next((n for n, mine in enumerate(keys) if mine == k), None)
+            if at is None:
+                return None
+            del keys[at], values[at]
+        return _Factors(self.coef // other.coef, keys, values)
+
+    def size(self) -> Dim:
+        """The size as a Dim: an int, the one source's value, or their product."""
+        d: Dim = self.coef if not self.values or self.coef != 1 else self.values[0]
+        for v in self.values[0 if self.coef != 1 else 1 :]:
+            d = dim_mul(d, v)
+        return d
+
+
+def _factors(d: Dim) -> _Factors | None:
+    """A Dim as factors; None for a size whose source is a static dim behind a dynamic type."""
+    if isinstance(d, int):
+        return _Factors(d, [], [])
+    source = index_source(d)
+    if source[0] == "static":
+        return None
+    return _Factors(1, [source], [d])
+
+
+def _groups(src: list[_Factors], out: list[_Factors]) -> list[tuple[list[int], list[int]]] | None:
+    """Contiguous groups of source and result dims with equal products (a collapse then an
+    expand), static 1s attached to a neighbour; None when the products cannot be matched."""
+    one = _Factors(1, [], [])
+    groups: list[tuple[list[int], list[int]]] = []
+    i = j = 0
+    while i < len(src) and j < len(out):
+        gs, go = [i], [j]
+        ps, po = src[i], out[j]
+        i, j = i + 1, j + 1
+        while not ps.equals(po):
+            if po.over(ps) is not None and i < len(src):  # the source side is the smaller factor
+                ps = ps.times(src[i])
+                gs.append(i)
+                i += 1
+            elif ps.over(po) is not None and j < len(out):
+                po = po.times(out[j])
+                go.append(j)
+                j += 1
+            else:
+                return None
+        groups.append((gs, go))
+        # A static 1 on one side only joins the group it follows.
+        while i < len(src) and src[i].equals(one) and not (j < len(out) and out[j].equals(one)):
+            gs.append(i)
+            i += 1
+        while j < len(out) and out[j].equals(one) and not (i < len(src) and src[i].equals(one)):
+            go.append(j)
+            j += 1
+    if not groups or i < len(src) or j < len(out):
+        return None
+    return groups
+
+
+def _reshape_by_groups(x: ir.Value, src: list[Dim], out: list[Dim], groups: list[tuple[list[int], list[int]]]) -> ir.Value:
+    """x reshaped to `out` as `tensor.collapse_shape` (the source groups of several dims) then
+    `tensor.expand_shape` (the result groups of several dims, sizes from `out`)."""
+    elem = elem_of(x.type)
+    if any(len(gs) > 1 for gs, _ in groups):
+        mid: list[Dim] = []
+        for gs, _ in groups:
+            d: Dim = 1
+            for k in gs:
+                d = dim_mul(d, src[k])
+            mid.append(d)
+        rtype = tensor_type([d if isinstance(d, int) else None for d in mid], elem)
+        x = tensor.collapse_shape(rtype, x, ir.ArrayAttr.get([_index_array([k for k in gs]) for gs, _ in groups]))
+    if all(len(go) == 1 for _, go in groups):
+        return x
+    rtype = tensor_type(out, elem)
+    dyn = [d for d in out if not isinstance(d, int)]
+    static = [d if isinstance(d, int) else DYN for d in out]
+    return tensor.expand_shape(rtype, x, ir.ArrayAttr.get([_index_array(go) for _, go in groups]), dyn, static)
+
+
+def _index_array(ks: list[int]) -> ir.ArrayAttr:
+    i64 = ir.IntegerType.get_signless(64)
+    return ir.ArrayAttr.get([ir.IntegerAttr.get(i64, k) for k in ks])
+
+
+def _reshape_traced(x: ir.Value, target: list[Dim], allowzero: bool) -> ir.Value | None:
+    """Reshape to a target traced to dims and constants (`shape_elements`) when its sizes are
+    provably the input's, regrouped: 0 copies the input dim, a -1 is the input's factors left
+    after the others' cancel (`x.view(b, -1, h, d)` of [b, s, h*d] is [b, s, h, d]), and the
+    dims pair off into groups of equal products. Then no run-time check is needed and the result
+    is a `collapse_shape`/`expand_shape` whose dims have the input's sources. None otherwise
+    (a dim below -1, a second -1, a count that does not provably match, a 0 dim): the caller
+    computes and checks the target at run time."""
+    src = shape_of(x)
+    out: list[Dim] = []
+    for i, t in enumerate(target):
+        if isinstance(t, int) and t == 0 and not allowzero:
+            if i >= len(src):
+                return None
+            out.append(src[i])
+        else:
+            out.append(t)
+    consts = [o for o in out if isinstance(o, int)]
+    if any(o < -1 or o == 0 for o in consts) or consts.count(-1) > 1 or any(isinstance(d, int) and d == 0 for d in src):
+        return None
+    src_f = [_factors(d) for d in src]
+    out_f = [None if isinstance(o, int) and o == -1 else _factors(o) for o in out]
+    if any(f is None for f in src_f) or any(f is None for o, f in zip(out, out_f) if not (isinstance(o, int) and o == -1)):
+        return None
+    total = _Factors(1, [], [])
+    for f in src_f:
+        total = total.times(f)  # type: ignore[arg-type]
+    known = _Factors(1, [], [])
+    for f in out_f:
+        if f is not None:
+            known = known.times(f)
+    if -1 in consts:
+        rest = total.over(known)
+        if rest is None:
+            return None
+        k = next(n for n, f in enumerate(out_f) if f is None)
+        out_f[k], out[k] = rest, rest.size()
+    elif not total.equals(known):
+        return None
+    groups = _groups(src_f, out_f)  # type: ignore[arg-type]
+    if groups is None:
+        return reshape(x, out)  # provably the same count, in no grouping: a plain reshape
+    return _reshape_by_groups(x, src, out, groups)
 
 
 # --- reshapes -------------------------------------------------------------------------------------
@@ -245,8 +530,14 @@ def lower_reshape(node: Node) -> list[ir.Value]:
             inferred = dim_floordiv(total, known) if not (isinstance(known, int) and known == 0) else 0
             out = [inferred if isinstance(o, int) and o == -1 else o for o in out]
         return [reshape(x, out)]
-    # Runtime shape: compute each target dim with index arithmetic.
-    vals = extract_dims(node.input(1), node.in_elem(1))
+    traced = shape_elements(node, 1)
+    if traced is not None:
+        done = _reshape_traced(x, traced, bool(allowzero))
+        if done is not None:
+            return [done]
+    # Runtime shape: compute each target dim with index arithmetic (from the traced dims when
+    # there are: fewer run-time reads, the same checks).
+    vals = [dim_value(t) for t in traced] if traced is not None else extract_dims(node.input(1), node.in_elem(1))
     zero, neg1, one = const_index(0), const_index(-1), const_index(1)
     dims: list[ir.Value] = []
     for i, v in enumerate(vals):
@@ -688,9 +979,13 @@ def _norm_index_rt(v: ir.Value, size: Dim) -> ir.Value:
     return arith.select(neg, arith.addi(v, dim_value(size)), v)
 
 
-def _clamp(v: Dim, lo: Dim, hi: Dim) -> Dim:
+def _clamp(v: Dim, lo: Dim, hi: Dim, nonneg: bool = False) -> Dim:
+    """v clamped into [lo, hi]; `nonneg`: v is known not negative (a dim) and lo is 0, so only
+    the upper bound is applied."""
     if isinstance(v, int) and isinstance(lo, int) and isinstance(hi, int):
         return min(max(v, lo), hi)
+    if nonneg and isinstance(lo, int) and lo == 0:
+        return arith.minsi(dim_value(v), dim_value(hi))
     return arith.minsi(arith.maxsi(dim_value(v), dim_value(lo)), dim_value(hi))
 
 
@@ -714,26 +1009,35 @@ def lower_slice(node: Node) -> list[ir.Value]:
     sizes: list[Dim] = list(shape)
     strides: list[Dim] = [1] * r
     big = 2**62
+    # Run-time starts/ends that are dims (`Slice(table, 0, Shape(x)[1])`, a positional table cut
+    # to the sequence length): not negative, so neither normalized nor clamped below 0, and the
+    # size is `min(dim, size)`, which the broadcast lowering recognizes (`dim_sources.clamp_of`).
+    traced = {i: shape_elements(node, i) if c is None and node.version >= 10 else None for i, c in ((1, starts), (2, ends))}
     for j, (a, k) in enumerate(zip(axes, steps)):
         a = normalize_axis(a, r)
         d = shape[a]
-        if starts is not None:
-            sv: Dim = _norm_index(max(min(starts[j], big), -big), d)
-        else:
-            sv = _norm_index_rt(_runtime_index(node, 1, j), d)
-        if ends is not None:
-            ev: Dim = _norm_index(max(min(ends[j], big), -big), d)
-        else:
-            ev = _norm_index_rt(_runtime_index(node, 2, j), d)
+        bounds: list[Dim] = []
+        dims: list[bool] = []  # a bound that is a dim (not negative)
+        for i, const in ((1, starts), (2, ends)):
+            t = traced[i][j] if traced[i] is not None else None  # type: ignore[index]
+            if const is not None or isinstance(t, int):
+                bounds.append(_norm_index(max(min(const[j] if const is not None else t, big), -big), d))  # type: ignore[arg-type, index]
+            else:
+                bounds.append(t if t is not None else _norm_index_rt(_runtime_index(node, i, j), d))
+            dims.append(t is not None and not isinstance(t, int))
+        sv, ev = bounds
         if k > 0:
-            sv = _clamp(sv, 0, d)
-            ev = _clamp(ev, 0, d)
+            sv = _clamp(sv, 0, d, dims[0])
+            ev = _clamp(ev, 0, d, dims[1])
             n = dim_floordiv(dim_add(dim_sub(ev, sv), k - 1), k)
+            # from 0 with step 1 to a clamped dim: the size is not negative as it is
+            nonneg = isinstance(sv, int) and sv == 0 and k == 1 and dims[1]
         else:
             sv = _clamp(sv, 0, dim_sub(d, 1))
             ev = _clamp(ev, -1, dim_sub(d, 1))
             n = dim_floordiv(dim_add(dim_sub(sv, ev), -k - 1), -k)
-        n = max(n, 0) if isinstance(n, int) else arith.maxsi(n, const_index(0))
+            nonneg = False
+        n = max(n, 0) if isinstance(n, int) else (n if nonneg else arith.maxsi(n, const_index(0)))
         if isinstance(n, int) and n == 0:
             sv = 0  # an empty slice: MLIR wants its offset inside the dim
         offsets[a], sizes[a], strides[a] = sv, n, k
