@@ -104,3 +104,71 @@ def test_reshape_dims_traced_through_the_shape_elements() -> None:
         assert same_size((rx, 1), (ry, 1))  # one shape tensor: the same sizes
         assert same_size((ry, 0), (x, 0))
         assert not same_size((ry, 0), (y, 0))  # the reshape's size, not its input's
+
+
+SHARED_IR = """
+func.func @s(%x: tensor<?x?xf32> {onnx.dim_params = ["batch", "seq"], onnx.name = "x"},
+             %m: tensor<?x?xi64> {onnx.dim_params = ["batch", "seq"], onnx.name = "m"},
+             %z: tensor<?xf32> {onnx.dim_params = ["other"], onnx.name = "z"}) {
+  return
+}
+"""
+
+
+def test_inputs_sharing_a_dim_param_are_one_source_only_once_checked() -> None:
+    """Two arguments whose dims share a dim_param name: one source after the entry check that
+    `check_shared_dim_params` emits (and marks the function with), not before."""
+    from onnxc.transforms.lowering.dim_sources import SHARED_DIMS_CHECKED, check_shared_dim_params
+
+    with onnx_context(), ir.Location.unknown():
+        module = ir.Module.parse(SHARED_IR)
+        fn = module.body.operations[0]
+        block = fn.regions[0].blocks[0]
+        x, m, z = block.arguments
+        assert not same_size((m, 0), (x, 0))  # a name alone proves nothing
+        with ir.InsertionPoint.at_block_begin(block):
+            check_shared_dim_params(fn.operation, "@s")
+        assert SHARED_DIMS_CHECKED in fn.attributes
+        assert dim_source(m, 0) == ("dim", x, 0) and dim_source(m, 1) == ("dim", x, 1)
+        assert same_size((m, 1), (x, 1))
+        assert not same_size((m, 0), (x, 1))  # batch is not seq
+        assert not same_size((z, 0), (x, 0))  # another name
+        checks = [op for op in block.operations if op.operation.name == "scf.if"]
+        assert len(checks) == 2  # batch and seq of m against x's
+        assert "input 'm' dim 0 is 'batch'" in str(checks[0].attributes["onnxc.runtime_check"])
+
+
+CLAMP_IR = """
+func.func @c(%x: tensor<?x8xf32>, %table: tensor<16x8xf32>) -> (tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %d = tensor.dim %x, %c0 : tensor<?x8xf32>
+  %n = arith.minsi %d, %c16 : index
+  %slice = tensor.extract_slice %table[0, 0] [%n, 8] [1, 1] : tensor<16x8xf32> to tensor<?x8xf32>
+  %m1 = arith.minsi %d, %c1 : index
+  %one = tensor.extract_slice %table[0, 0] [%m1, 8] [1, 1] : tensor<16x8xf32> to tensor<?x8xf32>
+  %e = tensor.empty(%d) : tensor<?x8xf32>
+  return %slice, %one, %e : tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>
+}
+"""
+
+
+def test_a_size_clamped_to_a_constant_broadcasts_only_when_equal() -> None:
+    """table[:min(seq, 16)] against [seq]: min(seq, 16) is 1 exactly when seq is, so the two
+    broadcast only when equal; min(seq, 1) is 1 whatever seq: no such conclusion."""
+    from onnxc.transforms.lowering.dim_sources import equal_or_invalid, index_source, is_size_of
+
+    with onnx_context(), ir.Location.unknown():
+        module = ir.Module.parse(CLAMP_IR)
+        block = module.body.operations[0].regions[0].blocks[0]
+        x, _ = block.arguments
+        sliced, one, e = list(block.operations)[-1].operands
+        assert dim_source(sliced, 0)[0] == "size"  # the slice's size operand, min(d, 16)
+        assert equal_or_invalid((x, 0), (sliced, 0)) == (x, 0)
+        assert equal_or_invalid((sliced, 0), (x, 0)) == (x, 0)  # either order: the unclamped one
+        assert equal_or_invalid((x, 0), (one, 0)) is None
+        assert not same_size((x, 0), (sliced, 0))
+        d = next(op for op in block.operations if op.operation.name == "tensor.dim").result  # %x's dim 0
+        assert index_source(d) == ("dim", x, 0)
+        assert is_size_of(d, e, 0) and not is_size_of(d, sliced, 0)
