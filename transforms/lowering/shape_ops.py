@@ -293,8 +293,12 @@ def _trace_elements(lowering: object, v: ir.Value, depth: int) -> list[Dim] | No
         end = min(max(end + r if end < 0 else end, 0), r)
         out = shape_of(x)[start:end] if end > start else []
     elif name in _SAME_ELEMENTS or name == "onnx.cast":
-        if name == "onnx.cast" and _element_count(op.operands[0].type) is None:
-            return None  # from floats: not an element copy
+        if name == "onnx.cast":
+            # An element copy only between integer types that hold every size and -1: not from
+            # floats, not to bool, unsigned or narrow types (which wrap or truncate).
+            to = elem_of(v.type)
+            if _element_count(op.operands[0].type) is None or is_unsigned(to) or ir.IntegerType(to).width < 32:
+                return None
         out = _trace_elements(lowering, op.operands[0], depth - 1)
     elif name == "onnx.concat":
         if len(static_shape(v.type)) != 1:
