@@ -493,8 +493,10 @@ def _reshape_traced(x: ir.Value, target: list[Dim], allowzero: bool) -> ir.Value
     elif not total.equals(known):
         return None
     groups = _groups(src_f, out_f)  # type: ignore[arg-type]
-    if groups is None:
-        return reshape(x, out)  # provably the same count, in no grouping: a plain reshape
+    # Provably the same count but in no grouping, or a group expanding into two dynamic sizes
+    # (memref's expand_shape lowering asserts on those, killing the process): a plain reshape.
+    if groups is None or any(sum(not isinstance(out[k], int) for k in go) > 1 for _, go in groups):
+        return reshape(x, out)
     return _reshape_by_groups(x, src, out, groups)
 
 
