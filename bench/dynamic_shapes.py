@@ -23,8 +23,15 @@ busier or quieter mid-row slows both builds alike. onnxruntime is timed after th
 rounds scheme, and its session is created only then (an onnxruntime session with spinning
 threads slowed onnxc's code in the same process).
 
+With ``--ir``, each model's linalg is also summarized, dynamic build against its first static
+twin: how many ``linalg.batch_matmul``s and how many ``linalg.generic``s reading an operand at
+run-time indices (``tensor.extract`` in the body: broadcasts the compiler could not prove, and
+gathers proper). The dynamic build has the static one's counts when its dims are all proven
+(`linalg_counts`); a difference names the place where dynamic shapes cost time.
+
 Run:
   python bench/dynamic_shapes.py                    # real sizes (about ten minutes on 2 cores)
+  python bench/dynamic_shapes.py --quick --ir       # and the linalg summary per model
   python bench/dynamic_shapes.py --quick            # the builders' small widths, small sizes (minutes)
   python bench/dynamic_shapes.py --models t5_small,yolo --threads 2 --rounds 15
 For stable numbers run it alone on the machine, pinned to one core at a real-time priority:
@@ -203,6 +210,40 @@ def _compile(model: onnx.ModelProto, threads: int) -> tuple[Any, float]:
     return compiled, time.perf_counter() - t0
 
 
+def linalg_counts(model: onnx.ModelProto) -> dict[str, int]:
+    """The model lowered to linalg: its `linalg.batch_matmul`s and its `linalg.generic`s whose body
+    reads an operand with `tensor.extract` (at run-time indices), walked through the bindings."""
+    from mlir import ir
+
+    from onnxc.compiler import lower
+
+    counts = {"batch_matmul": 0, "gathers": 0}
+
+    def walk(op: ir.Operation) -> None:
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.operations:
+                    child = child.operation
+                    if child.name == "linalg.batch_matmul":
+                        counts["batch_matmul"] += 1
+                    elif child.name == "linalg.generic":
+                        if any(o.operation.name == "tensor.extract" for o in child.regions[0].blocks[0].operations):
+                            counts["gathers"] += 1
+                    walk(child)
+
+    walk(lower(model, "linalg").operation)
+    return counts
+
+
+def _ir_line(name: str, spec: Spec, model: onnx.ModelProto, quick: bool) -> str:
+    """One model's linalg summary: the dynamic build against its first static twin."""
+    batch, length = (spec.quick_sizes if quick else spec.sizes)[0]
+    pins = {spec.batch_dim: batch} | ({spec.length_dim: length} if spec.length_dim else {})
+    dyn, static = linalg_counts(model), linalg_counts(B.pinned(model, pins))
+    return (f"{name} linalg: batch_matmul {dyn['batch_matmul']} dynamic / {static['batch_matmul']} static; "
+            f"run-time-index generics {dyn['gathers']} / {static['gathers']}")  # fmt: skip
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0][:160] if text else ''}"
@@ -255,6 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="onnxc's and onnxruntime's intra-op threads")
     ap.add_argument("--rounds", type=int, default=11, help="interleaved timing rounds per row")
     ap.add_argument("--round-ms", type=float, default=100.0, help="about how long one round's burst of calls lasts")
+    ap.add_argument("--ir", action="store_true", help="also summarize each model's linalg, dynamic against static (`linalg_counts`)")
     args = ap.parse_args(argv)
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     unknown = [n for n in names if n not in MODELS]
@@ -265,6 +307,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(HEADER, flush=True)
     rng = np.random.default_rng(0)
     rows = [row for n in names for row in bench_model(n, MODELS[n], args.quick, args, rng)]
+    if args.ir:
+        for n in names:
+            print(_ir_line(n, MODELS[n], MODELS[n].build(args.quick).proto, args.quick), flush=True)
     counted = [r.ratio for r in rows if r.check == "ok"]
     if counted:
         geo = math.exp(statistics.fmean(math.log(r) for r in counted))

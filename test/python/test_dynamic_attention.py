@@ -261,3 +261,27 @@ def test_traced_reshape_targets(parts: list[str], out_dims: list[str | int | Non
         got = compiled.run({"x": x})["y"]
         assert got.shape == want.shape
         np.testing.assert_array_equal(got, want)
+
+
+def test_expand_to_a_traced_shape_of_its_own_batch() -> None:
+    """Expand(x [b, 1, 4], Concat(Shape(x)[0:1], [3, 4])): the target's first dim is x's own
+    batch, so x is read at the loop index there (no run-time-index generic, no max), and the
+    answers equal the reference's at two batches."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    consts = [helper.make_tensor("i0", TensorProto.INT64, [], [0]), helper.make_tensor("ax0", TensorProto.INT64, [1], [0]),
+              helper.make_tensor("rest", TensorProto.INT64, [2], [3, 4])]  # fmt: skip
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Gather", ["shape", "i0"], ["b0"], axis=0),
+        helper.make_node("Unsqueeze", ["b0", "ax0"], ["bb"]),
+        helper.make_node("Concat", ["bb", "rest"], ["t"], axis=0),
+        helper.make_node("Expand", ["x", "t"], ["y"]),
+    ]
+    model = helper.make_model(helper.make_graph(nodes, "expand", [x], [y], consts), opset_imports=[helper.make_opsetid("", 17)])
+    assert _linalg_counts(model)["gathers"] == 0
+    compiled = onnxc.compile(model, threads=1, cache_dir=False)
+    for b in (1, 3):
+        xv = np.random.default_rng(b).standard_normal((b, 1, 4)).astype(np.float32)
+        (want,) = ReferenceEvaluator(model).run(None, {"x": xv})
+        np.testing.assert_array_equal(compiled.run({"x": xv})["y"], want)

@@ -17,7 +17,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
-from onnxc.transforms.lowering.dim_sources import DimSource, index_source
+from onnxc.transforms.lowering.dim_sources import DimSource, index_source, is_size_of
 from onnxc.transforms.lowering.runtime_checks import require, require_indices, require_within
 from onnxc.transforms.lowering.common import (
     LoweringError,
@@ -1141,15 +1141,19 @@ def _check_expand(node: Node) -> str | None:
 def lower_expand(node: Node) -> list[ir.Value]:
     """Expand: numpy broadcast of the input with the target shape."""
     x = node.input(0)
-    target = _dims_from_input(node, 1)
+    # A target traced to dims (`Concat(Shape(x)[0:1], [k, 4])`): a dim of the input's own source
+    # is the input's size, neither a max nor a check (and the broadcast reads it at the loop index).
+    target = shape_elements(node, 1) or _dims_from_input(node, 1)
     xs = shape_of(x)
     r = max(len(xs), len(target))
     xs_p = [1] * (r - len(xs)) + xs
     t_p: list[Dim] = [1] * (r - len(target)) + target
     out: list[Dim] = []
     checks: list[ir.Value] = []
-    for a, b in zip(xs_p, t_p):
+    for j, (a, b) in enumerate(zip(xs_p, t_p)):
         if isinstance(b, int) and b == 1:
+            out.append(a)
+        elif not isinstance(a, int) and not isinstance(b, int) and is_size_of(b, x, j - (r - len(xs))):
             out.append(a)
         elif isinstance(a, int) and a == 1:
             out.append(b)
