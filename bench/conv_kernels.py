@@ -1,4 +1,5 @@
-"""Benchmark: the convolution and pooling kernels of ResNet-50 and MobileNetV2, onnxc vs onnxruntime.
+"""Benchmark: the convolution and pooling kernels of ResNet-50 and MobileNetV2 (and, with
+`--set shufflenet`, ShuffleNet's grouped 1x1 and depthwise ones), onnxc vs onnxruntime.
 
 What: for each shape, a one-node ONNX model (Conv with bias and random weights, a depthwise Conv,
 MaxPool, GlobalAveragePool; batch 1, NCHW as ONNX has it) is compiled by `onnxc.compile` (the
@@ -19,7 +20,7 @@ channels-last kernel alone; `ratio` compares that with onnxruntime on the plain 
 
 No assertions on speed: a yardstick, not a test. Timings on a shared machine are noisy.
 
-Run: python bench/conv_kernels.py [--repeat N] [--only SUBSTRING]
+Run: python bench/conv_kernels.py [--repeat N] [--only SUBSTRING] [--set resnet50|shufflenet]
 """
 
 from __future__ import annotations
@@ -119,6 +120,18 @@ def _resnet50() -> list[Kernel]:
     ]
 
 
+def _shufflenet() -> list[Kernel]:
+    """ShuffleNet's (the onnx wheel's `light` model) grouped 1x1 convolutions (4 groups of 28 to
+    136 channels: not multiples of a vector) and depthwise 3x3 ones, at the sizes it runs them."""
+    g4 = lambda c, f, hw: Kernel(f"group4 1x1 {c}->{f} @{hw}", "Conv", (1, c, hw, hw), f, 1, 1, 0, group=4)  # noqa: E731
+    dw = lambda c, hw, s=1: Kernel(f"depthwise 3x3{'/2' if s > 1 else ''} {c} @{hw}", "Conv", (1, c, hw, hw), c, 3, s, 1, group=c)  # noqa: E731
+    return [g4(24, 112, 56), g4(136, 136, 28), g4(272, 272, 14), g4(544, 544, 7),
+            dw(112, 56, 2), dw(136, 28), dw(272, 14), dw(544, 7)]
+
+
+SETS: dict[str, Callable[[], list[Kernel]]] = {"resnet50": _resnet50, "shufflenet": _shufflenet}
+
+
 def _best_ms(fn: Callable[[], object], repeat: int) -> float:
     fn()  # warm-up: page faults, caches, lazy initialization
     times = []
@@ -133,6 +146,7 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=25)
     ap.add_argument("--only", default="", help="run the kernels whose name contains this")
+    ap.add_argument("--set", default="resnet50", choices=sorted(SETS), help="which model's kernels (default resnet50: with MobileNetV2's)")
     args = ap.parse_args(argv)
     import onnxruntime as ort
 
@@ -145,7 +159,7 @@ def main(argv: list[str]) -> int:
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     so.inter_op_num_threads = 1
-    for k in _resnet50():
+    for k in SETS[args.set]():
         if args.only and args.only not in k.name:
             continue
         model = k.model(np.random.default_rng(1))

@@ -495,8 +495,10 @@ def case_key(case: Case) -> str:
 def report(seed: int, results: list[tuple[Case, dict[str, str]]], duplicates: int = 0, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The JSON report of a run: counts per outcome and per mutation, and the bug cases."""
     counts = Counter(r["cls"] for _, r in results)
+    # Timeouts are listed too (not a bug class: a slow case on a loaded machine), so they can be
+    # replayed (`--only`).
     bugs = [{"index": c.index, "base": c.base, "mutation": c.mutation, "change": c.detail, "cls": r["cls"], "why": r["detail"]}
-            for c, r in results if r["cls"] in BUGS]  # fmt: skip
+            for c, r in results if r["cls"] in BUGS or r["cls"] == "timeout"]  # fmt: skip
     by_mutation = Counter(f"{c.mutation}:{r['cls']}" for c, r in results)
     # `ok` cases no implementation but onnxc's would compute (both references refused): not a
     # bug class (onnxc may accept what they reject), listed per base model for review.
@@ -622,7 +624,7 @@ def render_docs(reports: list[dict[str, Any]], commit: str | list[str]) -> str:
                      f"{r.get('unverified', 0)} `ok` cases unverified (onnx.reference and onnxruntime both refuse)"
                      + (": " + ", ".join(f"{b} ({n})" for b, n in list(r.get("unverified_bases", {}).items())[:12]) if r.get("unverified") else "") + ".")  # fmt: skip
     bugs = [(r["seed"], b) for r in reports for b in r["bugs"]]
-    lines += ["", f"Bug cases ({len(bugs)}):" if bugs else "No bug case.", ""]
+    lines += ["", f"Bug and timeout cases ({len(bugs)}):" if bugs else "No bug case.", ""]
     for seed, b in bugs:
         lines.append(f"- seed {seed} case {b['index']}: {b['base']}, {b['mutation']} ({b['change']}): **{b['cls']}** {b['why']}")
     return "\n".join(lines + ["", DOCS_END])
@@ -665,7 +667,7 @@ def main(argv: list[str] | None = None) -> int:
                jit_opt_level=args.jit_opt_level, json_path=args.json, flush_s=args.flush_s)  # fmt: skip
     print(json.dumps({k: out[k] for k in ("seed", "cases", "duplicates", "seconds", "counts")}))
     for b in out["bugs"]:
-        print(f"BUG {b['cls']}: case {b['index']} ({b['base']}, {b['mutation']}: {b['change']}): {b['why']}")
+        print(f"{'BUG ' if b['cls'] in BUGS else ''}{b['cls']}: case {b['index']} ({b['base']}, {b['mutation']}: {b['change']}): {b['why']}")
     if args.docs is not None:
         write_docs(args.docs, [out], args.commit[0] if args.commit else "")
     return 1 if any(out["counts"].get(k, 0) for k in BUGS) else 0
