@@ -17,16 +17,22 @@ would give a wrong answer, so the error paths are tested beside the fast path.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
-from mlir import ir
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import onnxc
 from onnxc.compiler import InputError, lower
 from onnxc.targets.cpu.runtime_checks import RuntimeCheckError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+# batch_matmuls and generics reading at run-time indices, as the benchmark reports them
+from dynamic_shapes import linalg_counts as _linalg_counts  # noqa: E402
 
 D, H, TABLE = 16, 2, 16
 DH = D // H
@@ -131,28 +137,6 @@ def _feeds(batch: int, seq: int, seed: int = 1) -> dict[str, np.ndarray]:
     mask = np.ones((batch, seq), np.int64)
     mask[-1, seq - seq // 3 :] = 0  # the last sentence right-padded: the mask matters
     return {"x": rng.standard_normal((batch, seq, D)).astype(np.float32), "mask": mask}
-
-
-def _linalg_counts(model: onnx.ModelProto) -> dict[str, int]:
-    """batch_matmuls, and generics whose body reads an operand with tensor.extract (run-time indices)."""
-    module = lower(model, "linalg")
-    counts = {"batch_matmul": 0, "gathers": 0}
-
-    def walk(op: ir.Operation) -> None:
-        for region in op.regions:
-            for block in region.blocks:
-                for child in block.operations:
-                    child = child.operation
-                    if child.name == "linalg.batch_matmul":
-                        counts["batch_matmul"] += 1
-                    elif child.name == "linalg.generic":
-                        body = child.regions[0].blocks[0]
-                        if any(o.operation.name == "tensor.extract" for o in body.operations):
-                            counts["gathers"] += 1
-                    walk(child)
-
-    walk(module.operation)
-    return counts
 
 
 def test_dynamic_attention_lowers_like_its_static_twin() -> None:
