@@ -172,3 +172,37 @@ def test_a_size_clamped_to_a_constant_broadcasts_only_when_equal() -> None:
         d = next(op for op in block.operations if op.operation.name == "tensor.dim").result  # %x's dim 0
         assert index_source(d) == ("dim", x, 0)
         assert is_size_of(d, e, 0) and not is_size_of(d, sliced, 0)
+
+
+LOOP_IR = """
+func.func @l(%x: tensor<?x4xf32>, %v: f32) -> (tensor<?x4xf32>, tensor<?x4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %d = tensor.dim %x, %c0 : tensor<?x4xf32>
+  %e = tensor.empty(%d) : tensor<?x4xf32>
+  %kept = scf.for %i = %c0 to %d step %c1 iter_args(%acc = %e) -> (tensor<?x4xf32>) {
+    %w = tensor.insert %v into %acc[%i, %c0] : tensor<?x4xf32>
+    scf.yield %w : tensor<?x4xf32>
+  }
+  %grown = scf.for %i = %c0 to %d step %c1 iter_args(%acc = %e) -> (tensor<?x4xf32>) {
+    %n = tensor.dim %acc, %c0 : tensor<?x4xf32>
+    %n1 = arith.addi %n, %c1 : index
+    %bigger = tensor.empty(%n1) : tensor<?x4xf32>
+    scf.yield %bigger : tensor<?x4xf32>
+  }
+  return %kept, %grown : tensor<?x4xf32>, tensor<?x4xf32>
+}
+"""
+
+
+def test_loop_carried_tensor_keeps_its_init_size_only_when_the_body_does() -> None:
+    """An scf.for result has its init's dims when the body yields the carried tensor at the size it
+    got (tensor.insert into it: TopK's result buffer); a body that yields another size does not."""
+    with onnx_context(), ir.Location.unknown():
+        module = ir.Module.parse(LOOP_IR)
+        block = module.body.operations[0].regions[0].blocks[0]
+        x, _ = block.arguments
+        kept, grown = list(block.operations)[-1].operands
+        assert dim_source(kept, 0) == ("dim", x, 0)
+        assert same_size((kept, 0), (x, 0))
+        assert not same_size((grown, 0), (x, 0))

@@ -4,7 +4,9 @@ What: `dim_source(v, j)` follows dim `j` of the tensor `v` back through ops whos
 another value's by construction: a linalg op's result dim is its init's (destination-passing
 style), a `tensor.empty` dim is its size operand, `tensor.dim x, c` is dim c of x, a
 `tensor.expand_shape` dim is its `output_shape` operand, a `tensor.collapse_shape` dim whose group
-holds one dynamic source dim (the others 1) is that dim, a `tensor.reshape` dim is its shape's
+holds one dynamic source dim (the others 1) is that dim, `tensor.insert`/`insert_slice` have their
+destination's dims, an `scf.for` result its init's when the body yields it at the size it got
+(induction), a (not rank-reducing) `tensor.extract_slice` dim is its size operand, a `tensor.reshape` dim is its shape's
 element (when the shape is a `tensor.from_elements` of `index_cast`s of index values), a
 `tensor.cast` keeps its source's dims.
 It stops at a block argument (a model input), another op, or a static dim. `same_size(a, b)` says
@@ -219,6 +221,18 @@ def dim_source(v: ir.Value, j: int) -> DimSource:
             if dim is None:
                 return ("size", size, 0)
             v, j = dim
+        elif name in ("tensor.insert", "tensor.insert_slice"):
+            v = op.operands[1]  # the destination's shape
+        elif name == "scf.for":
+            # A loop-carried tensor keeps its init's size when the body yields it at the size it
+            # got (by induction over the iterations): TopK's or a scan's result buffer.
+            i = ir.OpResult(v).result_number
+            body = op.regions[0].blocks[0]
+            yielded = list(body.operations)[-1].operands[i]
+            carried = body.arguments[1 + i]
+            if dim_source(yielded, j) != ("dim", carried, j):
+                return ("dim", v, j)
+            v = op.operands[3 + i]
         elif name == "tensor.cast":
             v = op.operands[0]
         elif name in _LAST_OPERAND_SHAPED and len(op.results) == 1:
