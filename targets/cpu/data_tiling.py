@@ -41,7 +41,11 @@ from mlir.dialects import arith, linalg, tensor
 from .isa import CpuFeatures
 from .tiles import MatmulTile, matmul_cache_tiles, matmul_tile, pack_tile
 
-__all__ = ["fills_to_constants", "pack_contractions", "plan_packed", "numpy_pack", "PACKED_OPS"]
+__all__ = ["fills_to_constants", "pack_contractions", "plan_packed", "numpy_pack", "PACKED_OPS", "ACC_BUFFER_ATTR"]
+
+#: Attribute on the ``tensor.empty`` of a packed accumulator that is a fill (its value: the
+#: contraction's name), keeping CSE from merging equal fills; removed after the vector stage.
+ACC_BUFFER_ATTR = "onnxc.acc_buffer"
 
 #: The ops data tiling creates, whose tile plans come from ``plan_packed``.
 PACKED_OPS: frozenset[str] = frozenset({"linalg.pack", "linalg.unpack", "linalg.mmt4d", "linalg.batch_mmt4d"})
@@ -290,7 +294,13 @@ def _packed_init(c: ir.Value, shape: list[int | ir.Value], inner_dims_pos: list[
     f32 = ir.F32Type.get()
     fill = _producer(c, "linalg.fill")
     if fill is not None:
-        return linalg.fill(fill.operands[0], outs=[tensor.empty(shape, f32)])
+        # Its own buffer, tagged so CSE does not merge it with another accumulator's equal fill
+        # (the tag is dropped after the vector stage): with a dynamic M the fill is not fused into
+        # the mmt4d's tiles, and a shared one was filled once and copied (`memref.copy`, dynamic
+        # shape) for every other user: the Q, K and V projections of a dynamic T5.
+        empty = tensor.empty(shape, f32)
+        empty.owner.attributes[ACC_BUFFER_ATTR] = ir.StringAttr.get(name)
+        return linalg.fill(fill.operands[0], outs=[empty])
     src, pos, perm = _through_transpose(c, inner_dims_pos, None)
     rank = len(shape) - len(pos)  # dims of c: the packed shape's outer dims
     order = perm if perm else list(range(rank))

@@ -51,7 +51,7 @@ from onnxc.errors import OnnxcError
 
 from .epilogue import EpiloguePlan, epilogue_steps, plan_epilogues
 from .pad_in_place import PAD_BUFFER_ATTR, hoist_pad_fills
-from .data_tiling import PACKED_OPS, fills_to_constants, pack_contractions, plan_packed
+from .data_tiling import ACC_BUFFER_ATTR, PACKED_OPS, fills_to_constants, pack_contractions, plan_packed
 from .isa import CpuFeatures, host_cpu
 from .threads import ASYNC_PIPELINE, THREAD_RUNTIMES, forall_pipeline, openmp_library, runtime_libraries_for
 from .tiles import matmul_tile
@@ -985,9 +985,11 @@ def lower_to_vector(module: ir.Module, options: CpuPipelineOptions | None = None
 
     unmask_reductions(module)
     _run(module, VECTOR_POST_PIPELINE, "vector-post")
-    # The padding buffers' numbers kept them apart through the CSEs above; gone now, they would
-    # make repeated layers differ and stop outline.py from merging their parts.
+    # The padding buffers' numbers (and the packed accumulators' names) kept them apart through
+    # the CSEs above; gone now, they would make repeated layers differ and stop outline.py from
+    # merging their parts.
     _strip_tags(module, PAD_BUFFER_ATTR)
+    _strip_tags(module, ACC_BUFFER_ATTR)
     return module
 
 

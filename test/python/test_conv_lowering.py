@@ -191,6 +191,27 @@ def test_grouped_pointwise_as_batch_matmul(batch: int | str) -> None:
     assert linalg_ir.count("linalg.batch_matmul") == 1 and "linalg.conv_2d" not in linalg_ir
 
 
+@pytest.mark.parametrize(
+    "length, attrs",
+    [(32, {"pads": [1, 1]}), (33, {"pads": [1, 1], "strides": [2]}), (20, {"pads": [2, 1], "dilations": [2]})],
+    ids=["k3", "k3-s2", "dilated"],
+)
+def test_conv1d_channels_last(length: int, attrs: dict[str, Any]) -> None:
+    """Whisper's 1-D convolutions: a static length takes the 2-D channels-last path (height 1);
+    a symbolic one is one matmul of the k shifted windows (`_conv1d_patches`); both checked
+    against the reference, the symbolic one at two lengths and batches."""
+    w = _r(12, 10, 3, lo=-0.5, hi=0.5)
+    for dims in ([2, 10, length], ["n", 10, "frames"]):
+        g = Graph()
+        out = g.op("Relu", [g.op("Conv", ["x", g.const(w), g.const(_r(12))], **attrs)])
+        model = g.model(dims, out)
+        for n, frames in [(2, length)] + ([(1, length + 5)] if isinstance(dims[0], str) else []):
+            _check(model, {"x": _r(n, 10, frames)})
+        linalg_ir = _ir(model, "linalg")
+        want = "linalg.matmul" if isinstance(dims[0], str) else "linalg.conv_2d_nhwc_hwcf"
+        assert want in linalg_ir  # the group generic (scalar loops) before
+
+
 def test_stem_with_pools_and_classifier() -> None:
     """7x7/2 conv-BN-relu, MaxPool 3x3/2, conv, AveragePool without padded counts, global pool,
     Flatten, Gemm: the pools run channels-last between the convolutions."""

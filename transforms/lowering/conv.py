@@ -36,6 +36,7 @@ from mlir import ir
 from mlir.dialects import arith, linalg
 
 from onnxc.transforms.lowering.common import (
+    reshape,
     Dim,
     Node,
     accumulator_type,
@@ -164,6 +165,19 @@ def conv_values(node: Node, x: ir.Value, w: ir.Value, bias: ir.Value | None, onn
         nhwc = _conv_2d_nhwc(x, w, bias, elem, kernel, strides, dil, lo, hi, g)
         if nhwc is not None:
             return nhwc
+    if k == 1 and is_float(elem) and acc == elem and g == 1 and static_shape(x.type)[2] is None:
+        patches = _conv1d_patches(x, w, bias, elem, kernel[0], strides[0], dil[0], lo[0], hi[0])
+        if patches is not None:
+            return patches
+    if k == 1 and is_float(elem) and acc == elem:
+        # A 1-D convolution is the 2-D one of height 1 (kernel 1 x k): it takes the channels-last
+        # path too. Why: as the group generic it stayed scalar loops (Whisper's audio front end,
+        # two 1-D convolutions over the frames, was 85% of its encoder's time, 5x onnxruntime's).
+        x4 = _unsqueeze_height(x)
+        w4 = _unsqueeze_height(w)
+        nhwc = _conv_2d_nhwc(x4, w4, bias, elem, [1] + kernel, [1] + strides, [1] + dil, [0] + lo, [0] + hi, g)
+        if nhwc is not None:
+            return _collapse(nhwc, [[0], [1], [2, 3]])
     xp = pad_spatial(x, lo, hi, 0.0 if is_float(elem) else 0)
     n = dim(x, 0)
     m = dim(w, 0)
@@ -209,6 +223,60 @@ def conv_values(node: Node, x: ir.Value, w: ir.Value, bias: ir.Value | None, onn
     res = generic([xg, wg], [og], [affine_map(L, x_exprs), affine_map(L, w_exprs), affine_map(L, o_exprs)], iters, body)[0]
     res = _merge_dims(res, 1)
     return res if acc == elem else convert_tensor(res, acc, elem)
+
+
+def _conv1d_patches(x: ir.Value, w: ir.Value, bias: ir.Value | None, elem: ir.Type, k: int, stride: int, dil: int,
+                    lo: int, hi: int) -> ir.Value | None:
+    """A 1-D convolution of a run-time length as one matmul: the k shifted (strided, dilated)
+    windows of the channels-last input side by side, [n * out, k * c], times the filter
+    [k * c, m] (a constant laid out at compile time). None when the channel counts are not static.
+
+    Why: the channels-last plan tiles the output width by a register tile that must divide it, so
+    a dynamic width was left to scalar loops (Whisper's encoder with a dynamic frame count ran its
+    two front-end convolutions 6x slower than with the frames pinned); the matmul takes the packed
+    contraction path, whose M may be dynamic. The window copy is k times the input (k = 3 for
+    Whisper), small next to the product."""
+    ws = static_shape(w.type)
+    m, c = ws[0], ws[1]
+    if m is None or c is None:
+        return None
+    xt = pad_dims(transpose(x, (0, 2, 1)), [1], [lo], [hi], 0.0)  # [n, L + lo + hi, c]
+    n = dim(xt, 0)
+    length = out_size(dim(xt, 1), k, stride, dil)
+    cols = empty([n, length, k, c], elem)
+    for t in range(k):
+        window = extract_slice(xt, [0, t * dil, 0], [n, length, c], [1, stride, 1])
+        cols = insert_slice(_expand(window, [[0], [1], [2, 3]], [n, length, 1, c]), cols, [0, 0, t, 0])
+    a = _collapse(cols, [[0, 1], [2, 3]])  # [n * out, k * c]
+    b = _flat_filter(w, elem, m, c, k)  # [k * c, m]
+    rows = dim(a, 0)
+    init = _bias_init(bias, elem, [rows, m])
+    prod = linalg.matmul(a, b, outs=[init])
+    # Two dynamic sizes from one: `tensor.reshape` (an expand_shape of them fails to lower).
+    return transpose(reshape(prod, [n, length, m]), (0, 2, 1))
+
+
+def _flat_filter(w: ir.Value, elem: ir.Type, m: int, c: int, k: int) -> ir.Value:
+    """The filter [m, c, k] as the [k * c, m] matrix the window columns multiply (row t * c + i:
+    tap t of input channel i); a constant at compile time when w is one."""
+    arr = constant_array(w)
+    if arr is not None:
+        const = _new_constant(np.ascontiguousarray(arr.reshape(m, c, k).transpose(2, 1, 0).reshape(k * c, m)), elem)
+        if const is not None:
+            return const
+    return _collapse(transpose(w, (2, 1, 0)), [[0, 1], [2]])
+
+
+def _unsqueeze_height(v: ir.Value) -> ir.Value:
+    """[n, c, l] -> [n, c, 1, l]: a 1-D convolution's input or filter as a 2-D one of height 1 (a
+    constant filter stays a constant, so it is still laid out at compile time)."""
+    arr = constant_array(v)
+    if arr is not None:
+        c = _new_constant(arr.reshape(arr.shape[:2] + (1,) + arr.shape[2:]), elem_of(v.type))
+        if c is not None:
+            return c
+    shape = shape_of(v)
+    return _expand(v, [[0], [1], [2, 3]], shape[:2] + [1, shape[2]])
 
 
 def _split_dim(v: ir.Value, axis: int, a: Dim, b: Dim) -> ir.Value:
