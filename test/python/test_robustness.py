@@ -1408,6 +1408,21 @@ def test_tfidf_ngram_counts_out_of_order_are_refused() -> None:
         onnxc.compile(m)
 
 
+def test_convtranspose_output_padding_of_a_stride_is_refused() -> None:
+    """Fuzz seed 302 case 21216: ConvTranspose with output_padding [1, 2] and strides [3, 2] (an
+    output padding as large as the stride) was answered, differently from onnx.reference;
+    onnxruntime refuses it. Refused; [1, 1] still matches the reference."""
+    def model(opad: list[int]) -> onnx.ModelProto:
+        node = h.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[3, 2], output_shape=[10, 8], kernel_shape=[3, 3], output_padding=opad)
+        return _model([node], [_f("x", [1, 1, 3, 3]), _f("w", [1, 2, 3, 3])], ["y"])
+
+    with pytest.raises(OnnxcError, match=r"output_padding \[1, 2\] must be within \[0, max\(stride, dilation\)\)"):
+        onnxc.compile(model([1, 2]))
+    feeds = {"x": np.arange(9, dtype=np.float32).reshape(1, 1, 3, 3), "w": np.ones((1, 2, 3, 3), np.float32)}
+    m = model([1, 1])
+    np.testing.assert_allclose(onnxc.compile(m).run(feeds)["y"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-5)
+
+
 def test_tfidf_duplicate_ngrams_are_refused() -> None:
     """Fuzz seed 302 case 5377: a pool listing the unigram 5 twice (two output columns) was
     answered with symbolic dims, counted in another column than onnx.reference's; onnxruntime
