@@ -289,8 +289,8 @@ def _pack(
 def _packed_init(c: ir.Value, shape: list[int | ir.Value], inner_dims_pos: list[int], inner_tiles: list[int],
                  name: str) -> ir.Value:
     """The packed accumulator ``shape`` of ``c``: a fill of the same scalar when ``c`` is a fill, a
-    broadcast in the packed layout when ``c`` broadcasts a smaller tensor (a bias: its pack is a
-    constant when it is one), else pack(c) (through a transpose producing it)."""
+    broadcast in the packed layout when ``c`` broadcasts a smaller tensor, perhaps through a
+    transpose (a bias: its pack is a constant when it is one), else pack(c)."""
     f32 = ir.F32Type.get()
     fill = _producer(c, "linalg.fill")
     if fill is not None:
@@ -302,24 +302,23 @@ def _packed_init(c: ir.Value, shape: list[int | ir.Value], inner_dims_pos: list[
         empty.owner.attributes[ACC_BUFFER_ATTR] = ir.StringAttr.get(name)
         return linalg.fill(fill.operands[0], outs=[empty])
     src, pos, perm = _through_transpose(c, inner_dims_pos, None)
-    rank = len(shape) - len(pos)  # dims of c: the packed shape's outer dims
-    order = perm if perm else list(range(rank))
     bcast = _producer(src, "linalg.broadcast")
-    if bcast is None:  # not read through a transpose (see `_pack`)
-        src, pos, perm = c, inner_dims_pos, None
-    added = set(ir.DenseI64ArrayAttr(bcast.attributes["dimensions"])) if bcast is not None else set()
-    index = {d: i for i, d in enumerate(d for d in range(rank) if d not in added)}  # dims of the input
-    tiled = [(index[d], t) for d, t in zip(pos, inner_tiles) if d in index]
-    if bcast is not None and tiled:
-        small_perm = [index[d] for d in order if d in index]
-        packed = _pack(bcast.operands[0], [d for d, _ in tiled], [t for _, t in tiled],
-                       None if small_perm == sorted(small_perm) else small_perm, name)
-        # Dims of the packed accumulator the packed input lacks: the broadcast's outer dims, then
-        # its inner tiles.
-        dims = [i for i, d in enumerate(order) if d in added] + [rank + i for i, d in enumerate(pos) if d in added]
-        return linalg.broadcast(packed, outs=[tensor.empty(shape, f32)], dimensions=dims).results[0]
+    if bcast is not None:
+        rank = len(shape) - len(pos)  # dims of c: the packed shape's outer dims
+        order = perm if perm else list(range(rank))
+        added = set(ir.DenseI64ArrayAttr(bcast.attributes["dimensions"]))
+        index = {d: i for i, d in enumerate(d for d in range(rank) if d not in added)}  # dims of the input
+        tiled = [(index[d], t) for d, t in zip(pos, inner_tiles) if d in index]
+        if tiled:
+            small_perm = [index[d] for d in order if d in index]
+            packed = _pack(bcast.operands[0], [d for d, _ in tiled], [t for _, t in tiled],
+                           None if small_perm == sorted(small_perm) else small_perm, name)
+            # Dims of the packed accumulator the packed input lacks: the broadcast's outer dims,
+            # then its inner tiles.
+            dims = [i for i, d in enumerate(order) if d in added] + [rank + i for i, d in enumerate(pos) if d in added]
+            return linalg.broadcast(packed, outs=[tensor.empty(shape, f32)], dimensions=dims).results[0]
     zero = arith.constant(f32, 0.0)
-    return linalg.pack(src, tensor.empty(shape, f32), pos, inner_tiles, padding_value=zero, outer_dims_perm=perm)
+    return linalg.pack(c, tensor.empty(shape, f32), inner_dims_pos, inner_tiles, padding_value=zero)
 
 
 def _rewrite(op: ir.Operation, cpu: CpuFeatures, split: int, index: int) -> None:
@@ -370,7 +369,8 @@ def _rewrite(op: ir.Operation, cpu: CpuFeatures, split: int, index: int) -> None
         consumer = users[0] if len(users) == 1 and users[0].name == "linalg.transpose" else None
         if consumer is not None and consumer.operands[0] == op.results[0]:
             # Unpack straight into the transposed layout: dim d of C is dim inv[d] of the
-            # transpose's result (see `_through_transpose` for the pack side).
+            # transpose's result (no copy of the product for the transpose: a grouped 1x1
+            # convolution's [group, pixels, channels] result goes back to NHWC this way).
             perm = list(ir.DenseI64ArrayAttr(consumer.attributes["permutation"]))
             inv = [perm.index(d) for d in range(rank)]
             out = consumer.results[0]
