@@ -619,7 +619,7 @@ def render_docs(reports: list[dict[str, Any]], commit: str | list[str]) -> str:
             continue
         rate = f", {r['cases'] / r['seconds']:.1f} cases/s" if r.get("seconds") else ""
         lines.append(f"- seed {r['seed']}: {r['drawn']} cases drawn, {r.get('duplicates', 0)} of them duplicates of earlier ones "
-                     f"(not run){', stopped at the time limit' if r['cases'] + r.get('duplicates', 0) < r['drawn'] else ''}; "
+                     f"(not run){', stopped early (time limit or interrupted)' if r['cases'] + r.get('duplicates', 0) < r['drawn'] else ''}; "
                      f"jit_opt_level {r.get('jit_opt_level', 3)}, {r.get('workers', '?')} worker(s), {r.get('seconds', '?')} s{rate}; "
                      f"{r.get('unverified', 0)} `ok` cases unverified (onnx.reference and onnxruntime both refuse)"
                      + (": " + ", ".join(f"{b} ({n})" for b, n in list(r.get("unverified_bases", {}).items())[:12]) if r.get("unverified") else "") + ".")  # fmt: skip

@@ -120,7 +120,7 @@ def test_docs_section_is_generated_from_reports(tmp_path: Path) -> None:
         fz.render_docs([report, newer], ["abc123"])
     fz.write_docs(doc, [{**report, "drawn": 9, "duplicates": 2, "seconds": 2.5, "jit_opt_level": 0, "workers": 1, "unverified": 1,
                          "unverified_bases": {"test_y": 1}}], "abc123")  # fmt: skip
-    assert ("- seed 3: 9 cases drawn, 2 of them duplicates of earlier ones (not run), stopped at the time limit; jit_opt_level 0, "
+    assert ("- seed 3: 9 cases drawn, 2 of them duplicates of earlier ones (not run), stopped early (time limit or interrupted); jit_opt_level 0, "
             "1 worker(s), 2.5 s, 2.0 cases/s; 1 `ok` cases unverified (onnx.reference and onnxruntime both refuse): test_y (1).") in doc.read_text()
 
 
