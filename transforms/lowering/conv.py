@@ -16,13 +16,16 @@ after `transform.structured.decompose`, channels in the vector lanes):
   (C, F) filter (strided pixels are sliced first), for the CPU target's contraction path
   (`ONE_BY_ONE_AS_MATMUL`, off for now: see there);
 * grouped convolutions with a few groups become one `conv_2d_nhwc_hwcf` per group on channel
-  slices (each vectorizes like a plain convolution);
+  slices (each vectorizes like a plain convolution); a grouped 1x1 one is a `linalg.batch_matmul`
+  over the groups (`_grouped_pointwise`);
+* a 1-D float convolution is the 2-D one of height 1, or, with a run-time length, one matmul of
+  its k shifted windows (`_conv1d_patches`);
 * a convolution whose windows tile the input (stride = kernel, no padding or dilation: a vision
   transformer's patch embedding) is a `linalg.matmul` of the (N*OH*OW, C*KH*KW) patches by the
   (C*KH*KW, F) filter: the patches are a reshape and one transpose of the input (no overlap, so
   no im2col copy grows the data), and the product takes the packed GEMM path (`_patch_matmul`).
 
-Everything else (1-D/3-D, many groups, f16/bf16 accumulating in f32, integer ConvInteger) is one
+Everything else (3-D, many groups, f16/bf16 accumulating in f32, integer ConvInteger) is one
 `linalg.generic` over (n, g, m, out spatial..., c, kernel spatial...) on views that split the
 channel dims by group (`tensor.expand_shape`), so every indexing map stays a projection plus the
 strided window sums. Padding is explicit: the input is copied into a zero-filled tensor
@@ -36,7 +39,6 @@ from mlir import ir
 from mlir.dialects import arith, linalg
 
 from onnxc.transforms.lowering.common import (
-    reshape,
     Dim,
     Node,
     accumulator_type,
@@ -60,6 +62,7 @@ from onnxc.transforms.lowering.common import (
     is_float,
     lowers,
     rank_of,
+    reshape,
     shape_of,
     static_shape,
     tensor_type,
@@ -514,9 +517,8 @@ def _grouped_pointwise(xt: ir.Value, w: ir.Value, bias: ir.Value | None, elem: i
 
     The pixels are a view [pixels, g, cg] of the input, transposed to put the group first, and
     the product is transposed back to [pixels, g, mg] (the NHWC channels). The CPU target's data
-    tiling folds both transposes into its pack / unpack (`data_tiling.py`): no copy is made, the
-    constant filter [g, cg, mg] is packed at compile time and a bias accumulator is broadcast in
-    the packed layout.
+    tiling unpacks the product straight into that layout, packs the constant filter [g, cg, mg]
+    at compile time and broadcasts a bias accumulator in the packed layout (`data_tiling.py`).
 
     Why: the direct convolution plan vectorizes over a group's output channels, and groups of
     ShuffleNet (4 groups of 28, 34, 68 or 136 channels) are not multiples of a vector, so its tiles
