@@ -247,16 +247,18 @@ def same_size(a: tuple[ir.Value, int], b: tuple[ir.Value, int]) -> bool:
     """Whether dim a[1] of a[0] and dim b[1] of b[0] are provably equal (one source)."""
     if a[0] == b[0] and a[1] == b[1]:
         return True
-    sa, sb = dim_source(*a), dim_source(*b)
+    return _one_source(dim_source(*a), dim_source(*b))
+
+
+def _one_source(sa: DimSource, sb: DimSource) -> bool:
+    """Whether two sources are one dynamic source (two static dims are not: their sizes decide)."""
     return sa[0] == sb[0] != "static" and sa[1] == sb[1] and sa[2] == sb[2]
 
 
 def is_size_of(size: ir.Value, v: ir.Value, j: int) -> bool:
     """Whether the index value `size` is provably dim j of tensor v (both reach one dynamic source),
     e.g. a result size taken from one value and an operand sized by another of the same source."""
-    mine = index_source(size)
-    theirs = dim_source(v, j)
-    return mine[0] == theirs[0] != "static" and mine[1] == theirs[1] and mine[2] == theirs[2]
+    return _one_source(index_source(size), dim_source(v, j))
 
 
 def _clamp_of(size: ir.Value) -> tuple[ir.Value, int] | None:
@@ -284,7 +286,6 @@ def equal_or_invalid(a: tuple[ir.Value, int], b: tuple[ir.Value, int]) -> tuple[
         clamp = _clamp_of(src[1])
         if clamp is None or clamp[1] <= 1:
             continue
-        inner, whole = index_source(clamp[0]), dim_source(*x)
-        if inner[0] == whole[0] != "static" and inner[1] == whole[1] and inner[2] == whole[2]:
+        if _one_source(index_source(clamp[0]), dim_source(*x)):
             return x
     return None
