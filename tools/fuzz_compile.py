@@ -347,6 +347,8 @@ def _resize_axes_normalized(model: onnx.ModelProto, feeds: dict[str, np.ndarray]
     ignores a negative axis under keep_aspect_ratio_policy (`axes = [2, -1]` on a 1x1x2x4 input
     with sizes [1, 3], not_larger: it returned 1x1x1x4, against its own inferred 1x1x1x2, and
     1x1x1x2 for axes [2, 3]) and onnx.reference refuses one; fuzz seed 301 case 3966."""
+    if not any(n.op_type == "Resize" and any(a.name == "axes" and any(i < 0 for i in a.ints) for a in n.attribute) for n in model.graph.node):
+        return model  # nothing to change: no copy
     out = onnx.ModelProto()
     out.CopyFrom(model)
     for node in out.graph.node:
