@@ -519,14 +519,18 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 def fuzz(n: int, seed: int, workers: int = 2, timeout: float = 120.0, only: int | None = None,
          deadline: float | None = None, limit_bytes: int = 6 << 30, log: Any = None, jit_opt_level: int = 3,
-         json_path: Path | None = None, flush_s: float = 60.0) -> dict[str, Any]:  # fmt: skip
+         json_path: Path | None = None, flush_s: float = 60.0, pause_file: Path | None = None) -> dict[str, Any]:  # fmt: skip
     """Run `n` drawn cases (or just case `only`) on `workers` workers; stop starting cases after
     `deadline` (time.time()). Returns counts and the bug cases.
 
     A case whose model and feeds equal an earlier case's (`case_key`) is not run again: it is
     counted in `duplicates`, not in `cases`, so the counts are of distinct models and inputs.
     With `json_path` the report so far is written there every `flush_s` seconds (a long run
-    stopped early keeps its counts) and at the end."""
+    stopped early keeps its counts) and at the end.
+
+    While `pause_file` exists no case starts (the ones running finish): a long run on a shared
+    machine steps aside for a benchmark without its cases timing out, as stopping the processes
+    with SIGSTOP would make them (the per-case timeout is wall-clock time)."""
     bases = base_cases()
     cases = make_cases(n, seed, bases)
     if only is not None:
@@ -551,9 +555,17 @@ def fuzz(n: int, seed: int, workers: int = 2, timeout: float = 120.0, only: int 
     lock = threading.Lock()
     start = time.time()
     last_flush = [start]
+    paused = [0.0]  # seconds a worker waited on `pause_file`, summed over workers
 
     def extra() -> dict[str, Any]:
-        return {"drawn": len(cases), "jit_opt_level": jit_opt_level, "workers": workers, "seconds": round(time.time() - start, 1)}
+        return {"drawn": len(cases), "jit_opt_level": jit_opt_level, "workers": workers, "seconds": round(time.time() - start, 1),
+                "paused_worker_s": round(paused[0], 1)}  # fmt: skip
+
+    def wait_while_paused() -> None:
+        while pause_file is not None and pause_file.exists():
+            time.sleep(1.0)
+            with lock:
+                paused[0] += 1.0
 
     def drive() -> None:
         w = Worker(limit_bytes, jit_opt_level)
@@ -564,6 +576,7 @@ def fuzz(n: int, seed: int, workers: int = 2, timeout: float = 120.0, only: int 
                 except queue.Empty:
                     return
                 for c in group:
+                    wait_while_paused()
                     if deadline is not None and time.time() >= deadline:
                         return
                     path = tmp / f"case{c.index}.pkl"
@@ -655,6 +668,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jit-opt-level", type=int, default=3, choices=(0, 1, 2, 3),
                    help="the CPU target's LLVM optimization level (CpuPipelineOptions.jit_opt_level); 0 compiles fastest")
     p.add_argument("--flush-s", type=float, default=60.0, help="with --json: write the report so far this often (seconds)")
+    p.add_argument("--pause-file", type=Path, default=None, help="no case starts while this file exists (to make room for a benchmark)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
@@ -666,7 +680,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     deadline = None if args.minutes is None else time.time() + 60 * args.minutes
     out = fuzz(args.cases, args.seed, args.workers, args.timeout, args.only, deadline, log=sys.stderr if args.verbose else None,
-               jit_opt_level=args.jit_opt_level, json_path=args.json, flush_s=args.flush_s)  # fmt: skip
+               jit_opt_level=args.jit_opt_level, json_path=args.json, flush_s=args.flush_s, pause_file=args.pause_file)  # fmt: skip
     print(json.dumps({k: out[k] for k in ("seed", "cases", "duplicates", "seconds", "counts")}))
     for b in out["bugs"]:
         print(f"{'BUG ' if b['cls'] in BUGS else ''}{b['cls']}: case {b['index']} ({b['base']}, {b['mutation']}: {b['change']}): {b['why']}")
