@@ -15,7 +15,14 @@ full-tensor transposes. This pass, on linalg-on-tensors IR (its output is pure u
 2. **pushes transposes through a Concat** (a `tensor.empty` filled by a chain of
    `tensor.insert_slice`s, as the lowering builds it) whose inputs are all transposed by the same
    permutation: the Concat of their sources along the permuted axis, then one transpose;
-3. **folds transpose(transpose(x))**: inverse permutations give x, others one composed transpose.
+3. **folds transpose(transpose(x))**: inverse permutations give x, others one composed transpose;
+4. **moves a transpose across a static `tensor.expand_shape` or `collapse_shape`** where that
+   makes it meet another transpose to fold with: transpose(x) -> expand -> transpose becomes
+   expand(x) -> transpose -> transpose (down through the expand: each dim expands in place), and
+   transpose(collapse(transpose(y))) becomes collapse(transpose(transpose(y))) (up through the
+   collapse: its groups move as units). A ShuffleNet channel shuffle (NCHW Reshape [N, g, C/g, H,
+   W], Transpose, Reshape back) between channels-last layers becomes one transpose of the
+   channels-last view [N, H, W, g, C/g] instead of four full-tensor transposes.
 
 Repeated to a fixpoint, a ResNet runs NHWC end to end with one transpose at each model boundary.
 Transposes left without uses are erased.
@@ -128,6 +135,16 @@ def _reads_whole(m: ir.AffineMap, t: ir.Type) -> bool:
     return True
 
 
+def _keeps_order(t: ir.Type, perm: list[int]) -> bool:
+    """Whether a tensor of type `t`, read whole in the layout a transpose by `perm` produced,
+    reads in its own row-major order in the transpose's source layout: its dims other than static
+    1s keep their relative order under `perm` (an AveragePool divisor [1, 1, H, W] beside an NCHW
+    value is a broadcast over channels in NHWC, not a strided read)."""
+    rt = ir.RankedTensorType(t)
+    kept = [perm[d] for d in range(rt.rank) if rt.is_dynamic_dim(d) or rt.get_dim_size(d) != 1]
+    return kept == sorted(kept)
+
+
 def _permute_map(m: ir.AffineMap, perm: list[int]) -> ir.AffineMap:
     """`m` with loop d_i renamed e_perm[i] (the loops of the transpose's source layout)."""
     out: list[ir.AffineExpr] = []
@@ -200,8 +217,12 @@ def _existing_transpose(v: ir.Value, perm: list[int], user: ir.Operation) -> ir.
     return None
 
 
-def _push_through(t: ir.Operation, user: ir.Operation) -> bool:
-    """Rewrite elementwise `user` of transpose `t` to run in t's source layout (see 1. above)."""
+def _push_through(t: ir.Operation, user: ir.Operation, relaxed: bool = False) -> bool:
+    """Rewrite elementwise `user` of transpose `t` to run in t's source layout (see 1. above).
+
+    `relaxed`: another whole operand may stay in the old layout when it reads in its own order
+    there anyway (`_keeps_order`). Only once nothing else moves: such an operand may become a
+    transpose of its own later (a squeeze-excite scale), read through its source then."""
     perm = _perm(t)
     res = t.results[0]
     if isinstance(t.operands[0], ir.BlockArgument):
@@ -220,7 +241,7 @@ def _push_through(t: ir.Operation, user: ir.Operation) -> bool:
     # Only when no other full-size operand would end up read across the new layout (that would
     # trade one transpose for a strided read, and let two transposes push the op back and forth).
     for i, v in enumerate(operands[:n_in]):
-        if v == res or not whole[i]:
+        if v == res or not whole[i] or (relaxed and _keeps_order(v.type, perm)):
             continue
         pt = _is_transpose(v)
         if not (pt is not None and _perm(pt) == perm) and _existing_transpose(v, _inverse(perm), user) is None:
@@ -382,6 +403,91 @@ def _fold_pair(t: ir.Operation) -> bool:
     return True
 
 
+def _static(v: ir.Value) -> list[int] | None:
+    """The static shape of ranked tensor `v`, None when a dim is dynamic."""
+    t = ir.RankedTensorType(v.type)
+    if any(t.is_dynamic_dim(d) for d in range(t.rank)):
+        return None
+    return [t.get_dim_size(d) for d in range(t.rank)]
+
+
+def _reassociation(op: ir.Operation) -> list[list[int]]:
+    return [[ir.IntegerAttr(i).value for i in ir.ArrayAttr(g)] for g in ir.ArrayAttr(op.attributes["reassociation"])]
+
+
+def _single_user(v: ir.Value) -> ir.Operation | None:
+    uses = list(v.uses)
+    if len(uses) != 1:
+        return None
+    owner = uses[0].owner
+    return owner.operation if isinstance(owner, ir.OpView) else owner
+
+
+def _push_through_expand(t: ir.Operation) -> bool:
+    """transpose(x, p) -> expand_shape (groups G) -> transpose  =>  expand_shape(x) -> transpose
+    by q -> transpose (then folded): x's dim p[k] expands into the sizes of G[k], and result dim
+    G[k][s] is dim s of that group. Static shapes, the transpose used only by the expand, the
+    expand only by a transpose (so the move ends in a fold, never in a ping-pong)."""
+    e = _single_user(t.results[0])
+    if e is None or e.name != "tensor.expand_shape":
+        return False
+    nxt = _single_user(e.results[0])
+    if nxt is None or nxt.name != "linalg.transpose":
+        return False
+    x = t.operands[0]
+    out = _static(e.results[0])
+    if out is None or _static(x) is None:
+        return False
+    perm, groups = _perm(t), _reassociation(e)
+    inv = _inverse(perm)
+    new_groups: list[list[int]] = []
+    new_shape: list[int] = []
+    for j in range(len(perm)):  # x's dim j is the transpose's dim inv[j]
+        g = groups[inv[j]]
+        new_groups.append(list(range(len(new_shape), len(new_shape) + len(g))))
+        new_shape += [out[r] for r in g]
+    q = [0] * len(out)
+    for k, g in enumerate(groups):
+        for s, r in enumerate(g):
+            q[r] = new_groups[perm[k]][s]
+    elem = ir.RankedTensorType(x.type).element_type
+    loc = e.location
+    with ir.InsertionPoint(e), loc:
+        expanded = tensor.expand_shape(ir.RankedTensorType.get(new_shape, elem), x, _reassoc_attr(new_groups), [], new_shape)
+        moved = _transpose(expanded, q, loc)
+    e.results[0].replace_all_uses_with(moved.results[0])
+    e.erase()
+    return True
+
+
+def _pull_above_collapse(t: ir.Operation) -> bool:
+    """transpose(collapse_shape(z, H), p) with z a transpose's result  =>  collapse_shape(
+    transpose(z, Q), H') (then folded): Q lists z's groups in the order H[p[0]], H[p[1]], ...,
+    H' groups them again. Static shapes, the collapse used only by `t`."""
+    c = _owner(t.operands[0])
+    if c is None or c.name != "tensor.collapse_shape" or _single_user(c.results[0]) is None:
+        return False
+    z = c.operands[0]
+    if _is_transpose(z) is None or _static(z) is None:
+        return False
+    perm, groups = _perm(t), _reassociation(c)
+    order = [d for k in perm for d in groups[k]]
+    new_groups: list[list[int]] = []
+    for k in perm:
+        new_groups.append(list(range(sum(len(g) for g in new_groups), sum(len(g) for g in new_groups) + len(groups[k]))))
+    loc = t.location
+    with ir.InsertionPoint(t), loc:
+        moved = _transpose(z, order, loc)
+        collapsed = tensor.collapse_shape(t.results[0].type, moved.results[0], _reassoc_attr(new_groups))
+    t.results[0].replace_all_uses_with(collapsed)
+    return True
+
+
+def _reassoc_attr(groups: list[list[int]]) -> ir.ArrayAttr:
+    i64 = ir.IntegerType.get_signless(64)
+    return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups])
+
+
 def _transposes(root: ir.Operation) -> list[ir.Operation]:
     found: list[ir.Operation] = []
 
@@ -419,16 +525,17 @@ def propagate_layouts(root: ir.Operation) -> int:
         return ir.WalkResult.ADVANCE
 
     root.walk(count)
+    relaxed = False
     for _ in range(ROUNDS_PER_OP * n_ops + 8):
         changed = False
         for t in _transposes(root):
-            if _fold_pair(t):
+            if _fold_pair(t) or _push_through_expand(t) or _pull_above_collapse(t):
                 applied += 1
                 changed = True
                 continue
             for use in list(t.results[0].uses):
                 user = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
-                if _elementwise(user) and _push_through(t, user):
+                if _elementwise(user) and _push_through(t, user, relaxed):
                     applied += 1
                     changed = True
                     break  # t's use list changed
@@ -438,7 +545,11 @@ def propagate_layouts(root: ir.Operation) -> int:
                     break
         _erase_dead(root)
         if not changed:
-            break
+            if relaxed:
+                break
+            relaxed = True  # one more round allowing `_keeps_order` operands (then strict again)
+        else:
+            relaxed = False
     return applied
 
 

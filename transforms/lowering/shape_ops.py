@@ -535,6 +535,13 @@ def lower_reshape(node: Node) -> list[ir.Value]:
                     known = dim_mul(known, o)
             inferred = dim_floordiv(total, known) if not (isinstance(known, int) and known == 0) else 0
             out = [inferred if isinstance(o, int) and o == -1 else o for o in out]
+        if all(isinstance(d, int) and d > 0 for d in [*src, *out]):
+            # Static sizes that regroup (a channel split [1, C, H, W] -> [1, g, C/g, H, W]):
+            # collapse/expand, which layout-propagation moves transposes through (a ShuffleNet
+            # channel shuffle then runs channels-last) and later passes see as views.
+            groups = _groups([_Factors(d, [], []) for d in src], [_Factors(d, [], []) for d in out])  # type: ignore[arg-type]
+            if groups is not None:
+                return [_reshape_by_groups(x, src, out, groups)]
         return [reshape(x, out)]
     traced = shape_elements(node, 1)
     if traced is not None:

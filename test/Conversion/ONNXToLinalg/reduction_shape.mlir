@@ -30,7 +30,7 @@ func.func @softmax(%x: tensor<2x5xf32>) -> tensor<2x5xf32> {
 
 // CHECK-LABEL: func.func @shapes
 // CHECK: linalg.transpose ins(%{{.+}} : tensor<2x3x4xf32>) outs(%{{.+}} : tensor<4x2x3xf32>) permutation = [2, 0, 1]
-// CHECK: tensor.reshape %{{.+}}(%{{.+}}) : (tensor<4x2x3xf32>, tensor<2xi64>) -> tensor<4x6xf32>
+// CHECK: tensor.collapse_shape %{{.+}} {{\[\[}}0], [1, 2]] : tensor<4x2x3xf32> into tensor<4x6xf32>
 // CHECK: tensor.expand_shape
 // CHECK: tensor.extract_slice %{{.+}}[1, 0, 0] [2, 4, 6] [1, 1, 1]
 func.func @shapes(%x: tensor<2x3x4xf32>) -> tensor<2x4x6xf32> {
