@@ -1700,3 +1700,84 @@ def test_identity_perm_of_another_rank_is_refused() -> None:
         onnxc.compile(model([0, 1, 2]))
     x = np.arange(24, dtype=np.float32).reshape(6, 4)
     np.testing.assert_array_equal(onnxc.compile(model([0, 1])).run({"x": x})["y"], x)
+
+
+def _qlinear_conv(x: list[int | str], w: list[int | str], w_scale: list[int | str], bias: bool = False) -> onnx.ModelProto:
+    """A QLinearConv (uint8, per-channel weight scale and zero point) with the given input shapes."""
+    u8 = lambda n, s: h.make_tensor_value_info(n, T.UINT8, s)  # noqa: E731
+    f32 = lambda n, s: h.make_tensor_value_info(n, T.FLOAT, s)  # noqa: E731
+    names = ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"] + (["b"] if bias else [])
+    inputs = [u8("x", x), f32("xs", []), u8("xz", []), u8("w", w), f32("ws", w_scale), u8("wz", w_scale), f32("ys", []), u8("yz", [])]
+    if bias:
+        inputs.append(h.make_tensor_value_info("b", T.INT32, w_scale))
+    g = h.make_graph([h.make_node("QLinearConv", names, ["y"], name="qc")], "g", inputs, [h.make_tensor_value_info("y", T.UINT8, None)])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 10)])
+
+
+def _qlinear_conv_feeds(x: tuple[int, ...], w: tuple[int, ...], m: int, bias: bool = False, seed: int = 3) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    feeds = {"x": rng.integers(0, 256, x).astype(np.uint8), "xs": np.array(0.0037, np.float32), "xz": np.array(132, np.uint8),
+             "w": rng.integers(0, 256, w).astype(np.uint8), "ws": (rng.random(m) * 0.002 + 0.001).astype(np.float32),
+             "wz": rng.integers(100, 156, m).astype(np.uint8), "ys": np.array(0.0016, np.float32), "yz": np.array(123, np.uint8)}  # fmt: skip
+    if bias:
+        feeds["b"] = rng.integers(-300, 300, m).astype(np.int32)
+    return feeds
+
+
+def test_value_specialized_model_returns_unsigned_outputs_as_declared() -> None:
+    """Found by the compile fuzzer (seed 401 case 7300, a wrong answer): test_qlinearconv with
+    w[0], w[3] and w_scale[0] symbolic. A dynamic kernel width is refused by the general compile,
+    so the model is compiled per value of its small weight (`onnxc.specialize`, a
+    `StructuredModel`), whose results were returned in the compiled code's signless dtype: the
+    uint8 output came back as int8 (230 read as -26). Such results, and sequence elements, are now
+    viewed as the declared type; the values match onnx.reference."""
+    m = _qlinear_conv([1, 1, 7, 7], ["m", 1, 1, "kw"], ["m"])
+    feeds = _qlinear_conv_feeds((1, 1, 7, 7), (1, 1, 1, 1), 1)
+    got = onnxc.compile(m).run(feeds)["y"]
+    want = ReferenceEvaluator(m).run(None, feeds)[0]
+    assert got.dtype == np.uint8 and (want > 127).any(), (got.dtype, want.max())
+    np.testing.assert_array_equal(got, want)
+    # A sequence output (a StructuredModel by its types) of uint8 elements, and a uint8 tensor beside it.
+    u8 = lambda n, s: h.make_tensor_value_info(n, T.UINT8, s)  # noqa: E731
+    g = h.make_graph([h.make_node("SequenceConstruct", ["x", "x"], ["s"]), h.make_node("Identity", ["x"], ["y"])], "g", [u8("x", [3])],
+                     [h.make_tensor_sequence_value_info("s", T.UINT8, None), u8("y", [3])])  # fmt: skip
+    x = np.array([1, 200, 255], np.uint8)
+    out = onnxc.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 17)])).run({"x": x})
+    assert [a.dtype for a in out["s"]] == [np.uint8, np.uint8] and out["y"].dtype == np.uint8
+    np.testing.assert_array_equal(out["s"][1], x)
+    np.testing.assert_array_equal(out["y"], x)
+
+
+def test_conv_channel_counts_known_only_at_run_time_are_checked() -> None:
+    """Found replaying the compile fuzzer's seed 401 case 7300 family (QLinearConv and ConvInteger
+    with x dims symbolic): a dynamic X channel count made the grouped generic an `expand_shape` of
+    a dynamic dim into static ones (an MLIR verifier error), and a float Conv answered where
+    onnx.reference refuses; a dynamic W output-channel count that does not split into the groups
+    also answered. Both are run-time errors naming the node; fitting shapes match onnx.reference
+    (QLinearConv with every dim but W's kernel and channels-per-group symbolic, with a bias)."""
+    rng = np.random.default_rng(5)
+    u8 = lambda n, s: h.make_tensor_value_info(n, T.UINT8, s)  # noqa: E731
+    node = h.make_node("ConvInteger", ["x", "w"], ["y"], group=2, name="ci")
+    g = h.make_graph([node], "g", [u8("x", [1, "c", 5, 5]), u8("w", [2, 1, 3, 3])], [h.make_tensor_value_info("y", T.INT32, None)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 10)])
+    compiled = onnxc.compile(m)
+    w = rng.integers(0, 256, (2, 1, 3, 3)).astype(np.uint8)
+    for c in (3, 64):
+        with pytest.raises(RuntimeCheckError, match=rf"ConvInteger node 'ci': X has {c} channels, W\[1\] x group 2 asks for 2"):
+            compiled.run({"x": rng.integers(0, 256, (1, c, 5, 5)).astype(np.uint8), "w": w})
+    feeds = {"x": rng.integers(0, 256, (1, 2, 5, 5)).astype(np.uint8), "w": w}
+    np.testing.assert_array_equal(compiled.run(feeds)["y"], ReferenceEvaluator(m).run(None, feeds)[0])
+
+    conv = _model([h.make_node("Conv", ["x", "w"], ["y"], group=2, name="cv")], [_f("x", [1, "c", 5, 5]), _f("w", ["m", 2, 3, 3])], ["y"])
+    compiled = onnxc.compile(conv)
+    x = rng.standard_normal((1, 4, 5, 5)).astype(np.float32)
+    with pytest.raises(RuntimeCheckError, match=r"Conv node 'cv': X has 2 channels, W\[1\] x group 2 asks for 4"):
+        compiled.run({"x": x[:, :2], "w": np.ones((4, 2, 3, 3), np.float32)})
+    with pytest.raises(RuntimeCheckError, match=r"Conv node 'cv': W's 3 output channels do not split into group 2"):
+        compiled.run({"x": x, "w": np.ones((3, 2, 3, 3), np.float32)})
+    feeds = {"x": x, "w": rng.standard_normal((6, 2, 3, 3)).astype(np.float32)}
+    np.testing.assert_allclose(compiled.run(feeds)["y"], ReferenceEvaluator(conv).run(None, feeds)[0], rtol=1e-4, atol=1e-5)
+
+    q = _qlinear_conv(["n", "c", "h", "wd"], ["m", 2, 3, 3], ["k"], bias=True)
+    feeds = _qlinear_conv_feeds((2, 2, 6, 7), (4, 2, 3, 3), 4, bias=True)
+    np.testing.assert_array_equal(onnxc.compile(q).run(feeds)["y"], ReferenceEvaluator(q).run(None, feeds)[0])

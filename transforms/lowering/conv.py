@@ -164,6 +164,7 @@ def conv_values(node: Node, x: ir.Value, w: ir.Value, bias: ir.Value | None, onn
     k = r - 2
     kernel, strides, dil, lo, hi = _conv_attrs(node, k, xi, wi)  # type: ignore[misc]
     g = int(node.attr("group", 1))
+    _require_group_channels(node, x, w, g)
     if k == 2 and is_float(elem) and acc == elem:
         nhwc = _conv_2d_nhwc(x, w, bias, elem, kernel, strides, dil, lo, hi, g)
         if nhwc is not None:
@@ -198,7 +199,9 @@ def conv_values(node: Node, x: ir.Value, w: ir.Value, bias: ir.Value | None, onn
     # Generic: split channels by group.  x: [n, g, cg, s...], w: [g, mg, cg, k...], out: [n, g, mg, o...]
     cg = static_shape(w.type)[1]
     xs = shape_of(xp)
-    xg = _split_dim(xp, 1, g, cg)
+    # X's channels dynamic (checked to be g x cg above): split into (g, C / g), as an
+    # expand_shape of a dynamic dim into static ones does not verify.
+    xg = _split_dim(xp, 1, g, cg if static_shape(xp.type)[1] is not None else dim_floordiv(dim(xp, 1), g))
     mg = dim_floordiv(m, g)
     wg = _split_dim(w, 0, g, mg)
     og = _split_dim(init, 1, g, mg)
@@ -226,6 +229,26 @@ def conv_values(node: Node, x: ir.Value, w: ir.Value, bias: ir.Value | None, onn
     res = generic([xg, wg], [og], [affine_map(L, x_exprs), affine_map(L, w_exprs), affine_map(L, o_exprs)], iters, body)[0]
     res = _merge_dims(res, 1)
     return res if acc == elem else convert_tensor(res, acc, elem)
+
+
+def _require_group_channels(node: Node, x: ir.Value, w: ir.Value, g: int) -> None:
+    """Run-time checks, where the dims are dynamic, that X has W[1] x group channels (W[1] is
+    static: `check_conv`) and that W's output channels split into `g` groups
+    (`onnx-validate-attributes` checks both where the dims are static). Why: neither was compared
+    (a float Conv answered where onnx.reference refuses; the compile fuzzer). X keeps its dynamic
+    type: a `tensor.cast` to the static count would be folded by canonicalization into X's
+    producer, whose loops then ran to the run-time count over a buffer of the static one, before
+    the check (ConvInteger's zero-point subtraction overwrote the heap)."""
+    from onnxc.transforms.lowering.runtime_checks import require
+
+    if g > 1 and static_shape(w.type)[0] is None:
+        m = dim_value(dim(w, 0))
+        ok = arith.cmpi(arith.CmpIPredicate.eq, arith.remui(m, dim_value(g)), dim_value(0))
+        require(ok, node.op, f"W's {{m}} output channels do not split into group {g}", [("m", m)])
+    if static_shape(x.type)[1] is None:
+        c, want = dim_value(dim(x, 1)), g * static_shape(w.type)[1]
+        ok = arith.cmpi(arith.CmpIPredicate.eq, c, dim_value(want))
+        require(ok, node.op, f"X has {{c}} channels, W[1] x group {g} asks for {want}", [("c", c)])
 
 
 def _conv1d_patches(x: ir.Value, w: ir.Value, bias: ir.Value | None, elem: ir.Type, k: int, stride: int, dil: int,
@@ -497,7 +520,8 @@ def _conv_2d_nhwc(
         return transpose(y, NHWC_TO_NCHW)
     # A few groups: one convolution per group on channel slices, inserted into the output.
     mg = m // g
-    if GROUPED_POINTWISE_AS_MATMUL and kernel == [1, 1] and strides == [1, 1] and not any(lo + hi):
+    # (X's channels static: a dynamic count, checked at run time, cannot be expanded into groups.)
+    if GROUPED_POINTWISE_AS_MATMUL and kernel == [1, 1] and strides == [1, 1] and not any(lo + hi) and static_shape(x.type)[1] is not None:
         return transpose(_grouped_pointwise(xt, w, bias, elem, g, cg, mg), NHWC_TO_NCHW)
     out = _bias_init(bias, elem, [n, oh, ow, m])
     wf = _filter(w, elem, [m, cg, kh, kw], [2, 3, 1, 0])  # [kh, kw, cg, m]
@@ -545,7 +569,9 @@ def _patch_matmul(
     x: ir.Value, w: ir.Value, bias: ir.Value | None, elem: ir.Type, kernel: list[int], m: int, c: int
 ) -> ir.Value | None:
     """A convolution whose windows tile the input (stride = kernel, no pads/dilation) as a matmul
-    of its patches (see the module docstring); None when the spatial dims are not static.
+    of its patches (see the module docstring); None when X's channel or spatial dims are not
+    static (a dynamic channel count, checked against `c` at run time, cannot be expanded into
+    static dims: `tensor.expand_shape` does not verify).
 
     Why: the direct plan reduces one input channel per step, which for a patch embedding (3
     channels, 16x16 windows) is 768 short steps per output tile: ViT's 224x224 patch
@@ -553,7 +579,7 @@ def _patch_matmul(
     """
     h, wd = static_shape(x.type)[2:4]
     kh, kw = kernel
-    if h is None or wd is None or h < kh or wd < kw:
+    if h is None or wd is None or h < kh or wd < kw or static_shape(x.type)[1] is None:
         return None
     n = dim(x, 0)
     oh, ow = h // kh, wd // kw
