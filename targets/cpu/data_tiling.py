@@ -53,6 +53,10 @@ PACKED_OPS: frozenset[str] = frozenset({"linalg.pack", "linalg.unpack", "linalg.
 _DYN = ir.ShapedType.get_dynamic_size()
 
 
+#: Pack an operand produced by a `linalg.transpose` straight from the transpose's source
+#: (`_through_transpose`). A module flag so that benchmarks can compare both in one process.
+PACK_THROUGH_TRANSPOSE: bool = True
+
 def numpy_pack(
     x: np.ndarray,
     inner_dims_pos: Sequence[int],
@@ -248,8 +252,12 @@ def _through_transpose(
 
     ``pack(transpose(x, perm), inner_dims_pos, outer_dims_perm)`` is ``pack(x, [perm[d] for d in
     inner_dims_pos], [perm[d] for d in outer_dims_perm])`` (dim d of the transpose is dim perm[d]
-    of x). Used for an accumulator that is a transposed broadcast (`_packed_init`), whose packed
-    form is then a broadcast of the small input."""
+    of x): the pack reads x where the transpose would have copied it, and an accumulator that is
+    a transposed broadcast (`_packed_init`) becomes a broadcast of the packed small input.
+
+    (It was disabled for a while: ShuffleNet answered 4% off with it. The cause was the outliner,
+    whose part returned a tensor beside a reshape of it, two owned memrefs of one buffer after
+    bufferization: see `outline._return_view_roots`.)"""
     op = _producer(src, "linalg.transpose")
     if op is None:
         return src, inner_dims_pos, outer_dims_perm
@@ -270,11 +278,11 @@ def _pack(
     arr = _constant_array(src)
     if arr is not None:
         return _packed_constant(numpy_pack(arr, inner_dims_pos, inner_tiles, outer_dims_perm), name)
-    # A transposed operand is not read through its transpose (`_through_transpose`): packing a
-    # grouped 1x1 convolution's input that way, through the reshapes of its [group, pixels,
-    # channels] view, changed the result of another reader of the same tensor (ShuffleNet's
-    # AveragePool, whose padded input the tensor is written into: test_differential), a
-    # miscompile not found in bufferization yet. The transpose's copy is kept.
+    # Read through a transpose producing the operand (a grouped 1x1 convolution's [group, pixels,
+    # channels] view, attention's K^T): the pack copies x once instead of after the transpose's
+    # copy of it.
+    if PACK_THROUGH_TRANSPOSE:
+        src, inner_dims_pos, outer_dims_perm = _through_transpose(src, inner_dims_pos, outer_dims_perm)
     rank = ir.RankedTensorType(src.type).rank
     tile_of = dict(zip(inner_dims_pos, inner_tiles))
     outer = [_ceil(_size(src, d), tile_of[d]) if d in tile_of else _size(src, d) for d in range(rank)]

@@ -431,6 +431,8 @@ def outline_function(fn: ir.Operation, max_ops: int = DEFAULT_MAX_OPS, *, lift_e
         for r in op.results:
             scan(r, g, op if g == -1 else None)
 
+    views = [_return_view_roots(outputs[g], g, group_of, index) for g in range(n_groups)]
+
     name = _symbol(fn)
     members: list[list[ir.Operation]] = [[] for _ in range(n_groups)]
     for op, g in zip(ops, group_of):
@@ -462,6 +464,16 @@ def outline_function(fn: ir.Operation, max_ops: int = DEFAULT_MAX_OPS, *, lift_e
             call = func.CallOp(res_types, ir.FlatSymbolRefAttr.get(part.name.value), [in_caller.get(v, v) for v in inputs[g]])
         for v, r in zip(outputs[g], call.results):
             in_caller[v] = r
+        # The views the part would have returned beside their source: rebuilt on its result.
+        with members[g][-1].location, ir.InsertionPoint(anchor):
+            for view, chain in views[g]:
+                source = chain[0].operands[0]
+                value = in_caller.get(source, source)
+                for op in chain:
+                    copy = op.clone()
+                    copy.operands[0] = value
+                    value = copy.results[0]
+                in_caller[view] = value
         for op in members[g]:
             op.move_before(ret.operation)
     for user, operand, value, g in rewrites:
@@ -474,6 +486,48 @@ def outline_function(fn: ir.Operation, max_ops: int = DEFAULT_MAX_OPS, *, lift_e
         if g == -1 and all(not list(r.uses) for r in op.results):
             op.erase()
     return n_groups
+
+
+#: Ops whose result is a view of their first operand, rebuilt in the caller rather than returned.
+_VIEW_OPS = frozenset({"tensor.expand_shape", "tensor.collapse_shape", "tensor.cast"})
+
+
+def _return_view_roots(outputs: list[ir.Value], g: int, group_of: list[int],
+                       index: dict[ir.Operation, int]) -> list[tuple[ir.Value, list[ir.Operation]]]:
+    """Replace, in group ``g``'s ``outputs`` (in place), each result of a chain of static view ops
+    of the group (reshapes, casts) by the chain's source; returns (view, chain from the source)
+    for the caller to rebuild the view on the returned source.
+
+    Why: a part that returned a tensor and a reshape of it (ShuffleNet: a Relu's result and its
+    [pixels, group, channels] view, read by a packed grouped convolution) returned two memrefs of
+    one buffer after bufferization, each owned by the caller: the deallocation pass freed the
+    buffer after the last use of one while the other was still read (the AveragePool beside the
+    convolution read freed memory: a wrong answer). One returned buffer and a view of it built in
+    the caller alias visibly."""
+    def view_chain(v: ir.Value) -> list[ir.Operation]:
+        chain: list[ir.Operation] = []
+        while isinstance(v, ir.OpResult):
+            op = v.owner.operation
+            pos = index.get(op)
+            if op.name not in _VIEW_OPS or pos is None or group_of[pos] != g or len(op.operands) != 1:
+                break
+            chain.insert(0, op)
+            v = op.operands[0]
+        return chain
+
+    found: list[tuple[ir.Value, list[ir.Operation]]] = []
+    kept: list[ir.Value] = []
+    for v in outputs:
+        chain = view_chain(v)
+        if chain:
+            found.append((v, chain))
+            v = chain[0].operands[0]
+            if isinstance(v, ir.BlockArgument) or group_of[index[v.owner.operation]] != g:
+                continue  # a view of the group's input: the caller holds the source already
+        if v not in kept:
+            kept.append(v)
+    outputs[:] = kept
+    return found
 
 
 def _next_op(op: ir.Operation, ops: list[ir.Operation], index: dict[ir.Operation, int], terminator: ir.Operation) -> ir.Operation:
