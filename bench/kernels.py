@@ -106,7 +106,7 @@ def main(argv: list[str]) -> None:
         flops = 2.0 * m * n * k
         want = a @ b
         t_np = best_seconds(lambda: a @ b, args.repeat)
-        tile = matmul_tile(cpu, 32, m)
+        tile = matmul_tile(cpu, 32, m, n)
         for const in (True, False):
             model = matmul_model(m, n, k, b if const else None)
             t0 = time.perf_counter()

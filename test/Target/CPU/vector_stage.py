@@ -36,17 +36,17 @@ func.func @relu(%a: tensor<?x?xf32>) -> tensor<?x?xf32> {
 
 with ir.Context():
     m = ir.Module.parse(SRC)
-    # An AVX-512 target CPU (16 f32 lanes, 16x16 packed matmul tile) and one thread, so the
+    # An AVX-512 target CPU (16 f32 lanes, 8x32 packed matmul tile) and one thread, so the
     # output does not depend on the machine running the test.
     lower_to_vector(m, CpuPipelineOptions(target_cpu="x86-64-v4", threads=1))
     print(m)
-    # The matmul is data-tiled: A packed into 16-row panels, B into 16-column panels, one
-    # 16x16 accumulator tile per (m1, n1) step, then unpacked.
+    # The matmul is data-tiled: A packed into 8-row panels, B into 32-column panels, one
+    # 8x32 accumulator tile per (m1, n1) step, then unpacked.
     # CHECK-LABEL: func.func @mm
     # CHECK-NOT: linalg.
     # CHECK: scf.for
-    # CHECK: vector.transfer_read {{.*}} vector<16x16xf32>
-    # CHECK: vector.contract {{.*}} : vector<1x1x16x1xf32>, vector<1x1x16x1xf32> into vector<1x1x16x16xf32>
+    # CHECK: vector.transfer_read {{.*}} vector<8x16xf32>
+    # CHECK: vector.contract {{.*}} : vector<1x1x8x1xf32>, vector<1x1x32x1xf32> into vector<1x1x8x32xf32>
     # CHECK: vector.transfer_write
     # CHECK-LABEL: func.func @relu
     # CHECK-NOT: linalg.
@@ -62,10 +62,11 @@ with ir.Context():
     lower_to_llvm(m)
     print(m)
     # CHECK-LABEL: llvm.func @mm(
-    # The packed tile contraction is an outer product (contracts_to_outer_products): 16-wide
-    # FMAs of a broadcast A element and a B row, no per-element products or reductions.
+    # The packed tile contraction is an outer product (contracts_to_outer_products): FMAs of a
+    # broadcast A element and a 32-wide B row (LLVM's backend splits each into two 512-bit
+    # FMAs), no per-element products or reductions.
     # CHECK-NOT: llvm.intr.vector.reduce.fadd
-    # CHECK: llvm.intr.fmuladd({{.*}}) : (vector<16xf32>, vector<16xf32>, vector<16xf32>) -> vector<16xf32>
+    # CHECK: llvm.intr.fmuladd({{.*}}) : (vector<32xf32>, vector<32xf32>, vector<32xf32>) -> vector<32xf32>
     # CHECK-NOT: llvm.intr.vector.reduce.fadd
     # CHECK-LABEL: llvm.func @_mlir_ciface_mm
     # CHECK-LABEL: llvm.func @relu(
