@@ -1781,3 +1781,56 @@ def test_conv_channel_counts_known_only_at_run_time_are_checked() -> None:
     q = _qlinear_conv(["n", "c", "h", "wd"], ["m", 2, 3, 3], ["k"], bias=True)
     feeds = _qlinear_conv_feeds((2, 2, 6, 7), (4, 2, 3, 3), 4, bias=True)
     np.testing.assert_array_equal(onnxc.compile(q).run(feeds)["y"], ReferenceEvaluator(q).run(None, feeds)[0])
+
+
+def _declared_larger_than_run_time(where: str, big: int) -> onnx.ModelProto:
+    """A Slice of a run-time length followed by Neg, with the static size `big` declared for a
+    value whose size onnx inference cannot know (the Slice's end is an input): `where` is
+    'output' (the Neg's result: the lowering driver's check and cast) or 'if' (an If's result
+    whose branch slices: `cast_to_type` in the If lowering)."""
+    i64 = lambda n, s: h.make_tensor_value_info(n, T.INT64, s)  # noqa: E731
+    if where == "output":
+        nodes = [h.make_node("Slice", ["x", "s", "e"], ["y"], name="sl"), h.make_node("Neg", ["y"], ["z"], name="ng")]
+        g = h.make_graph(nodes, "g", [_f("x", ["n"]), i64("s", [1]), i64("e", [1])], [_f("z", [big])])
+        return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    then = h.make_graph([h.make_node("Slice", ["x", "s", "e"], ["t"]), h.make_node("Neg", ["t"], ["t2"])], "then", [], [_f("t2", ["a"])])
+    other = h.make_graph([h.make_node("Neg", ["x"], ["o"])], "else", [], [_f("o", ["b"])])
+    nodes = [h.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other, name="br"), h.make_node("Neg", ["y"], ["z"])]
+    g = h.make_graph(nodes, "g", [_f("x", ["n"]), i64("s", [1]), i64("e", [1]), h.make_tensor_value_info("c", T.BOOL, [])],
+                     [_f("z", ["m"])], value_info=[_f("y", [big])])  # fmt: skip
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("where", ["output", "if"])
+def test_declared_static_size_larger_than_run_time_is_checked_before_the_producer_runs(where: str, tmp_path: Path) -> None:
+    """A value declared [50000000] that is 3 elements at run time (a Slice to an input end): the
+    check-then-`tensor.cast` to the declared size was folded by canonicalization into the cast's
+    producer (the Neg's linalg.generic, then the Slice's extract_slice), whose loops then read
+    50,000,000 elements from a 3-element input before the check could fire (SIGSEGV). The cast is
+    now behind an scf.if on the run-time size (`runtime_checks.guarded_cast`): a clear run-time
+    error naming the node, and a fitting run matches onnx.reference. In a child process."""
+    path, fits = tmp_path / "m.onnx", tmp_path / "fits.onnx"
+    onnx.save(_declared_larger_than_run_time(where, 50_000_000), str(path))
+    onnx.save(_declared_larger_than_run_time(where, 4), str(fits))
+    who = "Neg node 'ng'" if where == "output" else "If node 'br'"
+    code = textwrap.dedent(
+        f"""
+        import numpy as np, onnx, onnxc
+        from onnx.reference import ReferenceEvaluator
+        from onnxc.targets.cpu.runtime_checks import RuntimeCheckError
+        feeds = dict(x=np.arange(6, dtype=np.float32), s=np.array([1]), e=np.array([4]))
+        if {where == "if"}:
+            feeds["c"] = np.array(True)
+        try:
+            onnxc.compile({str(path)!r}).run(feeds)
+            raise SystemExit("no error")
+        except RuntimeCheckError as exc:
+            assert {who!r} in str(exc) and "(3,)" in str(exc) and "(50000000,)" in str(exc), exc
+        feeds["e"] = np.array([5])  # 4 elements: as declared
+        got = onnxc.compile({str(fits)!r}).run(feeds)["z"]
+        np.testing.assert_array_equal(got, ReferenceEvaluator(onnx.load({str(fits)!r})).run(None, feeds)[0])
+        print("done")
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "done" in r.stdout, (r.returncode, r.stderr[-2000:])

@@ -907,13 +907,17 @@ def cast_to_type(v: ir.Value, t: ir.Type, check: bool = True) -> ir.Value:
     A dim refined from dynamic to static is checked at run time (`runtime_checks.py`, naming the
     op being lowered from the current location): the cast assumes it, and a run-time size that
     contradicts it (data-dependent shapes: a branch's result, a squeezed dim) is an error rather
-    than a wrong answer. `check=False` when the caller checked already."""
+    than a wrong answer. `check=False` when the caller checked already. Such a cast is always a
+    `runtime_checks.guarded_cast`: a plain one was folded by canonicalization into `v`'s
+    producer, whose loops then ran to the static sizes before the check (a crash)."""
     if v.type == t:
         return v
-    if check and is_ranked(v.type) and is_ranked(t):
-        from onnxc.transforms.lowering.runtime_checks import require_declared_shape
+    if is_ranked(v.type) and is_ranked(t):
+        from onnxc.transforms.lowering.runtime_checks import guarded_cast, require_declared_shape
 
-        require_declared_shape(v, t, None, "a value", "where the code assumes")
+        if check:
+            require_declared_shape(v, t, None, "a value", "where the code assumes")
+        return guarded_cast(v, t)
     return tensor.cast(t, v)
 
 

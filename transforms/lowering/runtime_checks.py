@@ -18,7 +18,9 @@ refuses; without a way to report it the compiled code could only return a (memor
 wrong answer, or trust a contradicted shape. The check writes a global rather than aborting
 (`cf.assert` lowers to `abort`) so that the process lives and the caller raises a clear error; the
 CPU target makes the function leave right after a failed check (`onnxc.targets.cpu.runtime_checks`).
-`onnxc.transforms.lowering.common.cast_to_type` checks every dim it refines from dynamic to static.
+`onnxc.transforms.lowering.common.cast_to_type` checks every dim it refines from dynamic to static,
+and casts behind an `scf.if` on those dims (`guarded_cast`): canonicalization folded a plain cast
+into its producer, whose loops then ran to the static sizes before the check.
 
 Every emitted `scf.if` carries the unit attribute `onnxc.runtime_check`: a target without a
 status channel (the GPU host program is a whitelist of buffer operations) removes them with
@@ -42,6 +44,7 @@ from onnxc.importers.proto import location_label
 __all__ = [
     "CHECKS_ATTR",
     "CHECK_MARKER",
+    "GUARDED_CAST",
     "STATUS_GLOBAL",
     "STATUS_WORDS",
     "check_table",
@@ -49,6 +52,7 @@ __all__ = [
     "describe",
     "ensure_status_global",
     "format_check",
+    "guarded_cast",
     "index_range_ok",
     "record_failure",
     "next_check_id",
@@ -72,6 +76,8 @@ CHECKS_ATTR = "onnxc.runtime_checks"
 COUNT_ATTR = "onnxc.runtime_checks_count"
 #: Attribute on every `scf.if` that records a failure: its description as JSON (with its id).
 CHECK_MARKER = "onnxc.runtime_check"
+#: Unit attribute on the `scf.if` of a `guarded_cast` (a cast to declared static dims).
+GUARDED_CAST = "onnxc.guarded_cast"
 
 #: (name, values): one `ir.Value` is a number in the message, a sequence a tuple (a shape).
 Field = tuple[str, "ir.Value | Sequence[ir.Value]"]
@@ -230,10 +236,9 @@ def format_check(check: dict[str, Any], values: Sequence[int]) -> str:
     return f"{who}: {what}"
 
 
-def require_declared_shape(v: ir.Value, declared: ir.Type, who: ir.Operation | tuple[str, str] | None, label: str, claim: str = "the model declares") -> None:
-    """Check at run time that the dims of `v` that are dynamic but static in `declared` (a
-    ranked tensor type of the same rank) have the declared sizes: what a `tensor.cast` from
-    `v` to `declared` assumes. Nothing is emitted when no such dim exists."""
+def _declared_dims_ok(v: ir.Value, declared: ir.Type) -> ir.Value | None:
+    """The i1 "every dim of `v` that is dynamic but static in `declared` has the declared size"
+    (None when no such dim exists): what a `tensor.cast` from `v` to `declared` assumes."""
     from mlir.dialects import tensor
 
     vt, dt = ir.RankedTensorType(v.type), ir.RankedTensorType(declared)
@@ -243,6 +248,18 @@ def require_declared_shape(v: ir.Value, declared: ir.Type, who: ir.Operation | t
             same = arith.cmpi(arith.CmpIPredicate.eq, tensor.dim(v, arith.constant(ir.IndexType.get(), i)),
                               arith.constant(ir.IndexType.get(), dt.get_dim_size(i)))  # fmt: skip
             ok = same if ok is None else arith.andi(ok, same)
+    return ok
+
+
+def require_declared_shape(v: ir.Value, declared: ir.Type, who: ir.Operation | tuple[str, str] | None, label: str, claim: str = "the model declares") -> None:
+    """Check at run time that the dims of `v` that are dynamic but static in `declared` (a
+    ranked tensor type of the same rank) have the declared sizes: what a `tensor.cast` from
+    `v` to `declared` assumes. Nothing is emitted when no such dim exists. The cast itself must
+    be `guarded_cast` (the check records; it does not stop the code before it)."""
+    from mlir.dialects import tensor
+
+    vt, dt = ir.RankedTensorType(v.type), ir.RankedTensorType(declared)
+    ok = _declared_dims_ok(v, declared)
     if ok is None:
         return
     dims = [tensor.dim(v, arith.constant(ir.IndexType.get(), i)) for i in range(vt.rank)]
@@ -250,6 +267,37 @@ def require_declared_shape(v: ir.Value, declared: ir.Type, who: ir.Operation | t
     shown = "(" + ", ".join("?" if d is None else str(d) for d in want) + ("," if len(want) == 1 else "") + ")"
     label = label.replace("{", "{{").replace("}", "}}")
     require(ok, who, f"{label} has the run-time shape {{shape}}, {claim} {shown}", [("shape", dims)])
+
+
+def guarded_cast(v: ir.Value, declared: ir.Type) -> ir.Value:
+    """`tensor.cast` of `v` to `declared` (ranked, compatible) built where canonicalization cannot
+    fold it into `v`'s producer: inside an `scf.if` on the run-time sizes of the dims it refines
+    from dynamic to static (marked `onnxc.guarded_cast`); the other branch yields an uninitialized
+    tensor of the declared shape. A plain cast when no dim is refined.
+
+    Why: `linalg`'s canonicalization folds a `tensor.cast` to a more static type into the linalg
+    op producing its source (the op's result, init and inputs become static, the cast moves to
+    the inputs and on up), so the producer's loops ran to the declared sizes over buffers of the
+    run-time ones *before* `require_declared_shape`'s check could stop the function: a Slice fed
+    3 elements whose Neg was declared [50000000] read 200 MB past the input (SIGSEGV). That fold
+    (and the other cast folds) only take a cast in the producer's block; behind the `scf.if` the
+    producer keeps its dynamic type and its run-time loop bounds. On a failed check nothing reads
+    the other branch's tensor (the CPU target leaves after the check, or after the loop holding
+    it); a target without the status channel (`strip_runtime_checks`) gets the plain cast back."""
+    from mlir.dialects import tensor
+
+    ok = _declared_dims_ok(v, declared) if v.type != declared else None
+    if ok is None:
+        return tensor.cast(declared, v)
+    dt = ir.RankedTensorType(declared)
+    guard = scf.IfOp(ok, [declared], has_else=True)
+    guard.operation.attributes[GUARDED_CAST] = ir.UnitAttr.get()
+    with ir.InsertionPoint(guard.then_block):
+        scf.YieldOp([tensor.cast(declared, v)])
+    with ir.InsertionPoint(guard.else_block):
+        sizes = [tensor.dim(v, arith.constant(ir.IndexType.get(), i)) if dt.is_dynamic_dim(i) else dt.get_dim_size(i) for i in range(dt.rank)]
+        scf.YieldOp([tensor.empty(sizes, dt.element_type)])
+    return guard.results[0]
 
 
 def index_range_ok(indices: ir.Value, unsigned: bool, sizes: Sequence[ir.Value], negative: bool = True) -> tuple[ir.Value, ir.Value]:
@@ -397,17 +445,33 @@ def strip_runtime_checks(module: ir.Operation) -> int:
     """Erase every run-time check (and the status global) from `module`; return how many.
 
     For targets without a status channel: their code then behaves as before the checks existed
-    (memory-safe, clamped indices; a contradicting declared shape is trusted)."""
+    (memory-safe, clamped indices; a contradicting declared shape is trusted: each `guarded_cast`
+    becomes its plain `tensor.cast` again, as no check stops the code before it)."""
+    from mlir.dialects import tensor
+
     found: list[ir.Operation] = []
+    guarded: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         if CHECK_MARKER in op.attributes:
             found.append(op)
             return ir.WalkResult.SKIP
+        if GUARDED_CAST in op.attributes:
+            guarded.append(op)
         return ir.WalkResult.ADVANCE
 
     module.walk(visit, ir.WalkOrder.PRE_ORDER)
     for op in found:
+        op.erase()
+    for op in guarded:  # then-branch: `scf.yield (tensor.cast %v)`, the cast maybe folded away
+        then = op.regions[0].blocks[0]
+        src = then.operations[len(then.operations) - 1].operation.operands[0]
+        owner = src.owner
+        if isinstance(owner, (ir.Operation, ir.OpView)) and owner.operation.name == "tensor.cast" and owner.operation.parent == op:
+            src = owner.operation.operands[0]
+        with ir.InsertionPoint(op), op.location:
+            plain = tensor.cast(op.results[0].type, src)
+        op.results[0].replace_all_uses_with(plain)
         op.erase()
     body = module.regions[0].blocks[0]
     for op in list(body.operations):
