@@ -451,3 +451,28 @@ def test_patch_convolution_is_a_matmul(x_dims: list[Any], cout: int, kernel: lis
     assert "linalg.matmul" in linalg_ir and "linalg.conv" not in linalg_ir
     shape = [2 if d == "n" else d for d in x_dims]
     _check(model, {"x": _r(*shape)})
+
+
+@pytest.mark.parametrize("op", ["LpPool", "MaxPool", "Conv"])
+def test_run_time_size_shorter_than_the_window_is_an_error(op: str) -> None:
+    """A dynamic spatial size shorter than the dilated window is a run-time error naming the node
+    (the output size came out negative: "could not allocate -1440 bytes", or a negative dim
+    reaching numpy as a raw ValueError; compile fuzzer seed 401 case 15001: LpPool with dilations
+    [2, 9], every dim symbolic). A size that fits runs and matches onnx.reference."""
+    from onnxc.targets.cpu.runtime_checks import RuntimeCheckError
+
+    inputs = [helper.make_tensor_value_info("x", TP.FLOAT, ["n", "c", "h", "w"])]
+    inits = []
+    if op == "Conv":
+        inits.append(nh.from_array(np.random.default_rng(0).standard_normal((2, 3, 2, 2)).astype(np.float32), "k"))
+        node = helper.make_node("Conv", ["x", "k"], ["y"], name="win", dilations=[2, 9])
+    else:
+        node = helper.make_node(op, ["x"], ["y"], name="win", kernel_shape=[2, 2], dilations=[2, 9])
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", TP.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    compiled = onnxc.compile(model)
+    x = np.random.default_rng(1).standard_normal((1, 3, 6, 12)).astype(np.float32)
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    np.testing.assert_allclose(np.asarray(compiled(x)[0]), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(RuntimeCheckError, match=r"node 'win'.*spatial size of 5 .*shorter than the window \(10 with dilation 9\)"):
+        compiled(np.ones((1, 3, 6, 5), np.float32))

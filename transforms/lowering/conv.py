@@ -107,8 +107,20 @@ def pad_spatial(x: ir.Value, lo: list[int], hi: list[int], value: float | int) -
 
 
 def out_size(padded: Dim, kernel: int, stride: int, dilation: int, ceil_mode: bool = False) -> Dim:
-    """floor((padded - dilation*(kernel-1) - 1) / stride) + 1 (ceil with ceil_mode)."""
+    """floor((padded - dilation*(kernel-1) - 1) / stride) + 1 (ceil with ceil_mode).
+
+    A run-time size (a dynamic input dim) shorter than the dilated window is a run-time error
+    naming the node being lowered: the size came out negative, and the result was allocated with
+    it (a "could not allocate -1440 bytes" error, or a negative dim reaching numpy: the compile
+    fuzzer, LpPool with dilations [2, 9] and symbolic dims)."""
     span = dilation * (kernel - 1) + 1
+    if not isinstance(padded, int):
+        from onnxc.transforms.lowering.runtime_checks import require
+
+        size = dim_value(padded)
+        ok = arith.cmpi(arith.CmpIPredicate.sge, size, dim_value(span))
+        require(ok, None, f"a spatial size of {{size}} (with padding) is shorter than the window ({span} with dilation {dilation})",
+                [("size", size)])
     num = dim_sub(padded, span)
     if ceil_mode:
         num = dim_add(num, stride - 1)
