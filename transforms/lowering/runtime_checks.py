@@ -269,6 +269,19 @@ def require_declared_shape(v: ir.Value, declared: ir.Type, who: ir.Operation | t
     require(ok, who, f"{label} has the run-time shape {{shape}}, {claim} {shown}", [("shape", dims)])
 
 
+#: Producers that read no tensor: a cast folded into them makes them write the declared size into
+#: a buffer of their own, and nothing is read past an input (`guarded_cast` casts them plainly).
+_NO_TENSOR_READ = frozenset({"linalg.fill", "tensor.empty", "arith.constant"})
+
+
+def _reads_no_tensor(v: ir.Value) -> bool:
+    """Whether `v` is made by an op of `_NO_TENSOR_READ` (a ConstantOfShape's fill of a run-time
+    shape): its cast may fold into it, which data tiling needs to see the fill as a constant
+    (`data_tiling.fills_to_constants`: weights made by a fill are packed at compile time)."""
+    owner = v.owner if isinstance(v, ir.OpResult) else None
+    return owner is not None and owner.name in _NO_TENSOR_READ
+
+
 def guarded_cast(v: ir.Value, declared: ir.Type) -> ir.Value:
     """`tensor.cast` of `v` to `declared` (ranked, compatible) built where canonicalization cannot
     fold it into `v`'s producer: inside an `scf.if` on the run-time sizes of the dims it refines
@@ -283,11 +296,12 @@ def guarded_cast(v: ir.Value, declared: ir.Type) -> ir.Value:
     (and the other cast folds) only take a cast in the producer's block; behind the `scf.if` the
     producer keeps its dynamic type and its run-time loop bounds. On a failed check nothing reads
     the other branch's tensor (the CPU target leaves after the check, or after the loop holding
-    it); a target without the status channel (`strip_runtime_checks`) gets the plain cast back."""
+    it); a target without the status channel (`strip_runtime_checks`) gets the plain cast back.
+    A value made by an op that reads no tensor (`_reads_no_tensor`) gets the plain cast too."""
     from mlir.dialects import tensor
 
     ok = _declared_dims_ok(v, declared) if v.type != declared else None
-    if ok is None:
+    if ok is None or _reads_no_tensor(v):
         return tensor.cast(declared, v)
     dt = ir.RankedTensorType(declared)
     guard = scf.IfOp(ok, [declared], has_else=True)
@@ -463,15 +477,20 @@ def strip_runtime_checks(module: ir.Operation) -> int:
     module.walk(visit, ir.WalkOrder.PRE_ORDER)
     for op in found:
         op.erase()
-    for op in guarded:  # then-branch: `scf.yield (tensor.cast %v)`, the cast maybe folded away
+    # Innermost first (a guard inside a loop body or another guard's branch): the then-branch's
+    # ops (`tensor.cast %v`, or what canonicalization left of it) move before the guard, whose
+    # result becomes the yielded value. (Building a cast of the yield's source instead aborted
+    # the process where that source was defined inside the branch: Scan's loop on the GPU path.)
+    for op in reversed(guarded):
         then = op.regions[0].blocks[0]
-        src = then.operations[len(then.operations) - 1].operation.operands[0]
-        owner = src.owner
-        if isinstance(owner, (ir.Operation, ir.OpView)) and owner.operation.name == "tensor.cast" and owner.operation.parent == op:
-            src = owner.operation.operands[0]
-        with ir.InsertionPoint(op), op.location:
-            plain = tensor.cast(op.results[0].type, src)
-        op.results[0].replace_all_uses_with(plain)
+        inner = [o.operation for o in then.operations]
+        for o in inner[:-1]:
+            o.move_before(op)
+        value = inner[-1].operands[0]
+        if value.type != op.results[0].type:
+            with ir.InsertionPoint(op), op.location:
+                value = tensor.cast(op.results[0].type, value)
+        op.results[0].replace_all_uses_with(value)
         op.erase()
     body = module.regions[0].blocks[0]
     for op in list(body.operations):
