@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import linalg, tensor
 
+from onnxc.transforms.lowering.common import reassociation_attr, static_shape
 from onnxc.transforms.pass_base import ModulePass
 
 __all__ = ["LayoutPropagationPass", "propagate_layouts"]
@@ -403,14 +404,6 @@ def _fold_pair(t: ir.Operation) -> bool:
     return True
 
 
-def _static(v: ir.Value) -> list[int] | None:
-    """The static shape of ranked tensor `v`, None when a dim is dynamic."""
-    t = ir.RankedTensorType(v.type)
-    if any(t.is_dynamic_dim(d) for d in range(t.rank)):
-        return None
-    return [t.get_dim_size(d) for d in range(t.rank)]
-
-
 def _reassociation(op: ir.Operation) -> list[list[int]]:
     return [[ir.IntegerAttr(i).value for i in ir.ArrayAttr(g)] for g in ir.ArrayAttr(op.attributes["reassociation"])]
 
@@ -435,8 +428,8 @@ def _push_through_expand(t: ir.Operation) -> bool:
     if nxt is None or nxt.name != "linalg.transpose":
         return False
     x = t.operands[0]
-    out = _static(e.results[0])
-    if out is None or _static(x) is None:
+    out = static_shape(e.results[0].type)
+    if None in out or None in static_shape(x.type):
         return False
     perm, groups = _perm(t), _reassociation(e)
     inv = _inverse(perm)
@@ -453,7 +446,7 @@ def _push_through_expand(t: ir.Operation) -> bool:
     elem = ir.RankedTensorType(x.type).element_type
     loc = e.location
     with ir.InsertionPoint(e), loc:
-        expanded = tensor.expand_shape(ir.RankedTensorType.get(new_shape, elem), x, _reassoc_attr(new_groups), [], new_shape)
+        expanded = tensor.expand_shape(ir.RankedTensorType.get(new_shape, elem), x, reassociation_attr(new_groups), [], new_shape)
         moved = _transpose(expanded, q, loc)
     e.results[0].replace_all_uses_with(moved.results[0])
     e.erase()
@@ -468,24 +461,21 @@ def _pull_above_collapse(t: ir.Operation) -> bool:
     if c is None or c.name != "tensor.collapse_shape" or _single_user(c.results[0]) is None:
         return False
     z = c.operands[0]
-    if _is_transpose(z) is None or _static(z) is None:
+    if _is_transpose(z) is None or None in static_shape(z.type):
         return False
     perm, groups = _perm(t), _reassociation(c)
     order = [d for k in perm for d in groups[k]]
     new_groups: list[list[int]] = []
+    start = 0
     for k in perm:
-        new_groups.append(list(range(sum(len(g) for g in new_groups), sum(len(g) for g in new_groups) + len(groups[k]))))
+        new_groups.append(list(range(start, start + len(groups[k]))))
+        start += len(groups[k])
     loc = t.location
     with ir.InsertionPoint(t), loc:
         moved = _transpose(z, order, loc)
-        collapsed = tensor.collapse_shape(t.results[0].type, moved.results[0], _reassoc_attr(new_groups))
+        collapsed = tensor.collapse_shape(t.results[0].type, moved.results[0], reassociation_attr(new_groups))
     t.results[0].replace_all_uses_with(collapsed)
     return True
-
-
-def _reassoc_attr(groups: list[list[int]]) -> ir.ArrayAttr:
-    i64 = ir.IntegerType.get_signless(64)
-    return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups])
 
 
 def _transposes(root: ir.Operation) -> list[ir.Operation]:

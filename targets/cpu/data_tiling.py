@@ -335,8 +335,7 @@ def _rewrite(op: ir.Operation, cpu: CpuFeatures, split: int, index: int) -> None
     rank = ir.RankedTensorType(c.type).rank
     batched = rank == 3
     m_static = ir.RankedTensorType(a.type).get_dim_size(rank - 2) if not ir.RankedTensorType(a.type).is_dynamic_dim(rank - 2) else None
-    n_static = None if ir.RankedTensorType(b.type).is_dynamic_dim(rank - 1) else ir.RankedTensorType(b.type).get_dim_size(rank - 1)
-    tile = matmul_tile(cpu, 32, m_static, n_static)
+    tile = matmul_tile(cpu, 32, m_static, _static(b.type)[rank - 1])
     m0, n0 = tile.m0, tile.n0
     f32 = ir.F32Type.get()
     name = f"packed_weight_{index}"

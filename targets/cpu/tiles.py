@@ -72,15 +72,14 @@ def matmul_tile(cpu: CpuFeatures, element_bits: int = 32, m: int | None = None, 
     registers allow, at most 8 (the rest hold B and broadcasts of A).
     """
     general = _general_tile(cpu, element_bits)
+    lanes = cpu.lanes(element_bits)
     if m is None or m >= general.m0:
-        lanes = cpu.lanes(element_bits)
         vectors = general.n0 // lanes
         if n is not None and vectors > 1:
             narrow = MatmulTile(general.m0 * vectors, lanes)
             if 10 * _padded(narrow, m, n) <= 9 * _padded(general, m, n):
                 return narrow
         return general
-    lanes = cpu.lanes(element_bits)
     m0 = 1
     while m0 < m:
         m0 *= 2

@@ -971,7 +971,7 @@ def _unit_groups(out_rank: int, units: set[int]) -> list[list[int]]:
     return groups
 
 
-def _reassoc(groups: list[list[int]]) -> ir.ArrayAttr:
+def reassociation_attr(groups: list[list[int]]) -> ir.ArrayAttr:
     i64 = ir.IntegerType.get_signless(64)
     return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, j) for j in g]) for g in groups])
 
@@ -991,7 +991,7 @@ def expand_unit_dims(v: ir.Value, units: Sequence[int]) -> ir.Value:
     rtype = tensor_type(out, elem_of(v.type))
     dyn = [d for d in out if not isinstance(d, int)]
     static = [d if isinstance(d, int) else DYN for d in out]
-    return tensor.expand_shape(rtype, v, _reassoc(groups), dyn, static)
+    return tensor.expand_shape(rtype, v, reassociation_attr(groups), dyn, static)
 
 
 def collapse_unit_dims(v: ir.Value, units: Sequence[int]) -> ir.Value:
@@ -1006,7 +1006,7 @@ def collapse_unit_dims(v: ir.Value, units: Sequence[int]) -> ir.Value:
     groups = _unit_groups(len(src), uset)
     out = [d for i, d in enumerate(src) if i not in uset]
     rtype = tensor_type([d if d is not None else None for d in out], elem_of(v.type))
-    return tensor.collapse_shape(rtype, v, _reassoc(groups))
+    return tensor.collapse_shape(rtype, v, reassociation_attr(groups))
 
 
 def min_value(elem: ir.Type, unsigned: bool = False) -> float | int:
