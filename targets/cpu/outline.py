@@ -14,7 +14,10 @@ to it and ``eliminate-empty-tensors`` still sees them.
 Why: ``eliminate-empty-tensors`` and ``one-shot-bufferize`` grow quadratically with the size of
 one function (a chain of 128 layers took 12 s + 7 s, 32 layers 0.3 s each), and a whole model
 lowered to one function is such a chain; the parts are bounded, so their cost adds up linearly.
-One call per part costs nothing measurable at run time. The parts carry
+A function with dynamic shapes is cut in shorter parts
+(``DYNAMIC_MAX_OPS``): there a part's cost is how far the value-bounds analysis follows each
+dynamic size back, which the part's arguments stop. One call per part costs nothing measurable
+at run time. The parts carry
 ``passthrough = ["noinline"]`` (``convert-func-to-llvm`` keeps it; ``func.func``'s own
 ``no_inline`` is dropped there) so LLVM does not inline them back into one function, whose
 optimisation is superlinear too.
@@ -43,11 +46,22 @@ import re
 from mlir import ir
 from mlir.dialects import func
 
-__all__ = ["DEFAULT_MAX_OPS", "LIFT_ELEMENTS", "MIN_PERIOD", "OutlineStats", "dedupe_parts", "outline_function", "outline_functions", "unshare_dynamic_empties", "unshare_generators"]
+__all__ = ["DEFAULT_MAX_OPS", "DYNAMIC_MAX_OPS", "has_dynamic_shapes", "LIFT_ELEMENTS", "MIN_PERIOD", "OutlineStats", "dedupe_parts", "outline_function", "outline_functions", "unshare_dynamic_empties", "unshare_generators"]
 
 #: Region-holding ops per part: the GUIDE's measurement (32 chained layers bufferize in 0.3 s)
 #: makes a few dozen cheap, and the number of parts (calls) stays small.
 DEFAULT_MAX_OPS = 32
+
+#: Region-holding ops per part in a function with dynamic shapes. There the cost of a part is
+#: not its length but how far back `ValueBoundsConstraintSet` follows a size: bufferization's
+#: subset comparisons (`eliminate-empty-tensors`, one-shot analysis) and the subset hoisting
+#: populate every dynamic offset and size back through `tensor.dim` of earlier loop results and
+#: `arith.select` chains of broadcast sizes, comparing both operands of each select and both
+#: branches of each `scf.if` (a guarded cast) -- exponential in their nesting -- up to the part's
+#: arguments, where it stops. FlexAttention (fp16) with every input dim symbolic: 17 loop nests
+#: and 41 checks in one function (under 2 x 32 region ops, so not split) compiled in 150 s;
+#: in parts of 8, 2.7 s (compile fuzzer seed 402, cases 10683, 47952).
+DYNAMIC_MAX_OPS = 8
 
 #: Constants with more elements than this are passed to parts as arguments when deduplicating:
 #: every non-splat tensor (a layer's bias of 32 values differs from the next layer's as much as
@@ -585,8 +599,25 @@ def dedupe_parts(module: ir.Module, parts: list[ir.Operation]) -> int:
     return len(alias)
 
 
-def outline_functions(module: ir.Module, max_ops: int = DEFAULT_MAX_OPS, *, dedupe: bool = False) -> OutlineStats:
-    """Outline every long function of ``module`` (see the module docstring).
+def has_dynamic_shapes(fn: ir.Operation) -> bool:
+    """Whether an argument of `fn` or a result of an op in its body is a tensor with a dynamic
+    dim (a symbolic input dim, or a size only known from the data)."""
+    def dynamic(t: ir.Type) -> bool:
+        return isinstance(t, ir.RankedTensorType) and not t.has_static_shape
+
+    for block in fn.regions[0].blocks:
+        if any(dynamic(a.type) for a in block.arguments):
+            return True
+        for op in block.operations:
+            if any(dynamic(r.type) for r in op.operation.results):
+                return True
+    return False
+
+
+def outline_functions(module: ir.Module, max_ops: int | None = None, *, dedupe: bool = False) -> OutlineStats:
+    """Outline every long function of ``module`` (see the module docstring), in parts of
+    ``max_ops`` region ops; None: ``DYNAMIC_MAX_OPS`` for a function with dynamic shapes
+    (``has_dynamic_shapes``), else ``DEFAULT_MAX_OPS``.
 
     With ``dedupe``, repeated runs of ops (a model's layers) are cut at the same places in each
     repetition, constants of more than ``LIFT_ELEMENTS`` elements are passed to the parts as
@@ -594,11 +625,12 @@ def outline_functions(module: ir.Module, max_ops: int = DEFAULT_MAX_OPS, *, dedu
     funcs = [op.operation for op in module.body.operations if op.operation.name == "func.func" and len(op.operation.regions[0].blocks)]
     split, parts, merged = 0, 0, 0
     for fn in funcs:
+        size = max_ops if max_ops is not None else DYNAMIC_MAX_OPS if has_dynamic_shapes(fn) else DEFAULT_MAX_OPS
         if dedupe:
             unshare_generators(fn)
-            n = outline_function(fn, max_ops, lift_elements=LIFT_ELEMENTS, periodic=True)
+            n = outline_function(fn, size, lift_elements=LIFT_ELEMENTS, periodic=True)
         else:
-            n = outline_function(fn, max_ops)
+            n = outline_function(fn, size)
         if n:
             split += 1
             parts += n

@@ -187,3 +187,28 @@ def test_comparison_tolerance_follows_the_output_scale() -> None:
     assert fz._same(np.array([952.0, 2.2e-5], np.float32), want)
     assert not fz._same(np.array([1.0, 2.2e-5], np.float32), np.array([1.0, 0.0], np.float32))
     assert not fz._same(np.array([952.0, 0.01], np.float32), want)
+
+
+def test_fully_symbolic_flexattention_compiles_within_the_case_limit(tmp_path: Path) -> None:
+    """Fuzz seed 402 cases 10683 and 47952: FlexAttention with every input dim symbolic (equal
+    sizes share a name) ran past the fuzzer's 120 s per case (150 s alone: value-bounds
+    comparisons through the guarded casts' `scf.if` and the broadcast sizes' `arith.select`
+    chains of one unsplit function, see outline.DYNAMIC_MAX_OPS; 3 s since). Run as the fuzzer
+    runs a case, in a worker under its time limit, and checked against onnx.reference."""
+    import pickle
+
+    for name in ("test_flexattention_fp16", "test_flexattention_diff_head_sizes"):
+        base, model, feeds = next(b for b in fz.base_cases() if b[0] == name)
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        for vi in m.graph.input:
+            for d in vi.type.tensor_type.shape.dim:
+                d.dim_param = f"n{d.dim_value}"  # clears dim_value: the size becomes a shared name
+        path = tmp_path / f"{name}.pkl"
+        path.write_bytes(pickle.dumps(fz.Case(0, base, "partly_symbolic", "every input dim symbolic", m.SerializeToString(), feeds)))
+        worker = fz.Worker(6 << 30, jit_opt_level=0)
+        try:
+            r = worker.run(str(path), timeout=120.0)
+        finally:
+            worker.stop()
+        assert r["cls"] == "ok", (name, r)

@@ -16,7 +16,7 @@ from onnx.reference import ReferenceEvaluator
 
 from onnxc.importers import import_model
 from onnxc.targets.cpu import jit
-from onnxc.targets.cpu.outline import OutlineStats, outline_function, outline_functions, unshare_generators
+from onnxc.targets.cpu.outline import DEFAULT_MAX_OPS, DYNAMIC_MAX_OPS, OutlineStats, has_dynamic_shapes, outline_function, outline_functions, unshare_generators
 from onnxc.targets.cpu.pipeline import CpuPipelineOptions, bufferize, lower_to_llvm, lower_to_vector, runtime_libraries
 from onnxc.transforms.named_pipelines import lower_onnx_module
 
@@ -110,6 +110,29 @@ def test_parts_stay_noinline_in_llvm() -> None:
     for op in flagged:
         assert "passthrough" in op.operation.attributes
         assert [ir.StringAttr(a).value for a in ir.ArrayAttr(op.operation.attributes["passthrough"])] == ["noinline"]
+
+
+def test_dynamic_shapes_take_shorter_parts() -> None:
+    """The default part size (`outline_functions` without `max_ops`): twelve layers are one
+    function when static (36 region ops, under 2 x DEFAULT_MAX_OPS) but are split with a dynamic
+    batch (60 region ops, parts of DYNAMIC_MAX_OPS), which bounds how far bufferization's value
+    bounds analysis follows a dynamic size (outline.py); the parts compute what the model does."""
+    fixed, _ = lowered_stats(chain_model(4, layers=12), None)
+    dynamic, _ = lowered_stats(chain_model("n", layers=12), None)
+    heavy = []
+    for module in (fixed, dynamic):
+        fn = module.body.operations[0].operation
+        heavy.append(sum(1 for op in fn.regions[0].blocks[0].operations if len(op.operation.regions)))
+    assert heavy[0] <= 2 * DEFAULT_MAX_OPS and heavy[1] > 2 * DYNAMIC_MAX_OPS
+    assert [has_dynamic_shapes(m.body.operations[0].operation) for m in (fixed, dynamic)] == [False, True]
+    with fixed.context:
+        assert outline_functions(fixed).parts == 0
+    with dynamic.context:
+        assert outline_functions(dynamic).parts >= heavy[1] // DYNAMIC_MAX_OPS
+    model = chain_model("n", layers=12)
+    x = np.random.default_rng(2).standard_normal((5, WIDTH)).astype(np.float32)
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    np.testing.assert_allclose(run(dynamic, x), want, rtol=1e-5, atol=1e-6)
 
 
 def test_short_function_is_left_alone() -> None:
