@@ -12,13 +12,15 @@ masking. So each op is tiled to one output row (n = oh = 1) and one kernel row (
 Every tile size divides its loop (a partial tile would be dynamic and stay scalar). The register
 tile is (ow_t output pixels) x (f_t channels): channels fill the vector lanes (two registers'
 worth when the channel count allows), output pixels as many as keep the accumulators within half
-the register file (AVX2: 16 ymm -> 4 x 16 f32; AVX-512: 32 zmm -> 8 x 32 f32); the reduction over
+the register file (AVX2: 16 ymm -> 4 x 16 f32; AVX-512: 32 zmm -> 8 x 32 f32), or the whole file
+where half holds fewer than ``FMA_DEPTH`` (`_register_tile`); the reduction over
 input channels goes one channel per step (see `plan_conv`). Kernel width is left whole (tile 0).
 The figures scale with the ISA's lanes and registers, not with one machine.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mlir import ir
@@ -62,31 +64,50 @@ def _channel_tile(extent: int, lanes: int) -> int:
     return t
 
 
-def _register_tile(ow: int, channels: int, lanes: int, budget: int) -> tuple[int, int]:
-    """(ow_t, f_t): output pixels x channels of the register tile, the one with the most
-    accumulators (``ow_t`` x vectors of ``f_t``) within ``budget`` vector registers (half the
-    file: the rest hold the filter vectors and the broadcast inputs). ``ow_t`` divides the
-    output width; ``f_t`` is two vectors' worth of channels or one (``_channel_tile``). A tie
-    goes to the wider channel tile (fewer broadcasts per FMA).
+#: Independent accumulators that keep the FMA units busy: an FMA's result is ready 4 cycles after
+#: it issues and two FMA pipes issue each cycle (every x86 core with FMA since Haswell and Zen 1),
+#: so a register tile of fewer accumulators waits on its own dependency chains.
+FMA_DEPTH = 8
 
-    Why both widths: with two vectors per pixel the pixels are at most ``budget / 2`` and must
-    divide the width, so a prime width (SqueezeNet's and AlexNet's 13, 27 and 55) got one pixel
-    (2 accumulators: every FMA waited on the one before it) where one vector per pixel fits 13
-    (13 accumulators). Still short: with 16 registers (AVX2) a width of 13 gets one pixel either
-    way; a tile that does not divide the width needs its last, partial tile peeled off
-    (``transform.loop.peel`` on the pixel loop, then the partial tile decomposed and vectorized at
-    its own static size), which the per-op transform sequence does not do yet."""
-    best: tuple[int, int, int] | None = None  # (accumulators, f_t, ow_t)
+
+def _best_tile(ow: int, channels: int, lanes: int, cap: Callable[[int], int]) -> tuple[int, int, int]:
+    """(accumulators, f_t, ow_t) of the tile with the most accumulators, ``ow_t`` output pixels
+    (a divisor of ``ow``, at most ``cap(vectors per pixel)``) x ``f_t`` channels (two vectors'
+    worth or one, ``_channel_tile``); a tie goes to the wider channel tile (fewer broadcasts)."""
+    best: tuple[int, int, int] | None = None
     for f_t in dict.fromkeys((_channel_tile(channels, lanes), lanes if channels % lanes == 0 else 0)):
         if not f_t:
             continue
         vectors = -(-f_t // lanes)
-        o = _largest_divisor(ow, max(1, budget // vectors))
+        o = _largest_divisor(ow, max(1, cap(vectors)))
         candidate = (o * vectors, f_t, o)
         if best is None or candidate[:2] > best[:2]:
             best = candidate
     assert best is not None
-    return best[2], best[1]
+    return best
+
+
+def _register_tile(ow: int, channels: int, lanes: int, budget: int) -> tuple[int, int]:
+    """(ow_t, f_t): output pixels x channels of the register tile. First choice: the most
+    accumulators (``ow_t`` x vectors of ``f_t``) within ``budget`` vector registers (half the
+    file: the rest hold the filter vectors and the broadcast inputs). When that gives fewer than
+    ``FMA_DEPTH`` accumulators, the whole file minus the filter vectors and two broadcasts.
+
+    Why: ``ow_t`` must divide the output width (a partial tile would be dynamic and stay scalar),
+    so a width with few small divisors (SqueezeNet's and AlexNet's 13, 26, 27, 55) got tiles of
+    1 to 6 accumulators within half of AVX2's 16 registers, latency-bound: one-process A/B
+    compiled for znver3 (AVX2) on the AVX-512 Zen 4, 1 thread: SqueezeNet 23.4 -> 8.3 ms
+    (13 pixels x 1 vector), AlexNet 27.0 -> 21.8 ms, ZFNet-512 73.6 -> 67.2 ms; ResNet-50,
+    MobileNetV2, Inception-v2 have no such width (same tiles). With AVX-512's 32 registers half
+    the file already holds 8 or more accumulators for these widths, and a fuller file was
+    slower (27 pixels x 1 vector: SqueezeNet 8.2 -> 9.3 ms), hence only as the second choice.
+    Still short: a tile that does not divide the width needs its last, partial tile peeled
+    (``transform.loop.peel`` on the pixel loop, the partial tile vectorized at its own size)."""
+    acc, f_t, o = _best_tile(ow, channels, lanes, lambda vectors: budget // vectors)
+    if acc < FMA_DEPTH:
+        registers = 2 * budget
+        acc, f_t, o = _best_tile(ow, channels, lanes, lambda vectors: (registers - vectors - 2) // vectors)
+    return o, f_t
 
 
 def _cpu(options: Any) -> CpuFeatures:

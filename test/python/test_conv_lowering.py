@@ -336,6 +336,38 @@ def test_plan_follows_the_isa(cpu: str, conv_tiles: tuple[int, ...], dw_tiles: t
     assert q.tile_sizes == dw_tiles
 
 
+@pytest.mark.parametrize("cpu", ["x86-64-v3", "x86-64-v4"])
+@pytest.mark.parametrize("ow", [13, 26, 27, 55, 56])
+def test_register_tile_keeps_the_fma_pipes_busy(cpu: str, ow: int) -> None:
+    """Widths with few small divisors (SqueezeNet's and AlexNet's 13, 26, 27, 55): the register
+    tile has at least FMA_DEPTH independent accumulators and fits the register file with its
+    filter vectors and two broadcasts; where half the file already allows FMA_DEPTH (AVX-512, and
+    ResNet's 56 on AVX2), the tile stays within half (a fuller file spilled)."""
+    from onnxc.targets.cpu.conv_plan import FMA_DEPTH, _register_tile
+
+    feats = KNOWN_CPUS[cpu]
+    lanes, registers = feats.lanes(32), feats.vector_registers
+    o, f_t = _register_tile(ow, 64, lanes, registers // 2)
+    vectors = f_t // lanes
+    assert ow % o == 0 and f_t % lanes == 0
+    assert o * vectors >= FMA_DEPTH and o * vectors + vectors + 2 <= registers
+    if registers == 32 or ow == 56:
+        assert o * vectors <= registers // 2
+
+
+def test_prime_width_conv_on_avx2_matches_reference() -> None:
+    """A 3x3 convolution to a 13-pixel-wide output compiled for AVX2 (znver3: its register tile is
+    13 pixels x 1 vector, the whole register file) against onnx.reference."""
+    x, w = _r(1, 16, 15, 15), _r(24, 16, 3, 3)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[0, 0, 0, 0])], "g",
+                          [helper.make_tensor_value_info("x", TP.FLOAT, [1, 16, 15, 15])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, [1, 24, 13, 13])], [nh.from_array(w, "w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    (want,) = ReferenceEvaluator(m).run(None, {"x": x})
+    got = onnxc.compile(m, target_cpu="znver3").run({"x": x})["y"]
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+
+
 def test_plan_ignores_other_ops() -> None:
     ctx = ir.Context()
     module = ir.Module.parse(
