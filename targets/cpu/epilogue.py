@@ -21,6 +21,15 @@ the Clip: five passes over 4.8 MB for 38 MFLOP, twice what onnxruntime's fused k
 bias + residual add + Relu after each conv are the same pattern. IREE fuses the same way
 (consumer as the root of tile-and-fuse).
 
+Data-tiled products (data_tiling.py) get the same treatment: the elementwise consumer of a
+``linalg.unpack`` is tiled on the unpack's inner tiles (one packed m0 x n0 accumulator tile per
+step) and the unpack is fused into that loop, so the product is written once, by the epilogue,
+instead of unpacked to memory and read back. A grouped 1x1 convolution reshapes the unpacked
+[pixels, groups, channels] to NHWC before its Relu or residual Add, which tile-and-fuse cannot
+cross: ``align_unpack_epilogues`` first rebuilds such a consumer on the unpack's shape, and
+``forward_masked_tiles`` passes the unpacked tile to the epilogue in registers after
+vectorization (the partial tile's masked write/read pair upstream leaves in memory).
+
 The fused sequence runs like every other plan in its own ``failures(suppress)`` sequence; when
 a step fails, the ops stay tiled as far as they got and are lowered as scalar loops, which is
 slow but correct. The lit test ``test/Conversion/CPU/epilogue-fusion.mlir`` shows the fused IR.
@@ -33,7 +42,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from mlir import ir
-from mlir.dialects import linalg
+from mlir.dialects import arith, linalg
 
 from onnxc.targets.cpu.conv_plan import CONV_OPS
 from onnxc.targets.cpu.pad_in_place import defining_op
@@ -41,7 +50,20 @@ from onnxc.targets.cpu.pad_in_place import defining_op
 if TYPE_CHECKING:
     from onnxc.targets.cpu.pipeline import TilePlan
 
-__all__ = ["EpiloguePlan", "plan_epilogues", "epilogue_steps"]
+__all__ = ["EpiloguePlan", "plan_epilogues", "epilogue_steps", "align_unpack_epilogues", "forward_masked_tiles",
+           "FUSE_UNPACK_EPILOGUES"]
+
+#: Compute the elementwise consumer of a data-tiled contraction's `linalg.unpack` in the unpack's
+#: tiles (`align_unpack_epilogues`, `_unpack_steps`): the product is written once, by the
+#: epilogue, instead of unpacked to memory and read back. A module flag for one-process A/Bs.
+FUSE_UNPACK_EPILOGUES: bool = True
+
+#: The most tile-sized values (inputs read plus ops of the body) an unpack's epilogue may have to
+#: be computed in the unpack's tiles. The epilogue runs on the whole m0 x n0 register tile at
+#: once, which the tile table (tiles.py) sizes at half the vector registers on every ISA, so four
+#: values are about twice the register file: a Relu, a bias add, a residual add + Relu fit; BERT's
+#: bias + Gelu (a polynomial of some twenty ops) spilled and ran 10% slower fused.
+MAX_UNPACK_EPILOGUE_VALUES: int = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +83,11 @@ class EpiloguePlan:
     init_operand: int
     fuse_init: bool
     rank: int
+    # A `linalg.unpack` producer (data tiling's result) instead of a convolution: the consumer is
+    # tiled on the unpack's inner tiles, split over threads by `unpack_forall` (a whole number of
+    # inner tiles per thread, 0 = loop not split; None: one thread), see `_unpack_steps`.
+    unpack: bool = False
+    unpack_forall: tuple[int, ...] | None = None
 
 
 def _single_use(value: ir.Value) -> ir.OpOperand | None:
@@ -121,6 +148,9 @@ def plan_epilogues(
     fused: dict[ir.Operation, EpiloguePlan] = {}
     absorbed: set[ir.Operation] = set()
     for op in ops:
+        if op.name == "linalg.unpack" and FUSE_UNPACK_EPILOGUES:
+            _plan_unpack_epilogue(op, plan_of, fused, absorbed)
+            continue
         if op.name not in CONV_OPS or len(op.results) != 1:
             continue
         conv_plan = plan_of(op)
@@ -149,6 +179,289 @@ def plan_epilogues(
     return fused, absorbed
 
 
+def _plan_unpack_epilogue(
+    op: ir.Operation,
+    plan_of: Callable[[ir.Operation], "TilePlan | None"],
+    fused: dict[ir.Operation, EpiloguePlan],
+    absorbed: set[ir.Operation],
+) -> None:
+    """Plan a data-tiled product's unpack inside the tiles of its elementwise consumer (made to
+    iterate over the unpack's shape by `align_unpack_epilogues`): the consumer is tiled on the
+    unpack's own tiles (one packed m0 x n0 tile per step), so the tile of the product goes from
+    the packed accumulator through the epilogue to the output in one pass."""
+    from onnxc.targets.cpu.pipeline import MIN_THREADED_ELEMENTS
+
+    own = plan_of(op)
+    found = _elementwise_consumer(op.results[0])
+    if own is None or own.vector_sizes is None or found is None:
+        return
+    consumer, operand = found
+    if consumer in fused or consumer in absorbed or plan_of(consumer) is None:
+        return
+    body = [o.operation.name for o in consumer.regions[0].blocks[0].operations]
+    values = len(list(consumer.opview.inputs)) + sum(1 for n in body if n not in ("linalg.yield", "arith.constant"))
+    if values > MAX_UNPACK_EPILOGUE_VALUES:
+        return
+    shape = list(ir.RankedTensorType(op.results[0].type).shape)
+    rank = len(shape)
+    tiles = list(own.tile_sizes[:rank])
+    if len(tiles) != rank or any(t <= 0 for t in tiles):
+        return
+    forall = None
+    threads = _threads_of(plan_of, consumer)
+    elements = 1
+    for d in shape:
+        elements *= d
+    if threads > 1 and elements >= MIN_THREADED_ELEMENTS:
+        forall = _unpack_forall(shape, tiles, threads)
+    fused[consumer] = EpiloguePlan(own, operand, 0, False, rank, unpack=True, unpack_forall=forall)
+    absorbed.add(op)
+
+
+def _threads_of(plan_of: Callable[[ir.Operation], "TilePlan | None"], consumer: ir.Operation) -> int:
+    """The thread count the pipeline runs with, read from the consumer's own plan (a large
+    elementwise op is split over all threads: ``pipeline._forall_for_large``); 1 when it is not
+    split (small, or one thread)."""
+    plan = plan_of(consumer)
+    counts = plan.forall_threads if plan is not None else None
+    return max(counts) if counts else 1
+
+
+def _unpack_forall(shape: Sequence[int], tiles: Sequence[int], threads: int) -> tuple[int, ...] | None:
+    """``scf.forall`` tile sizes splitting one loop of the unpack's shape over ``threads`` in whole
+    inner tiles, the best balanced loop, the outermost on a tie; None when no loop has
+    ``threads`` tiles.
+
+    Every chunk must be aligned to the inner tiles in every dim, or the fused unpack goes through
+    a padded temporary that the inner tile loop cannot fuse (upstream's unpack tiling checks that
+    the chunk's size bound is a multiple of the inner tile): a dim whose extent is not a multiple
+    of its inner tile (136 channels in tiles of 32) is therefore tiled by its inner tile in the
+    forall as well, and the split dim by a whole number of inner tiles."""
+    best: tuple[float, int, int] | None = None
+    for d, (extent, tile) in enumerate(zip(shape, tiles)):
+        units = -(-extent // tile)
+        if units < threads:
+            continue
+        share = -(-units // threads)
+        balance = units / (share * threads)
+        if best is None or balance > best[0]:
+            best = (balance, d, share * tile)
+    if best is None:
+        return None
+    sizes = [t if t > 1 and extent % t else 0 for extent, t in zip(shape, tiles)]
+    sizes[best[1]] = best[2]
+    return tuple(sizes)
+
+
+def _reshaped(value: ir.Value, shape: Sequence[int]) -> ir.Value:
+    """`value` (static, row-major) viewed with ``shape`` of as many elements: collapsed to 1-D and
+    expanded again (both views after bufferization; canonicalization folds adjacent pairs)."""
+    from mlir.dialects import tensor
+
+    t = ir.RankedTensorType(value.type)
+    if list(t.shape) == list(shape):
+        return value
+    n = 1
+    for d in shape:
+        n *= d
+    flat = value
+    if t.rank != 1:
+        flat = tensor.collapse_shape(ir.RankedTensorType.get([n], t.element_type), value, [list(range(t.rank))])
+    if len(shape) == 1:
+        return flat
+    return tensor.expand_shape(ir.RankedTensorType.get(list(shape), t.element_type), flat,
+                               [list(range(len(shape)))], [], list(shape))
+
+
+def align_unpack_epilogues(module: ir.Module) -> int:
+    """Move the elementwise consumer of each static ``linalg.unpack`` ahead of the reshapes between
+    them; returns how many consumers moved.
+
+    Why: a grouped 1x1 convolution's product is unpacked to [pixels, groups, channels] and
+    reshaped to NHWC before its Relu or residual Add, and tile-and-fuse cannot fuse a producer
+    through a reshape. The consumer is rebuilt on the unpack's shape (its other operands and
+    its result reshaped: row-major views of the same elements, so the values are unchanged),
+    which `plan_epilogues` then fuses with the unpack.
+    How: only a chain of single-use ``tensor.expand_shape``/``collapse_shape`` between an unpack
+    and an all-parallel generic whose every map is the identity over one static shape."""
+    if not FUSE_UNPACK_EPILOGUES:
+        return 0
+    from mlir.dialects import tensor
+
+    from onnxc.transforms.onnx_utils import collect_ops
+
+    moved = 0
+    for unpack in collect_ops(module.operation, lambda op: op.name == "linalg.unpack"):
+        result = unpack.results[0]
+        rtype = ir.RankedTensorType(result.type)
+        if not rtype.has_static_shape:
+            continue
+        chain: list[ir.Operation] = []
+        value = result
+        while True:
+            use = _single_use(value)
+            if use is None or use.owner.operation.name not in ("tensor.expand_shape", "tensor.collapse_shape"):
+                break
+            chain.append(use.owner.operation)
+            value = use.owner.operation.results[0]
+        if not chain:
+            continue
+        found = _elementwise_consumer(value)
+        if found is None:
+            continue
+        consumer, operand = found
+        generic = consumer.opview
+        if any(o.operation.name == "linalg.index" for o in consumer.regions[0].blocks[0].operations):
+            continue  # its values depend on the iteration space's shape, which changes here
+        shape = list(ir.RankedTensorType(value.type).shape)
+        operands = list(generic.inputs) + list(generic.outputs)
+        if not all(
+            isinstance(v.type, ir.RankedTensorType) and list(ir.RankedTensorType(v.type).shape) == shape
+            and _is_identity(m, shape)
+            for v, m in zip(operands, generic.indexing_maps)
+        ):
+            continue
+        ushape = list(rtype.shape)
+        n_inputs = len(list(generic.inputs))
+        with consumer.location, ir.InsertionPoint(consumer):
+            inputs = [result if i == operand else _reshaped(v, ushape) for i, v in enumerate(generic.inputs)]
+            outputs = []
+            for v in generic.outputs:
+                owner = v.owner
+                if isinstance(owner, (ir.Operation, ir.OpView)) and owner.operation.name == "tensor.empty":
+                    outputs.append(tensor.empty(ushape, ir.RankedTensorType(v.type).element_type))
+                else:
+                    outputs.append(_reshaped(v, ushape))
+            identity = ir.AffineMapAttr.get(ir.AffineMap.get_identity(len(ushape)))
+            parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
+            new = linalg.GenericOp(
+                [o.type for o in outputs], inputs, outputs,
+                ir.ArrayAttr.get([identity] * (n_inputs + len(outputs))),
+                ir.ArrayAttr.get([parallel] * len(ushape)),
+            )
+            consumer.regions[0].blocks[0].append_to(new.regions[0])
+            back = _reshaped(new.results[0], shape)
+        consumer.results[0].replace_all_uses_with(back)
+        consumer.erase()
+        for op in reversed(chain):
+            op.erase()
+        moved += 1
+    return moved
+
+
+def _size_of(v: ir.Value) -> ir.Value | int:
+    """A mask bound as a constant, or followed from ``tensor.dim`` of a written tensor to the size
+    of the slice it was written into (the vectorizer masks the read of a tile by the dims of the
+    write's result, which canonicalization would fold only later)."""
+    owner = v.owner
+    if not isinstance(owner, (ir.Operation, ir.OpView)):
+        return v
+    op = owner.operation
+    if op.name == "arith.constant" and isinstance(op.attributes["value"], ir.IntegerAttr):
+        return ir.IntegerAttr(op.attributes["value"]).value
+    if op.name != "tensor.dim":
+        return v
+    index = _size_of(op.operands[1])
+    if not isinstance(index, int):
+        return v
+    t = op.operands[0]
+    while isinstance(t.owner, (ir.Operation, ir.OpView)) and t.owner.operation.name == "vector.transfer_write":
+        t = t.owner.operation.opview.base
+    if isinstance(t.type, ir.RankedTensorType) and not ir.RankedTensorType(t.type).is_dynamic_dim(index):
+        return ir.RankedTensorType(t.type).get_dim_size(index)
+    if isinstance(t.owner, (ir.Operation, ir.OpView)) and t.owner.operation.name == "tensor.extract_slice":
+        sizes = list(ir.DenseI64ArrayAttr(t.owner.operation.attributes["static_sizes"]))
+        if sizes[index] != ir.ShapedType.get_dynamic_size():
+            return sizes[index]
+        dynamic = list(t.owner.operation.opview.sizes)
+        return _size_of(dynamic[sum(1 for x in sizes[:index] if x == ir.ShapedType.get_dynamic_size())])
+    return v
+
+
+def _same_mask(a: ir.Value, b: ir.Value) -> bool:
+    """Whether two masks are the same value or ``vector.create_mask``s of the same bounds."""
+    if a == b:
+        return True
+    ops = [v.owner.operation if isinstance(v.owner, (ir.Operation, ir.OpView)) else None for v in (a, b)]
+    if any(op is None or op.name != "vector.create_mask" for op in ops) or a.type != b.type:
+        return False
+    return all(_size_of(x) == _size_of(y) for x, y in zip(ops[0].operands, ops[1].operands))
+
+
+def forward_masked_tiles(module: ir.Module) -> int:
+    """Replace a masked ``vector.transfer_read`` of the tensor a masked ``vector.transfer_write``
+    just produced, at the same indices with the same mask, by the written vector (masked-off
+    lanes: the read's padding, an ``arith.select``); returns how many reads were forwarded.
+
+    Why: a fused unpack's tile is written to a tile of a temporary and read back by the epilogue
+    with the mask of the partial tile (136 channels in tiles of 32); upstream folds such a
+    read-after-write only unmasked, so the temporary survived bufferization, a full-size buffer
+    also aliased with the result's, and the fused unpack + Relu ran 4x slower than both apart.
+    The write is then dead and canonicalization removes it."""
+    if not FUSE_UNPACK_EPILOGUES:
+        return 0
+    from mlir.dialects import vector
+
+    from onnxc.transforms.onnx_utils import collect_ops
+
+    forwarded = 0
+    for read in collect_ops(module.operation, lambda op: op.name == "vector.transfer_read"):
+        rv = read.opview
+        src = rv.base
+        owner = src.owner
+        if not isinstance(owner, (ir.Operation, ir.OpView)) or owner.operation.name != "vector.transfer_write":
+            continue
+        wv = owner.operation.opview
+        if rv.mask is None or wv.mask is None or not _same_mask(rv.mask, wv.mask):
+            continue
+        if not isinstance(src.type, ir.RankedTensorType) or wv.valueToStore.type != read.results[0].type:
+            continue
+        if list(rv.indices) != list(wv.indices) or rv.permutation_map != wv.permutation_map:
+            continue
+        if not all(ir.BoolAttr(b).value for b in rv.in_bounds) or not all(ir.BoolAttr(b).value for b in wv.in_bounds):
+            continue
+        with read.location, ir.InsertionPoint(read):
+            pad = vector.broadcast(read.results[0].type, rv.padding)
+            value = arith.select(rv.mask, wv.valueToStore, pad)
+        read.results[0].replace_all_uses_with(value)
+        read.erase()
+        forwarded += 1
+    return forwarded
+
+
+def _unpack_steps(plan: EpiloguePlan) -> str:
+    """Transform steps of an unpack fused into its consumer's tiles (handle ``%o``): an optional
+    forall over whole inner tiles, the unpack's tiles, the unpack fused into the innermost loop,
+    both vectorized (explicit sizes: a partial tile of a padded dim is masked)."""
+    from onnxc.targets.cpu.pipeline import _VECTORIZE_STEP, _ints, tile_step
+
+    steps = [f"    %p0 = transform.get_producer_of_operand %o[{plan.operand}] : (!transform.any_op) -> !transform.any_op"]
+    target, prod = "%o", "%p0"
+    if plan.unpack_forall:
+        steps.append(
+            f"    %f, %fl = transform.structured.tile_using_forall %o tile_sizes [{_ints(plan.unpack_forall)}]"
+            " : (!transform.any_op) -> (!transform.any_op, !transform.any_op)"
+        )
+        steps.append(_fuse(prod, "%fl", "%p1", "%fl1"))
+        target, prod = "%f", "%p1"
+    sizes = list(plan.producer.tile_sizes[: plan.rank])
+    steps.append(tile_step("%t", "%l", target, sizes))
+    steps.append(_fuse(prod, f"%l#{len(sizes) - 1}", "%p2", "%ll1"))
+    vectors = plan.producer.vector_sizes or ()
+    steps.append(_VECTORIZE_STEP.substitute(target="%p2", sizes=f" vector_sizes [{_ints(vectors)}]", attrs=""))
+    steps.append(_VECTORIZE_STEP.substitute(target="%t", sizes=f" vector_sizes [{_ints(sizes)}]", attrs=""))
+    if plan.unpack_forall:
+        # The inner loops' bounds are `tensor.dim`s of the chunk's unpack (fused into the forall,
+        # then again into the innermost loop): resolved to the dims of its destination slice, the
+        # chunk-sized unpack is dead and goes (it would otherwise run whole, untiled).
+        steps.append(
+            "    transform.apply_patterns to %fl1 {\n"
+            "      transform.apply_patterns.memref.resolve_ranked_shaped_type_result_dims\n"
+            "    } : !transform.any_op"
+        )
+    return "\n".join(steps)
+
+
 def _fuse(producer: str, into: str, result: str, loop: str) -> str:
     return (
         f"    {result}, {loop} = transform.structured.fuse_into_containing_op {producer} into {into}"
@@ -161,6 +474,8 @@ def epilogue_steps(plan: EpiloguePlan) -> str:
     contract as ``pipeline._plan_steps``, built from the same step templates)."""
     from onnxc.targets.cpu.pipeline import _DECOMPOSE_STEP, _FORALL_STEP, _VECTORIZE_STEP, _ints, tile_step
 
+    if plan.unpack:
+        return _unpack_steps(plan)
     rank = plan.rank
     steps = [f"    %p0 = transform.get_producer_of_operand %o[{plan.operand}] : (!transform.any_op) -> !transform.any_op"]
     if plan.fuse_init:

@@ -49,7 +49,7 @@ from mlir.passmanager import PassManager
 
 from onnxc.errors import OnnxcError
 
-from .epilogue import EpiloguePlan, epilogue_steps, plan_epilogues
+from .epilogue import EpiloguePlan, align_unpack_epilogues, epilogue_steps, forward_masked_tiles, plan_epilogues
 from .pad_in_place import PAD_BUFFER_ATTR, hoist_pad_fills
 from .data_tiling import ACC_BUFFER_ATTR, PACKED_OPS, fills_to_constants, pack_contractions, plan_packed
 from .isa import CpuFeatures, host_cpu
@@ -877,10 +877,12 @@ def tile_and_vectorize(module: ir.Module, options: CpuPipelineOptions | None = N
     """Tile and vectorize every linalg op of ``module`` (the Python step of the vector stage)."""
 
     split_long_reductions(module, options)
+    align_unpack_epilogues(module)  # a data-tiled product's epilogue on the unpack's shape (epilogue.py)
     script, tagged = vector_transform_script(module, options)
     if not tagged:
         return module
     _apply_transform_script(module, script, "tiling/vectorization", _TAG)
+    forward_masked_tiles(module)  # a fused unpack's tile goes to its epilogue in registers (epilogue.py)
     return module
 
 
