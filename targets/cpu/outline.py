@@ -46,7 +46,7 @@ import re
 from mlir import ir
 from mlir.dialects import func
 
-__all__ = ["DEFAULT_MAX_OPS", "DYNAMIC_MAX_OPS", "has_dynamic_shapes", "LIFT_ELEMENTS", "MIN_PERIOD", "OutlineStats", "dedupe_parts", "outline_function", "outline_functions", "unshare_dynamic_empties", "unshare_generators"]
+__all__ = ["DEFAULT_MAX_OPS", "DYNAMIC_MAX_OPS", "has_dynamic_shapes", "LIFT_ELEMENTS", "MIN_PERIOD", "OutlineStats", "dedupe_parts", "outline_function", "outline_functions", "unshare_empties", "unshare_generators"]
 
 #: Region-holding ops per part: the GUIDE's measurement (32 chained layers bufferize in 0.3 s)
 #: makes a few dozen cheap, and the number of parts (calls) stays small.
@@ -70,6 +70,9 @@ LIFT_ELEMENTS = 1
 
 #: Ops that are cloned into every part that uses them rather than passed as arguments.
 _CLONEABLE = frozenset({"arith.constant", "tensor.empty", "ub.poison", "bufferization.alloc_tensor"})
+
+#: Ops whose result is a view of their first operand, rebuilt in the caller rather than returned.
+_VIEW_OPS = frozenset({"tensor.expand_shape", "tensor.collapse_shape", "tensor.cast"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -307,32 +310,64 @@ def unshare_generators(fn: ir.Operation) -> int:
     return clones
 
 
-def unshare_dynamic_empties(body: ir.Block) -> int:
-    """Give every top-level user of a ``tensor.empty`` with dynamic sizes its own copy, placed
-    right before that user; returns the number of copies.
+def unshare_empties(body: ir.Block) -> int:
+    """Give every top-level user of a ``tensor.empty`` with dynamic sizes, or of a view
+    (``_VIEW_OPS``: expand/collapse_shape, cast) of any ``tensor.empty``, its own copy of the
+    empty and of the views up to the value it uses, placed right before that user; returns the
+    number of copies.
 
     Why: static ``tensor.empty`` ops are cloned into each part (``_CLONEABLE``), but one with
-    size operands is an ordinary op of some group, so a shared one (CSE merges the empties of
-    equal-shaped destinations: the q and k head transposes of an attention) crossed a part
-    boundary: the part that fills it in place returned both its result and the empty itself,
-    i.e. two aliases of one buffer (bufferization sees no conflict: an empty's contents are
-    undefined), and the next part wrote its own destination into the second alias, overwriting
-    the first part's result. A Whisper encoder with dynamic batch/frames returned the k heads in
-    place of the q heads. A copy per user joins its user's group, and only its index sizes cross."""
+    size operands, or a view of one, is an ordinary op of some group, so a shared one (CSE merges
+    the empties of equal-shaped destinations: the q and k head transposes of an attention)
+    crossed a part boundary: the part that fills it in place returned both its result and the
+    empty itself, i.e. two aliases of one buffer (bufferization sees no conflict: an empty's
+    contents are undefined), and the next part wrote its own destination into the second alias,
+    overwriting the first part's result. A Whisper encoder with dynamic batch/frames returned the
+    k heads in place of the q heads; SoftmaxCrossEntropyLoss with ignore_index and every dim
+    symbolic (compile fuzzer seed 403 case 2370) shared an ``expand_shape`` of an empty between
+    a reduction's destination and a later loop's, and returned a wrong loss. A copy per user
+    joins its user's group, and only its index sizes cross."""
     ops = [op.operation for op in body.operations]
     index = {op: i for i, op in enumerate(ops)}
     copies = 0
-    for op in ops:
-        if op.name != "tensor.empty" or not len(op.operands):
+    erased: set[int] = set()  # positions of views erased below: their ops are never touched again
+    for position, op in enumerate(ops):
+        if position in erased or op.name != "tensor.empty":
             continue
-        for use in list(op.results[0].uses):
-            pos = _top_level_index(use.owner.operation, body, index)
-            if pos is None:
-                continue
-            copy = op.clone(ip=ir.InsertionPoint(ops[pos]))
-            use.owner.operation.operands[use.operand_number] = copy.results[0]
+        dynamic = len(op.operands) > 0
+        # (user, operand number, path from the empty to the value used, user's top-level position)
+        consumers: list[tuple[ir.Operation, int, list[ir.Operation], int]] = []
+        views: list[ir.Operation] = []
+        stack = [[op]]
+        while stack:
+            path = stack.pop()
+            for use in list(path[-1].results[0].uses):
+                user = use.owner.operation
+                if user.name in _VIEW_OPS and use.operand_number == 0 and user in index:
+                    views.append(user)
+                    stack.append(path + [user])
+                    continue
+                if len(path) == 1 and not dynamic:
+                    continue  # a static empty used directly: cloned into each part anyway
+                pos = _top_level_index(user, body, index)
+                if pos is not None:
+                    consumers.append((user, use.operand_number, path, pos))
+        for user, number, path, pos in consumers:
+            value: ir.Value | None = None
+            for original in path:
+                copy = original.clone(ip=ir.InsertionPoint(ops[pos]))
+                if value is not None:
+                    copy.operands[0] = value
+                value = copy.results[0]
+            assert value is not None
+            user.operands[number] = value
             copies += 1
-        if not list(op.results[0].uses):
+        for view in reversed(views):  # users before what they view
+            if not list(view.results[0].uses):
+                erased.add(index.pop(view))  # out of `index` too: a clone may reuse its address
+                view.erase()
+        if consumers and not list(op.results[0].uses):
+            index.pop(op)
             op.erase()
     return copies
 
@@ -359,7 +394,7 @@ def outline_function(fn: ir.Operation, max_ops: int = DEFAULT_MAX_OPS, *, lift_e
     heavy = [len(op.regions) > 0 for op in ops]
     if sum(heavy) <= 2 * max_ops:
         return 0
-    if unshare_dynamic_empties(body):
+    if unshare_empties(body):
         ops = [op.operation for op in body.operations][:-1]
         heavy = [len(op.regions) > 0 for op in ops]
 
@@ -502,8 +537,6 @@ def outline_function(fn: ir.Operation, max_ops: int = DEFAULT_MAX_OPS, *, lift_e
     return n_groups
 
 
-#: Ops whose result is a view of their first operand, rebuilt in the caller rather than returned.
-_VIEW_OPS = frozenset({"tensor.expand_shape", "tensor.collapse_shape", "tensor.cast"})
 
 
 def _return_view_roots(outputs: list[ir.Value], g: int, group_of: list[int],

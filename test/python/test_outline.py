@@ -14,6 +14,7 @@ from mlir.execution_engine import ExecutionEngine
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+import onnxc
 from onnxc.importers import import_model
 from onnxc.targets.cpu import jit
 from onnxc.targets.cpu.outline import DEFAULT_MAX_OPS, DYNAMIC_MAX_OPS, OutlineStats, has_dynamic_shapes, outline_function, outline_functions, unshare_generators
@@ -133,6 +134,36 @@ def test_dynamic_shapes_take_shorter_parts() -> None:
     x = np.random.default_rng(2).standard_normal((5, WIDTH)).astype(np.float32)
     (want,) = ReferenceEvaluator(model).run(None, {"x": x})
     np.testing.assert_allclose(run(dynamic, x), want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_shared_view_of_an_empty_does_not_cross_parts() -> None:
+    """Compile fuzzer seed 403 case 2370: SoftmaxCrossEntropyLoss (mean, weights, ignore_index)
+    with every dim symbolic lowers to one function of 22 region ops, cut in parts of
+    DYNAMIC_MAX_OPS. An `expand_shape` of a dynamic `tensor.empty` was the destination of a
+    reduction in one part and of a loop in the next: the first part returned both (one buffer),
+    the second wrote into it, and the loss came out 4.52 instead of 1.79. `unshare_empties`
+    gives each user its own empty and view; checked against onnx.reference."""
+    node = helper.make_node("SoftmaxCrossEntropyLoss", ["x", "y", "w"], ["z", "log_prob"], ignore_index=1, reduction="mean")
+    graph = helper.make_graph(
+        [node], "sce",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n3", "n5", "n2"]),
+         helper.make_tensor_value_info("y", TensorProto.INT64, ["n3", "n2"]),
+         helper.make_tensor_value_info("w", TensorProto.FLOAT, ["n5"])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, []),
+         helper.make_tensor_value_info("log_prob", TensorProto.FLOAT, ["n3", "n5", "n2"])],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    rng = np.random.default_rng(3)
+    feeds = {"x": rng.standard_normal((3, 5, 2)).astype(np.float32), "y": np.array([[0, 1], [1, 3], [4, 1]], np.int64),
+             "w": rng.uniform(0.5, 1.5, 5).astype(np.float32)}
+    want = ReferenceEvaluator(model).run(None, feeds)
+    got = onnxc.compile(model).run(feeds)
+    np.testing.assert_allclose(got["z"], want[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got["log_prob"], want[1], rtol=1e-5, atol=1e-6)
+    module, stats = lowered_stats(model, None)
+    with module.context:
+        assert outline_functions(module).parts >= 2  # the case needs parts, or it tests nothing
 
 
 def test_short_function_is_left_alone() -> None:
