@@ -65,6 +65,11 @@ FUSE_UNPACK_EPILOGUES: bool = True
 #: bias + Gelu (a polynomial of some twenty ops) spilled and ran 10% slower fused.
 MAX_UNPACK_EPILOGUE_VALUES: int = 4
 
+#: Fuse the packed product (mmt4d) and its accumulator's initializer into the unpack epilogue's
+#: tiles as well (only products without cache tiles: small K and N), so each accumulator tile
+#: goes from the FMAs through the unpack and the epilogue in registers. A module flag for A/Bs.
+FUSE_UNPACK_PRODUCT: bool = True
+
 
 @dataclasses.dataclass(frozen=True)
 class EpiloguePlan:
@@ -88,6 +93,10 @@ class EpiloguePlan:
     # inner tiles per thread, 0 = loop not split; None: one thread), see `_unpack_steps`.
     unpack: bool = False
     unpack_forall: tuple[int, ...] | None = None
+    # The packed product (the mmt4d the unpack reads) fused into the same tiles (its own plan: its
+    # reduction tile and vector sizes), and whether its accumulator's initializer is fused too.
+    product: "TilePlan | None" = None
+    product_init: bool = False
 
 
 def _single_use(value: ir.Value) -> ir.OpOperand | None:
@@ -207,14 +216,32 @@ def _plan_unpack_epilogue(
     tiles = list(own.tile_sizes[:rank])
     if len(tiles) != rank or any(t <= 0 for t in tiles):
         return
-    forall = None
+    product, product_init = None, False
+    mm = defining_op(op.operands[0]) if FUSE_UNPACK_PRODUCT else None
+    if (mm is not None and mm.name in ("linalg.mmt4d", "linalg.batch_mmt4d") and _single_use(op.operands[0]) is not None
+            and plan_of(mm) is not None and plan_of(mm).cache_tile_sizes is None):
+        product = plan_of(mm)
+        init = defining_op(mm.operands[2])
+        product_init = (init is not None and init.name in ("linalg.fill", "linalg.broadcast")
+                        and _single_use(mm.operands[2]) is not None and plan_of(init) is not None)
+        absorbed.add(mm)
+        if product_init:
+            absorbed.add(init)
+    # Threads: as the consumer's own plan has them for a large output; a fused product split over
+    # threads by its own plan keeps its split whatever the output's size (a classifier's GEMV:
+    # 1 x 1000 outputs, 8 MB of weights).
     threads = _threads_of(plan_of, consumer)
     elements = 1
     for d in shape:
         elements *= d
-    if threads > 1 and elements >= MIN_THREADED_ELEMENTS:
+    split_product = product is not None and bool(product.forall_threads)
+    if split_product:
+        threads = max(threads, max(product.forall_threads))  # type: ignore[union-attr, arg-type]
+    forall = None
+    if threads > 1 and (elements >= MIN_THREADED_ELEMENTS or split_product):
         forall = _unpack_forall(shape, tiles, threads)
-    fused[consumer] = EpiloguePlan(own, operand, 0, False, rank, unpack=True, unpack_forall=forall)
+    fused[consumer] = EpiloguePlan(own, operand, 0, False, rank, unpack=True, unpack_forall=forall,
+                                   product=product, product_init=product_init)
     absorbed.add(op)
 
 
@@ -435,18 +462,45 @@ def _unpack_steps(plan: EpiloguePlan) -> str:
     both vectorized (explicit sizes: a partial tile of a padded dim is masked)."""
     from onnxc.targets.cpu.pipeline import _VECTORIZE_STEP, _ints, tile_step
 
-    steps = [f"    %p0 = transform.get_producer_of_operand %o[{plan.operand}] : (!transform.any_op) -> !transform.any_op"]
-    target, prod = "%o", "%p0"
+    get = "    {0} = transform.get_producer_of_operand {1}[{2}] : (!transform.any_op) -> !transform.any_op"
+    steps = [get.format("%p0", "%o", plan.operand)]
+    # The producers fused into each loop level, innermost first: unpack, product, initializer.
+    chain = [("%p", "%p0")]
+    if plan.product is not None:
+        steps.append(get.format("%m0", "%p0", 0))
+        chain.append(("%m", "%m0"))
+        if plan.product_init:
+            steps.append(get.format("%i0", "%m0", 2))
+            chain.append(("%i", "%i0"))
+    fresh = iter(range(1, 100))
+
+    def fuse_chain(loop: str, level: int) -> str:
+        """Fuse every producer of `chain` into `loop` (unpack first); returns the loop's handle."""
+        for i, (stem, handle) in enumerate(chain):
+            new, loop_next = f"{stem}{level}", f"%c{next(fresh)}"
+            steps.append(_fuse(handle, loop, new, loop_next))
+            chain[i] = (stem, new)
+            loop = loop_next
+        return loop
+
+    target, outer = "%o", ""
     if plan.unpack_forall:
         steps.append(
             f"    %f, %fl = transform.structured.tile_using_forall %o tile_sizes [{_ints(plan.unpack_forall)}]"
             " : (!transform.any_op) -> (!transform.any_op, !transform.any_op)"
         )
-        steps.append(_fuse(prod, "%fl", "%p1", "%fl1"))
-        target, prod = "%f", "%p1"
+        outer = fuse_chain("%fl", 1)
+        target = "%f"
     sizes = list(plan.producer.tile_sizes[: plan.rank])
     steps.append(tile_step("%t", "%l", target, sizes))
-    steps.append(_fuse(prod, f"%l#{len(sizes) - 1}", "%p2", "%ll1"))
+    fuse_chain(f"%l#{len(sizes) - 1}", 2)
+    if plan.product is not None:
+        # The product's own reduction tile (k1 by 1) inside the accumulator tile, as its plan has it.
+        steps.append(tile_step("%mr", "%mrl", "%m2", plan.product.tile_sizes))
+        product_vectors = f" vector_sizes [{_ints(plan.product.vector_sizes or ())}]"
+        steps.append(_VECTORIZE_STEP.substitute(target="%mr", sizes=product_vectors, attrs=" {create_named_contraction}"))
+        if plan.product_init:
+            steps.append(_VECTORIZE_STEP.substitute(target="%i2", sizes="", attrs=""))
     vectors = plan.producer.vector_sizes or ()
     steps.append(_VECTORIZE_STEP.substitute(target="%p2", sizes=f" vector_sizes [{_ints(vectors)}]", attrs=""))
     steps.append(_VECTORIZE_STEP.substitute(target="%t", sizes=f" vector_sizes [{_ints(sizes)}]", attrs=""))
@@ -455,7 +509,7 @@ def _unpack_steps(plan: EpiloguePlan) -> str:
         # then again into the innermost loop): resolved to the dims of its destination slice, the
         # chunk-sized unpack is dead and goes (it would otherwise run whole, untiled).
         steps.append(
-            "    transform.apply_patterns to %fl1 {\n"
+            f"    transform.apply_patterns to {outer} {{\n"
             "      transform.apply_patterns.memref.resolve_ranked_shaped_type_result_dims\n"
             "    } : !transform.any_op"
         )

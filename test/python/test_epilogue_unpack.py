@@ -4,7 +4,7 @@ of its elementwise consumer, checked against onnx.reference on whole models.
 The ShuffleNet-like block has grouped 1x1 convolutions (4 groups of 34 channels: a partial
 register tile in every group) whose Relu and residual Sum follow reshapes of the unpacked
 product (`align_unpack_epilogues` moves them ahead), at 28 x 28 so that two threads split the
-fused nest in an `scf.forall`; the Gemm model has a bias read through a broadcast map and
+fused nest in an `scf.forall`, and K = 34 lets the product join the nest too; the Gemm model has a bias read through a broadcast map and
 partial tiles in both dims. A structural check makes sure the fusion happened (fewer loop
 nests than with `FUSE_UNPACK_EPILOGUES` off), so the numeric tests cannot pass by it silently
 not applying.
@@ -86,13 +86,13 @@ def test_gemm_bias_relu_matches_reference(threads: int) -> None:
     _check(_gemm_model(), (50, 40), threads)
 
 
-def _loop_nests(fuse: bool, threads: int) -> int:
-    saved = epilogue.FUSE_UNPACK_EPILOGUES
-    epilogue.FUSE_UNPACK_EPILOGUES = fuse
+def _loop_nests(fuse: bool, threads: int, product: bool = True) -> int:
+    saved = epilogue.FUSE_UNPACK_EPILOGUES, epilogue.FUSE_UNPACK_PRODUCT
+    epilogue.FUSE_UNPACK_EPILOGUES, epilogue.FUSE_UNPACK_PRODUCT = fuse, product
     try:
         module = lower(_shuffle_block(), "vector", options=CpuPipelineOptions(threads=threads))
     finally:
-        epilogue.FUSE_UNPACK_EPILOGUES = saved
+        epilogue.FUSE_UNPACK_EPILOGUES, epilogue.FUSE_UNPACK_PRODUCT = saved
     count = 0
     for fn in module.body.operations:
         if fn.operation.name == "func.func":
@@ -102,5 +102,9 @@ def _loop_nests(fuse: bool, threads: int) -> int:
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_fusion_applies(threads: int) -> None:
-    """Each convolution's unpack joins its epilogue's loop nest: two nests fewer."""
-    assert _loop_nests(True, threads) <= _loop_nests(False, threads) - 2
+    """Each convolution's unpack joins its epilogue's loop nest, and so does its product (K = 34
+    needs no cache tiles): two nests fewer for each."""
+    unfused = _loop_nests(False, threads)
+    without_product = _loop_nests(True, threads, product=False)
+    assert without_product <= unfused - 2
+    assert _loop_nests(True, threads) <= without_product - 2

@@ -1,6 +1,7 @@
 # RUN: %PYTHON %s | filecheck %s
-"""A data-tiled product's unpack fused with its elementwise consumer (targets/cpu/epilogue.py:
-``align_unpack_epilogues``, the unpack plan of ``plan_epilogues``, ``forward_masked_tiles``).
+"""A data-tiled product's unpack fused with its elementwise consumer, and the product itself
+fused into the same tiles (targets/cpu/epilogue.py: ``align_unpack_epilogues``, the unpack plan
+of ``plan_epilogues``, ``forward_masked_tiles``).
 
 The input is what a grouped 1x1 convolution lowers to: a batch_matmul over the groups
 ([groups, pixels, channels] x [groups, channels, channels]), a transpose back to
@@ -8,9 +9,10 @@ The input is what a grouped 1x1 convolution lowers to: a batch_matmul over the g
 68 output channels per group in tiles of 16 or 32 leave a partial tile in the channels, which
 the fused nest handles with masks.
 
-After the vector stage the unpack and the Relu are one loop nest (one thread) or one
-``scf.forall`` (two threads; each thread a whole number of packed tiles), the Relu reading the
-unpacked tile in registers: no masked read of a temporary is left, and no ``linalg.unpack``."""
+After the vector stage the product's FMAs, the unpack and the Relu are one loop nest (one
+thread) or one ``scf.forall`` (two threads; each thread a whole number of packed tiles): only
+the packs of the operands come before it, no masked read of a temporary is left, and no
+``linalg.unpack``."""
 
 from mlir import ir
 
@@ -47,6 +49,7 @@ def summary(module: ir.Module) -> None:
     """One line per top-level loop nest of @gconv and the kinds of work inside it, then how many
     masked reads of a tensor that a transfer_write produced are left."""
     fn = module.body.operations[0]
+    contract_nests = 0
     for op in fn.regions[0].blocks[0].operations:
         op = op.operation
         if op.name not in ("scf.for", "scf.forall", "linalg.unpack"):
@@ -60,6 +63,8 @@ def summary(module: ir.Module) -> None:
 
         op.walk(visit)
         print("nest:", op.name, " ".join(k for k in KINDS if k in inside))
+        contract_nests += "vector.contract" in inside
+    print("nests with a vector.contract:", contract_nests)
     reread: list[ir.Operation] = []
 
     def reads(inner: ir.Operation) -> ir.WalkResult:
@@ -80,14 +85,14 @@ for threads in (1, 2):
         print("threads", threads)
         summary(m)
 
-# The pack of %x, the product, then the unpack and the Relu in one nest.
+# The packs of %x and %w, then the product, the unpack and the Relu in one nest.
 # CHECK-LABEL: threads 1
-# CHECK: nest: scf.for vector.contract
-# CHECK-NEXT: nest: scf.for arith.maximumf
+# CHECK: nest: scf.for vector.contract arith.maximumf
+# CHECK-NEXT: nests with a vector.contract: 1
 # CHECK-NEXT: reads of a written tile: 0
-# Two threads: the product and the unpack + Relu each in a forall (the shape is large enough).
+# Two threads: the same nest in a forall (the shape is large enough).
 # CHECK-LABEL: threads 2
-# CHECK: nest: scf.forall vector.contract
-# CHECK-NEXT: nest: scf.forall arith.maximumf
+# CHECK: nest: scf.forall vector.contract arith.maximumf
+# CHECK-NEXT: nests with a vector.contract: 1
 # CHECK-NEXT: reads of a written tile: 0
 # CHECK-NOT: linalg.unpack
