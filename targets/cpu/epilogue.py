@@ -51,18 +51,26 @@ if TYPE_CHECKING:
     from onnxc.targets.cpu.pipeline import TilePlan
 
 __all__ = ["EpiloguePlan", "plan_epilogues", "epilogue_steps", "align_unpack_epilogues", "forward_masked_tiles",
-           "FUSE_UNPACK_EPILOGUES"]
+           "FUSE_UNPACK_EPILOGUES", "FUSE_UNPACK_PRODUCT", "MAX_UNPACK_EPILOGUE_VALUES"]
 
 #: Compute the elementwise consumer of a data-tiled contraction's `linalg.unpack` in the unpack's
 #: tiles (`align_unpack_epilogues`, `_unpack_steps`): the product is written once, by the
 #: epilogue, instead of unpacked to memory and read back. A module flag for one-process A/Bs.
+#: Measured with FUSE_UNPACK_PRODUCT on against both off, one process (bench A/B), on a shared
+#: 2-core AVX-512 EPYC (Zen 4) with other work running: ShuffleNet 1 thread 6.17 -> 5.56 ms
+#: (B/A 1.11), 2 threads 15.1 -> 12.1 ms (1.25); the epilogue fusion alone 1.11 / 1.13, the
+#: product on top of it 1.11 / 1.38 (load-inflated). BERT: identical code; ResNet-50 and
+#: MobileNetV2 (only their classifier's bias add fuses) within noise (0.96-1.02). AVX2 (znver3
+#: code on the same machine, epilogue fusion alone): ShuffleNet 1.01.
 FUSE_UNPACK_EPILOGUES: bool = True
 
 #: The most tile-sized values (inputs read plus ops of the body) an unpack's epilogue may have to
 #: be computed in the unpack's tiles. The epilogue runs on the whole m0 x n0 register tile at
 #: once, which the tile table (tiles.py) sizes at half the vector registers on every ISA, so four
-#: values are about twice the register file: a Relu, a bias add, a residual add + Relu fit; BERT's
-#: bias + Gelu (a polynomial of some twenty ops) spilled and ran 10% slower fused.
+#: values are about twice the register file: a Relu, a bias add, a residual add + Relu fit. A long
+#: body keeps its own plan: the only one BERT has, its pooler's bias + Tanh (55 ops, on 1 x 768),
+#: read 10% slower fused in a one-process A/B on a loaded machine (0.90; the rest of BERT's
+#: unpacks have no elementwise consumer, so its code is otherwise unchanged).
 MAX_UNPACK_EPILOGUE_VALUES: int = 4
 
 #: Fuse the packed product (mmt4d) and its accumulator's initializer into the unpack epilogue's
