@@ -184,18 +184,48 @@ def _remove_noop(op: ir.Operation) -> int:
     if t in ("Reshape", "Expand", "Squeeze", "Flatten"):
         # Not Unsqueeze: it always adds dims, so equal types mean a declared result type that
         # contradicts the op (the compile fuzzer: a rank-4 input whose Unsqueeze was declared rank
-        # 4 returned the input); the lowering refuses it instead of forwarding it.
-        if _static_equal(src.type, op.results[0].type) and _shape_known(op, t):
+        # 4 returned the input); the lowering refuses it instead of forwarding it. The others
+        # only when what the op computes from the input's shape is that shape: a LogSoftmax-1
+        # upgraded to 13 (Flatten, LogSoftmax, Reshape back to Shape(x)) whose result was
+        # declared [1, 3] for a [1, 1, 3] input returned [1, 3] (compile fuzzer seed 404 case
+        # 6628); the lowering refuses the contradiction.
+        if _static_equal(src.type, op.results[0].type) and _computes_own_shape(op, t):
             return _forward(op, src)
     return 0
 
 
-def _shape_known(op: ir.Operation, op_type: str) -> bool:
-    """Whether a Reshape's/Expand's target shape is a constant: one fed at run time may contradict
-    the declared result type, which the lowering then checks at run time (it is not trusted)."""
-    if op_type not in ("Reshape", "Expand") or len(op.operands) < 2:
-        return True
-    return U.constant_value(op.operands[1]) is not None
+def _computes_own_shape(op: ir.Operation, op_type: str) -> bool:
+    """Whether a Reshape/Expand/Squeeze/Flatten of a static input computes the input's own shape
+    (from its constant shape or axes and its attributes): only then is it a no-op. A target
+    shape fed at run time may contradict the declared result type, which the lowering then
+    checks at run time (it is not trusted)."""
+    shape = U.shape_of(op.operands[0].type) or []
+    if op_type == "Flatten":
+        axis = int(U.attr_value(op, "axis", 1))
+        axis = axis + len(shape) if axis < 0 else axis
+        return 0 <= axis <= len(shape) and [int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))] == shape
+    if op_type == "Squeeze":
+        axes = U.constant_value(op.operands[1]) if len(op.operands) > 1 else U.attr_value(op, "axes", None)
+        if len(op.operands) > 1 and axes is None:
+            return False
+        return (axes is None or len(np.asarray(axes).reshape(-1)) == 0) and 1 not in shape
+    if len(op.operands) < 2:
+        return False
+    target = U.constant_value(op.operands[1])
+    if target is None:
+        return False
+    target = [int(d) for d in np.asarray(target).reshape(-1)]
+    if op_type == "Expand":
+        try:
+            return list(np.broadcast_shapes(tuple(shape), tuple(target))) == shape
+        except ValueError:
+            return False
+    allowzero = int(U.attr_value(op, "allowzero", 0))
+    out = [shape[i] if d == 0 and not allowzero and i < len(shape) else d for i, d in enumerate(target)]
+    if out.count(-1) == 1:
+        known = int(np.prod([d for d in out if d != -1]))
+        out = [int(np.prod(shape)) // known if d == -1 and known else d for d in out]
+    return out == shape
 
 
 def _forward(op: ir.Operation, value: ir.Value, result_index: int = 0) -> int:

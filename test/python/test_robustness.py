@@ -1834,3 +1834,35 @@ def test_declared_static_size_larger_than_run_time_is_checked_before_the_produce
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "done" in r.stdout, (r.returncode, r.stderr[-2000:])
+
+
+def test_reshape_back_to_a_contradicting_declared_shape_is_refused() -> None:
+    """Compile fuzzer seed 404 case 6628: LogSoftmax-7 of a [1, 1, 3] input whose result is
+    declared [1, 3]. The upgrade to opset 13 is Flatten, LogSoftmax, Reshape to Shape(x); the
+    canonicalizer took that Reshape, its result declared like its [1, 3] input, for a no-op and
+    the model returned [1, 3] (onnx.reference: [1, 1, 3]). A Reshape/Expand/Squeeze/Flatten is
+    forwarded only when it computes its input's own shape; here the lowering refuses."""
+    g = h.make_graph([h.make_node("LogSoftmax", ["x"], ["y"], name="ls")], "g", [_f("x", [1, 1, 3])], [_f("y", [1, 3])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 7)])
+    m.ir_version = 8
+    with pytest.raises(OnnxcError, match=r"lowering produced tensor<1x1x3xf32> for result 0 declared tensor<1x3xf32>"):
+        onnxc.compile(m)
+    g = h.make_graph([h.make_node("LogSoftmax", ["x"], ["y"], name="ls")], "g", [_f("x", [1, 1, 3])], [_f("y", [1, 1, 3])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 7)])
+    m.ir_version = 8
+    x = np.array([[[0.5, -1.0, 2.0]]], np.float32)
+    np.testing.assert_allclose(onnxc.compile(m).run({"x": x})["y"], ReferenceEvaluator(m).run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dims", [[12], ["n"]])
+def test_array_feature_extractor_of_a_vector_is_a_row(dims: list[int | str]) -> None:
+    """Compile fuzzer seed 404 case 9095: ArrayFeatureExtractor of a 1-D x gives a [1, n] result
+    (onnx.reference and onnxruntime); onnxc returned [n]."""
+    node = h.make_node("ArrayFeatureExtractor", ["x", "i"], ["z"], domain="ai.onnx.ml", name="afe")
+    g = h.make_graph([node], "g", [_f("x", dims), h.make_tensor_value_info("i", T.INT64, [2])], [_f("z", None)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18), h.make_opsetid("ai.onnx.ml", 3)])
+    feeds = {"x": np.arange(12, dtype=np.float32), "i": np.array([5, -1], np.int64)}
+    got = onnxc.compile(m).run(feeds)["z"]
+    want = ReferenceEvaluator(m).run(None, feeds)[0]
+    assert got.shape == want.shape == (1, 2)
+    np.testing.assert_array_equal(got, want)

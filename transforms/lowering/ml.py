@@ -70,4 +70,7 @@ def lower_array_feature_extractor(node: Node) -> list[ir.Value]:
         i = arith.select(arith.cmpi(arith.CmpIPredicate.slt, i, const_index(0)), arith.addi(i, size), i)
         return [tensor.extract(x, [index_of(d) for d in range(r - 1)] + [i])]
 
-    return generic([], [empty(out_shape, convert_element(node.in_elem(0)))], [identity_map(r)], ["parallel"] * r, body)
+    out = generic([], [empty(out_shape, convert_element(node.in_elem(0)))], [identity_map(r)], ["parallel"] * r, body)[0]
+    # A 1-D x gives a [1, n] result (onnx.reference and onnxruntime both; it came out [n]:
+    # compile fuzzer seed 404 case 9095).
+    return [reshape(out, [1, n]) if r == 1 else out]
