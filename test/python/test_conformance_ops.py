@@ -221,3 +221,56 @@ def test_tree_ensemble_modes_missing_values_aggregates(aggregate: int) -> None:
     x = _f32(9, 2)
     x[0, 0], x[1, 1], x[2] = np.nan, np.nan, [0.3, 0.0]
     _check(model, [{"X": x}, {"X": x[:2]}])
+
+
+def _membership_forest(roots: list[int], order: list[int]) -> onnx.ModelProto:
+    """onnx's set-membership test forest (node 0: x <= 11; nodes 1, 2: set membership), its nodes
+    stored in `order` (order[k] is where the test's node k is stored), with trees at `roots`."""
+    pos = {k: order.index(k) for k in range(3)}
+    modes, t_ids, t_leaf = [0, 6, 6], [1, 0, 1], [0, 1, 1]
+    f_ids, f_leaf = [2, 2, 3], [1, 0, 1]
+    stored = sorted(range(3), key=lambda k: pos[k])
+    member_sets = {1: [1.2, 3.7, 8.0, 9.0], 2: [12.0, 7.0]}
+    members = [v for k in stored if modes[k] == 6 for v in member_sets[k] + [np.nan]]
+    node_id = lambda k, leaf, i: i if leaf else pos[i]  # noqa: E731 - leaf ids index the leaves
+    attrs = {
+        "n_targets": 4, "aggregate_function": 1, "post_transform": 0, "tree_roots": [pos[r] for r in roots],
+        "nodes_modes": nh.from_array(np.array([modes[k] for k in stored], np.uint8), "m"),
+        "nodes_splits": nh.from_array(np.array([11.0 if k == 0 else 0.0 for k in stored], np.float32), "s"),
+        "nodes_featureids": [0, 0, 0],
+        "nodes_truenodeids": [node_id(k, t_leaf[k], t_ids[k]) for k in stored], "nodes_trueleafs": [t_leaf[k] for k in stored],
+        "nodes_falsenodeids": [node_id(k, f_leaf[k], f_ids[k]) for k in stored], "nodes_falseleafs": [f_leaf[k] for k in stored],
+        "membership_values": nh.from_array(np.array(members, np.float32), "mv"),
+        "leaf_targetids": [0, 1, 2, 3], "leaf_weights": nh.from_array(np.array([1, 10, 1000, 100], np.float32), "w"),
+    }
+    node = helper.make_node("TreeEnsemble", ["X"], ["Y"], domain="ai.onnx.ml", **attrs)
+    g = helper.make_graph([node], "g", [_vi("X", [6, 1])], [_vi("Y", None)])
+    return helper.make_model(g, ir_version=10, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("ai.onnx.ml", 5)])
+
+
+_MEMBERSHIP_X = np.array([[1.2], [3.4], [-0.12], [np.nan], [12], [7]], np.float32)
+
+
+def test_tree_ensemble_member_sets_follow_nodes_modes_order() -> None:
+    """membership_values gives its sets to the BRANCH_MEMBER nodes in nodes_modes order (the
+    schema; onnxruntime agrees). A second tree rooted at a member node of the first (fuzz seed
+    405 case 18327) made the lowering hand that node the next set on its second visit: onnxc
+    answered [0, 0, 0, 200] for x = 1.2 where onnxruntime answers [2, 0, 0, 0] (both trees end
+    in leaf 0). onnx.reference refuses that model, so onnxruntime is the check here; the
+    one-tree model is also checked against the reference."""
+    ort = pytest.importorskip("onnxruntime")
+    _check(_membership_forest([0], [0, 1, 2]), [{"X": _MEMBERSHIP_X}])
+    model = _membership_forest([0, 1], [0, 1, 2])
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"X": _MEMBERSHIP_X})[0]
+    got = onnxc.backend.prepare(model, "CPU").run([_MEMBERSHIP_X])[0]
+    np.testing.assert_allclose(got, want)
+    assert got[0].tolist() == [2, 0, 0, 0]
+
+
+def test_tree_ensemble_member_sets_refused_where_schema_and_reference_differ() -> None:
+    """Member nodes stored in another order than the walk meets them: the schema gives the
+    first-stored node the first set, onnx.reference the first-met one; onnxc refuses rather
+    than answer by one of the two readings. Stored in walk order, the same forest runs."""
+    _check(_membership_forest([0], [0, 1, 2]), [{"X": _MEMBERSHIP_X}])
+    with pytest.raises(OnnxcError, match="BRANCH_MEMBER nodes in another order"):
+        onnxc.backend.prepare(_membership_forest([0], [0, 2, 1]), "CPU")

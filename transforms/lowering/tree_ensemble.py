@@ -1,8 +1,11 @@
 """TreeEnsemble (ai.onnx.ml opset 5): a forest of decision trees, aggregated per target.
 
-What: the trees are attributes, so they are unfolded at compile time (in the reference's order:
-depth first, true branch first, which is also the order set-membership nodes take their sets
-from `membership_values`) into their root-to-leaf paths. One `linalg.generic` over
+What: the trees are attributes, so they are unfolded at compile time (depth first, true branch
+first) into their root-to-leaf paths. Set-membership nodes take their sets from
+`membership_values` in the order `nodes_modes` lists them, as the schema says and onnxruntime
+does; onnx.reference gives them out in the order its walk meets the nodes instead, so where the
+two readings differ the forest is refused (a node shared by two trees keeps its one set: the
+reference runs out of sets there and refuses). One `linalg.generic` over
 (sample, target) then evaluates every node's comparison once (in f64, as the reference compares
 Python floats; NaN features follow `nodes_missing_value_tracks_true`) and folds in the weight of
 each leaf whose path holds and whose target is the output column (SUM, AVERAGE: weight / trees,
@@ -70,7 +73,18 @@ def _forest(node: Node) -> tuple[list[Path], dict[int, tuple[int, int, Any, bool
         return "the nodes_* attributes must all have one value per node, and tree_roots must not be empty"
     if len(weights) != len(targets):
         return "leaf_weights and leaf_targetids differ in length"
-    sets = iter(members)
+    member_nodes = [i for i, m in enumerate(modes) if m == 6]
+    if sum(pymath.isnan(v) for v in members) != len(member_nodes):
+        return "membership_values must hold one NaN-terminated set per BRANCH_MEMBER node"
+    sets: dict[int, list[float]] = {}
+    it = iter(members)
+    for i in member_nodes:
+        sets[i] = []
+        for v in it:
+            if pymath.isnan(v):
+                break
+            sets[i].append(v)
+    visits: list[int] = []  # member nodes in the order the depth-first walk meets them
     info: dict[int, tuple[int, int, Any, bool]] = {}
     paths: list[Path] = []
     steps = 0
@@ -89,12 +103,8 @@ def _forest(node: Node) -> tuple[list[Path], dict[int, tuple[int, int, Any, bool
         if steps > _MAX_PATH_STEPS:
             return "the forest is too large to unfold into one body"
         if modes[i] == 6:
-            vals = []
-            for v in sets:
-                if pymath.isnan(v):
-                    break
-                vals.append(v)
-            info[i] = (feats[i], 6, vals, missing[i])
+            visits.append(i)
+            info[i] = (feats[i], 6, sets[i], missing[i])
         elif 0 <= modes[i] <= 5:
             info[i] = (feats[i], modes[i], splits[i], missing[i])
         else:
@@ -115,6 +125,11 @@ def _forest(node: Node) -> tuple[list[Path], dict[int, tuple[int, int, Any, bool
             err = build(r, [], 0)
         if err:
             return err
+    # onnx.reference gives the k-th visit the k-th set (and refuses once they run out).
+    by_walk = [sets[i] for i in member_nodes]
+    if len(visits) <= len(by_walk) and any(by_walk[k] != sets[i] for k, i in enumerate(visits)):
+        return ("the trees meet their BRANCH_MEMBER nodes in another order than nodes_modes lists them, so "
+                "membership_values reads differently by the schema and by onnx.reference")
     return paths, info, len(roots)
 
 
