@@ -30,7 +30,7 @@ from onnxc.targets.cpu.isa import CpuFeatures, host_cpu
 if TYPE_CHECKING:
     from onnxc.targets.cpu.pipeline import TilePlan
 
-__all__ = ["plan_conv", "CONV_OPS"]
+__all__ = ["plan_conv", "CONV_OPS", "conv_register_tile", "filter_outgrows_l2"]
 
 #: Op name -> (loop index of output width, of the vectorized channel loop, of the input-channel
 #: reduction or None, number of loops). Loop orders are linalg's: conv (n, oh, ow, f, kh, kw, c),
@@ -152,8 +152,7 @@ def plan_conv(op: ir.Operation, options: Any = None) -> "TilePlan | None":
     if not window.has_static_shape:
         return None
     cpu = _cpu(options)
-    lanes = cpu.lanes(bits)
-    ow_t, f_t = _register_tile(ow, channels, lanes, cpu.vector_registers // 2)
+    ow_t, f_t = _register_tile(ow, channels, cpu.lanes(bits), cpu.vector_registers // 2)
     tiles = [1] * n_loops
     tiles[ow_loop] = ow_t
     tiles[ch_loop] = f_t
@@ -172,10 +171,11 @@ def plan_conv(op: ir.Operation, options: Any = None) -> "TilePlan | None":
     # Window dims: (kh, kw) always, and the input channels c of a conv's (kh, kw, c, f) filter.
     for d in range(3 if red_loop is not None else 2):
         macs *= window.get_dim_size(d)
-    order = _channels_outermost(op, out, window, bits, cpu) if op.name == "linalg.conv_2d_nhwc_hwcf" else None
-    return TilePlan(
-        tuple(tiles), (), decompose=True, forall_threads=_forall_rows(out, tiles, ch_loop, macs, options), interchange=order
-    )
+    order = _channels_outermost(op, cpu) if op.name == "linalg.conv_2d_nhwc_hwcf" else None
+    # A convolution on one channel tile of a packed filter (conv_filters.py) runs inside the
+    # forall that splits the tiles over the threads.
+    forall = None if _in_forall(op) else _forall_rows(out, tiles, ch_loop, macs, options)
+    return TilePlan(tuple(tiles), (), decompose=True, forall_threads=forall, interchange=order)
 
 
 def _touched_extent(out_extent: int, stride: int, kernel: int, in_extent: int) -> int:
@@ -186,31 +186,61 @@ def _touched_extent(out_extent: int, stride: int, kernel: int, in_extent: int) -
     return out_extent * kernel
 
 
-def _channels_outermost(
-    op: ir.Operation, out: ir.RankedTensorType, window: ir.RankedTensorType, bits: int, cpu: CpuFeatures
-) -> tuple[int, ...] | None:
-    """The loop order (n, f, oh, ow, kh, kw, c) for a conv whose filter is larger than half the
-    L2 cache while the input it reads fits in half of it; None (the order n, oh, ow, f) else.
+def _channels_outermost(op: ir.Operation, cpu: CpuFeatures) -> tuple[int, ...] | None:
+    """The loop order (n, f, oh, ow, kh, kw, c) for a conv whose filter outgrows L2
+    (`filter_outgrows_l2`); None (the order n, oh, ow, f) else.
 
     Why: in the default order every output row streams the whole filter, so a filter that does
     not stay in L2 is read from L3 or memory once per output row. ResNet-50's last stage (7x7
     outputs, 4-8 MB filters) ran at 66-74 GFLOP/s where its earlier convolutions reach 100-110.
     With the output channels outermost each filter tile (kh x kw x c x f_t) is read once and
-    the input, re-read once per channel tile, comes from L2."""
-    inp = ir.RankedTensorType(op.operands[0].type)
-    if not (inp.has_static_shape and out.has_static_shape and window.has_static_shape):
+    the input, re-read once per channel tile, comes from L2. A constant filter goes further:
+    `conv_filters.py` packs it per channel tile at compile time, and its convolutions on the
+    contiguous slices no longer reach this order."""
+    if not filter_outgrows_l2(op, cpu):
         return None
+    return (0, 3, 1, 2, 4, 5, 6)
+
+
+def filter_outgrows_l2(op: ir.Operation, cpu: CpuFeatures) -> bool:
+    """Whether a static ``linalg.conv_2d_nhwc_hwcf`` with more than one output row has a filter
+    larger than half the L2 cache while the input it reads fits in half of it."""
+    inp, window = ir.RankedTensorType(op.operands[0].type), ir.RankedTensorType(op.operands[1].type)
+    out = ir.RankedTensorType(op.results[0].type)
+    bits = _elem_bits(op)
+    if bits is None or not (inp.has_static_shape and out.has_static_shape and window.has_static_shape):
+        return False
     if out.get_dim_size(0) * out.get_dim_size(1) < 2:
-        return None  # one output row: both orders read everything once
+        return False  # one output row: both orders read everything once
     elem = max(1, bits // 8)
     filter_bytes = elem * window.get_dim_size(0) * window.get_dim_size(1) * window.get_dim_size(2) * window.get_dim_size(3)
     strides = list(ir.DenseIntElementsAttr(op.attributes["strides"])) if "strides" in op.attributes else [1, 1]
     rows = _touched_extent(out.get_dim_size(1), int(strides[0]), window.get_dim_size(0), inp.get_dim_size(1))
     cols = _touched_extent(out.get_dim_size(2), int(strides[1]), window.get_dim_size(1), inp.get_dim_size(2))
     input_bytes = elem * inp.get_dim_size(0) * rows * cols * inp.get_dim_size(3)
-    if filter_bytes <= cpu.l2_bytes // 2 or input_bytes > cpu.l2_bytes // 2:
+    return filter_bytes > cpu.l2_bytes // 2 and input_bytes <= cpu.l2_bytes // 2
+
+
+def conv_register_tile(op: ir.Operation, cpu: CpuFeatures) -> tuple[int, int] | None:
+    """(ow_t, f_t): the register tile `plan_conv` gives a static float convolution or pooling
+    (output pixels x channels), or None where it makes no plan."""
+    bits = _elem_bits(op)
+    if bits is None or op.name not in CONV_OPS:
         return None
-    return (0, 3, 1, 2, 4, 5, 6)
+    out = ir.RankedTensorType(op.results[0].type)
+    if out.is_dynamic_dim(2) or out.is_dynamic_dim(3):
+        return None
+    return _register_tile(out.get_dim_size(2), out.get_dim_size(3), cpu.lanes(bits), cpu.vector_registers // 2)
+
+
+def _in_forall(op: ir.Operation) -> bool:
+    """Whether `op` already runs inside an ``scf.forall`` (its threads split an outer loop)."""
+    parent = op.parent
+    while parent is not None and parent.name != "builtin.module":
+        if parent.name == "scf.forall":
+            return True
+        parent = parent.parent
+    return False
 
 
 #: Multiply-adds (or window elements) a convolution/pooling must have before its output rows are

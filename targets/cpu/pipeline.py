@@ -51,6 +51,7 @@ from onnxc.errors import OnnxcError
 
 from .epilogue import EpiloguePlan, align_unpack_epilogues, epilogue_steps, forward_masked_tiles, plan_epilogues
 from .pad_in_place import PAD_BUFFER_ATTR, hoist_pad_fills
+from .conv_filters import pack_conv_filters
 from .data_tiling import ACC_BUFFER_ATTR, PACKED_OPS, fills_to_constants, pack_contractions, plan_packed
 from .isa import CpuFeatures, host_cpu
 from .threads import ASYNC_PIPELINE, THREAD_RUNTIMES, forall_pipeline, openmp_library, runtime_libraries_for
@@ -968,6 +969,8 @@ def lower_to_vector(module: ir.Module, options: CpuPipelineOptions | None = None
     fills_to_constants(module)
     if opts.vectorize and opts.data_tiling:
         pack_contractions(module, opts.cpu, opts.max_sequential_reduction, opts.max_partial_elements)
+        # Constant filters too large for L2 packed per channel tile (conv_filters.py).
+        pack_conv_filters(module, opts.cpu, opts.threads)
     if opts.fuse_elementwise:
         insulate_contractions(module)
     _run(module, vector_pre_pipeline(opts), "vector-fuse")

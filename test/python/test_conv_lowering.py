@@ -508,3 +508,58 @@ def test_run_time_size_shorter_than_the_window_is_an_error(op: str) -> None:
     np.testing.assert_allclose(np.asarray(compiled(x)[0]), want, rtol=1e-5, atol=1e-6)
     with pytest.raises(RuntimeCheckError, match=r"node 'win'.*spatial size of 5 .*shorter than the window \(10 with dilation 9\)"):
         compiled(np.ones((1, 3, 6, 5), np.float32))
+
+
+# --- filters packed per channel tile (conv_filters.py) ----------------------------------------
+
+
+def _packed_convs(model: onnx.ModelProto, cpu: str, threads: int) -> tuple[int, list[list[int]], int]:
+    """(convolutions rewritten, filter shapes of the convolutions after, scf.forall count) when
+    `pack_conv_filters` runs on the model's linalg IR for `cpu`."""
+    from onnxc.targets.cpu.conv_filters import pack_conv_filters
+
+    module = lower(model, "linalg")
+    with module.context:
+        count = pack_conv_filters(module, KNOWN_CPUS[cpu], threads)
+    filters: list[list[int]] = []
+    foralls = [0]
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "linalg.conv_2d_nhwc_hwcf":
+            filters.append(list(ir.RankedTensorType(op.operands[1].type).shape))
+        foralls[0] += op.name == "scf.forall"
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return count, filters, foralls[0]
+
+
+def test_large_constant_filter_is_packed_per_channel_tile() -> None:
+    """A constant filter larger than half of L2 (haswell: 256 KB; 3x3x96x96 floats = 324 KB)
+    whose input fits in it is packed per channel tile: one convolution per contiguous
+    [3, 3, 96, 16] slice (AVX2: two 8-lane vectors), its 6 tiles split over an scf.forall of
+    2 or 3 threads (the most that divide 6). Results match onnx.reference and are the same
+    bit for bit at 1, 2 and 3 threads (each tile is computed the same way)."""
+    from onnxc.targets.cpu import CpuPipelineOptions
+
+    g = Graph()
+    model = g.model([1, 96, 8, 8], g.op("Relu", [g.conv("x", 96, 96, 3, pads=[1, 1, 1, 1])]))
+    assert _packed_convs(model, "haswell", 1) == (1, [[3, 3, 96, 16]], 0)
+    assert _packed_convs(model, "haswell", 2) == (1, [[3, 3, 96, 16]], 1)
+    assert _packed_convs(model, "haswell", 4) == (1, [[3, 3, 96, 16]], 1)
+    # x86-64-v4's L2 (1 MB) holds the filter: left whole.
+    assert _packed_convs(model, "x86-64-v4", 1) == (0, [[3, 3, 96, 96]], 0)
+    x = _r(1, 96, 8, 8)
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    outs = [onnxc.compile(model, cpu_options=CpuPipelineOptions(target_cpu="haswell", threads=t), cache_dir=False)(x)[0] for t in (1, 2, 3)]
+    np.testing.assert_allclose(outs[0], want, rtol=RTOL, atol=ATOL)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], outs[2])
+
+
+def test_run_time_filter_is_not_packed() -> None:
+    """A filter given at run time cannot be rearranged at compile time: the convolution stays one."""
+    g = Graph()
+    g.nodes.append(helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]))
+    model = g.model([1, 96, 8, 8], "c", extra_inputs=[("w", [96, 96, 3, 3])])
+    assert _packed_convs(model, "haswell", 1) == (0, [[3, 3, 96, 96]], 0)
