@@ -188,7 +188,8 @@ def _touched_extent(out_extent: int, stride: int, kernel: int, in_extent: int) -
 
 def _channels_outermost(op: ir.Operation, cpu: CpuFeatures) -> tuple[int, ...] | None:
     """The loop order (n, f, oh, ow, kh, kw, c) for a conv whose filter outgrows L2
-    (`filter_outgrows_l2`); None (the order n, oh, ow, f) else.
+    (`filter_outgrows_l2`) while the input it reads fits in half of it; None (the order n, oh,
+    ow, f) else.
 
     Why: in the default order every output row streams the whole filter, so a filter that does
     not stay in L2 is read from L3 or memory once per output row. ResNet-50's last stage (7x7
@@ -199,26 +200,29 @@ def _channels_outermost(op: ir.Operation, cpu: CpuFeatures) -> tuple[int, ...] |
     contiguous slices no longer reach this order."""
     if not filter_outgrows_l2(op, cpu):
         return None
+    inp, window = ir.RankedTensorType(op.operands[0].type), ir.RankedTensorType(op.operands[1].type)
+    out = ir.RankedTensorType(op.results[0].type)
+    strides = list(ir.DenseIntElementsAttr(op.attributes["strides"])) if "strides" in op.attributes else [1, 1]
+    rows = _touched_extent(out.get_dim_size(1), int(strides[0]), window.get_dim_size(0), inp.get_dim_size(1))
+    cols = _touched_extent(out.get_dim_size(2), int(strides[1]), window.get_dim_size(1), inp.get_dim_size(2))
+    input_bytes = max(1, (_elem_bits(op) or 32) // 8) * inp.get_dim_size(0) * rows * cols * inp.get_dim_size(3)
+    if input_bytes > cpu.l2_bytes // 2:
+        return None
     return (0, 3, 1, 2, 4, 5, 6)
 
 
 def filter_outgrows_l2(op: ir.Operation, cpu: CpuFeatures) -> bool:
-    """Whether a static ``linalg.conv_2d_nhwc_hwcf`` with more than one output row has a filter
-    larger than half the L2 cache while the input it reads fits in half of it."""
+    """Whether a static float ``linalg.conv_2d_nhwc_hwcf`` with more than one output row has a
+    filter larger than half the L2 cache."""
     inp, window = ir.RankedTensorType(op.operands[0].type), ir.RankedTensorType(op.operands[1].type)
     out = ir.RankedTensorType(op.results[0].type)
     bits = _elem_bits(op)
     if bits is None or not (inp.has_static_shape and out.has_static_shape and window.has_static_shape):
         return False
     if out.get_dim_size(0) * out.get_dim_size(1) < 2:
-        return False  # one output row: both orders read everything once
-    elem = max(1, bits // 8)
-    filter_bytes = elem * window.get_dim_size(0) * window.get_dim_size(1) * window.get_dim_size(2) * window.get_dim_size(3)
-    strides = list(ir.DenseIntElementsAttr(op.attributes["strides"])) if "strides" in op.attributes else [1, 1]
-    rows = _touched_extent(out.get_dim_size(1), int(strides[0]), window.get_dim_size(0), inp.get_dim_size(1))
-    cols = _touched_extent(out.get_dim_size(2), int(strides[1]), window.get_dim_size(1), inp.get_dim_size(2))
-    input_bytes = elem * inp.get_dim_size(0) * rows * cols * inp.get_dim_size(3)
-    return filter_bytes > cpu.l2_bytes // 2 and input_bytes <= cpu.l2_bytes // 2
+        return False  # one output row: every order reads everything once
+    filter_bytes = max(1, bits // 8) * window.get_dim_size(0) * window.get_dim_size(1) * window.get_dim_size(2) * window.get_dim_size(3)
+    return filter_bytes > cpu.l2_bytes // 2
 
 
 def conv_register_tile(op: ir.Operation, cpu: CpuFeatures) -> tuple[int, int] | None:
