@@ -454,8 +454,8 @@ def plan_tiles(op: ir.Operation, options: CpuPipelineOptions | None = None) -> T
         packed = plan_packed(op, opts.cpu, opts.threads)
         if packed is None:
             return None
-        tiles, vectors, cache, named, forall = packed
-        return TilePlan(tiles, vectors, named_contraction=named, cache_tile_sizes=cache, forall_threads=forall)
+        tiles, vectors, cache, named, forall, order = packed
+        return TilePlan(tiles, vectors, named_contraction=named, cache_tile_sizes=cache, forall_threads=forall, interchange=order)
     try:
         maps = [ir.AffineMapAttr(a).value for a in linalg.get_indexing_maps(op.opview)]
     except Exception:  # not a structured op with indexing maps

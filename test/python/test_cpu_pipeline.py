@@ -145,6 +145,26 @@ def test_constant_weight_is_packed_at_compile_time(op: str) -> None:
                and str(o.results[0].type) == packed_type for o in ops)
 
 
+@pytest.mark.parametrize(("m", "columns_outer"), [(128, True), (2048, False)])
+def test_row_tiles_innermost_while_the_a_slice_fits_l2(m: int, columns_outer: bool) -> None:
+    """The mmt4d's register tiles run columns outer, rows inner (a B micro-panel stays in L1
+    across the row tiles) while the packed A k-slice (rows x kc floats) fits in a quarter of
+    znver3's 512 KB L2; 2048 rows keep the rows outer. (K = 384 stays one reduction: longer
+    ones are split into partial sums, a batch_mmt4d.)"""
+    from onnxc.compiler import lower
+    from onnxc.targets.cpu.data_tiling import plan_packed
+
+    w = RNG.standard_normal((384, 64)).astype(np.float32)
+    module = lower(_matmul_model(m, 384, 64, w, "MatMul"), "linalg")
+    assert pack_contractions(module, AVX2) == 1
+    (mmt4d,) = [o for o in _ops(module) if o.name == "linalg.mmt4d"]
+    plan = plan_packed(mmt4d, AVX2)
+    assert plan is not None and plan[2] is not None
+    kc = plan[2][2] or 384
+    assert (m * kc * 4 <= AVX2.l2_bytes // 4) == columns_outer
+    assert plan[5] == ((1, 0, 2, 3, 4, 5) if columns_outer else None)
+
+
 def _reference(model, feeds: dict[str, np.ndarray]) -> np.ndarray:
     from onnx.reference import ReferenceEvaluator
 
