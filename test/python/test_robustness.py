@@ -1866,3 +1866,25 @@ def test_array_feature_extractor_of_a_vector_is_a_row(dims: list[int | str]) -> 
     want = ReferenceEvaluator(m).run(None, feeds)[0]
     assert got.shape == want.shape == (1, 2)
     np.testing.assert_array_equal(got, want)
+
+
+def test_gather_nd_batch_dims_must_match() -> None:
+    """GatherND's first batch_dims dims of data and indices must be equal. With symbolic dims,
+    indices of batch 1 against data of batch 2 answered from the data's first entry only
+    ([[2, 3], [0, 1]]; fuzz seed 406 case 21454); now a run-time error, and a static mismatch
+    is refused at compile time. Matching batches still agree with onnx.reference."""
+    def model(data: list[int | str], indices: list[int | str]) -> onnx.ModelProto:
+        node = h.make_node("GatherND", ["data", "indices"], ["out"], batch_dims=1)
+        g = h.make_graph([node], "g", [h.make_tensor_value_info("data", T.INT32, data), h.make_tensor_value_info("indices", T.INT64, indices)],
+                         [h.make_tensor_value_info("out", T.INT32, None)])
+        return h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+
+    dyn = model(["a", "b", "c"], ["n", 2, 1])
+    compiled = onnxc.compile(dyn)
+    data = np.arange(8, dtype=np.int32).reshape(2, 2, 2)
+    with pytest.raises(RuntimeCheckError, match=r"batch dim 0 of indices \(1\) differs from the data's \(2\)"):
+        compiled.run({"data": data, "indices": np.array([[[1], [0]]], np.int64)})
+    feeds = {"data": data, "indices": np.array([[[1], [0]], [[0], [1]]], np.int64)}
+    np.testing.assert_array_equal(compiled.run(feeds)["out"], ReferenceEvaluator(dyn).run(None, feeds)[0])
+    with pytest.raises(OnnxcError, match=r"batch dim 0 of indices \(1\) differs from the data's \(2\)"):
+        onnxc.compile(model([2, 2, 2], [1, 2, 1]))

@@ -416,6 +416,10 @@ def _check_gather_nd(node: Node) -> str | None:
     s = static_shape(node.onnx_types[1])
     if not s or s[-1] is None:
         return "the last dim of indices must be static"
+    d = static_shape(node.onnx_types[0])
+    for j in range(int(node.attr("batch_dims", 0) or 0)):
+        if d and j < len(d) and j < len(s) and d[j] is not None and s[j] is not None and d[j] != s[j]:
+            return f"batch dim {j} of indices ({s[j]}) differs from the data's ({d[j]})"
     return None
 
 
@@ -433,6 +437,15 @@ def lower_gather_nd(node: Node) -> list[ir.Value]:
     ielem = node.in_elem(1)
     # Out-of-range indices: a run-time error (runtime_checks.py), checked once before the gather.
     require_indices(node.op, ind, is_unsigned(ielem), [dim_value(d) for d in dshape[b : b + k]], b, [dim_value(d) for d in dshape])
+    # The batch dims must be equal (static ones: the check): the gather loops over the indices'
+    # and read the data at the same batch coordinates, so indices with 1 batch entry against
+    # data with 2 answered from the first entry only (compile fuzzer, seed 406, dims symbolic).
+    from onnxc.transforms.lowering.runtime_checks import require
+
+    for j in range(b):
+        if not (isinstance(dshape[j], int) and isinstance(ishape[j], int)):
+            dv, iv = dim_value(dshape[j]), dim_value(ishape[j])
+            require(arith.cmpi(P.eq, dv, iv), node.op, f"batch dim {j} of indices ({{i}}) differs from the data's ({{d}})", [("i", iv), ("d", dv)])
 
     def body(a: list[ir.Value]) -> list[ir.Value]:
         lead = [index_of(i) for i in range(q - 1)]
