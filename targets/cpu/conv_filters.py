@@ -28,16 +28,17 @@ and the plan's order.
 
 from __future__ import annotations
 
+import numpy as np
 from mlir import ir
 from mlir.dialects import arith, linalg, scf, tensor
 
-from onnxc.transforms.lowering.common import extract_slice, insert_slice
+from onnxc.transforms.lowering.common import extract_slice, filled, insert_slice
 
 from .conv_plan import conv_register_tile, filter_outgrows_l2
 from .data_tiling import _constant_array, _packed_constant
 from .isa import CpuFeatures
 
-__all__ = ["pack_conv_filters"]
+__all__ = ["pack_conv_filters", "pad_conv_channels"]
 
 
 def _tiles(op: ir.Operation, cpu: CpuFeatures) -> int | None:
@@ -122,5 +123,60 @@ def pack_conv_filters(module: ir.Module, cpu: CpuFeatures, threads: int = 1) -> 
         for op in collect_ops(module.operation, lambda o: o.name == "linalg.conv_2d_nhwc_hwcf"):
             f_t = _tiles(op, cpu)
             if f_t is not None and _rewrite(op, f_t, threads, f"packed_filter_{count}"):
+                count += 1
+    return count
+
+
+def _pad_channels(op: ir.Operation, lanes: int) -> bool:
+    """Replace `op` by the convolution of its filter padded with zero columns to a multiple of
+    `lanes` output channels, into its accumulator padded alike, and the slice of the real
+    channels of the result (see `pad_conv_channels`)."""
+    x, w, init = op.operands[0], op.operands[1], op.operands[2]
+    arr = _constant_array(w)
+    if arr is None:
+        return False
+    kh, kw, c, f = (int(d) for d in arr.shape)
+    padded = -(-f // lanes) * lanes
+    out = ir.RankedTensorType(op.results[0].type)
+    n, oh, ow = out.get_dim_size(0), out.get_dim_size(1), out.get_dim_size(2)
+    f32 = ir.F32Type.get()
+    with op.location, ir.InsertionPoint(op):
+        wide = np.zeros((kh, kw, c, padded), np.float32)
+        wide[..., :f] = arr
+        wp = _packed_constant(wide, "padded_filter")  # MLIR makes resource names unique
+        acc = insert_slice(init, filled([n, oh, ow, padded], f32, 0.0), [0, 0, 0, 0])
+        y = linalg.conv_2d_nhwc_hwcf(x, wp, outs=[acc], strides=_ints(op, "strides"), dilations=_ints(op, "dilations"))
+        result = extract_slice(y, [0, 0, 0, 0], [n, oh, ow, f])
+    op.results[0].replace_all_uses_with(result)
+    op.erase()
+    return True
+
+
+def pad_conv_channels(module: ir.Module, cpu: CpuFeatures) -> int:
+    """Pad the output channels of each static f32 ``linalg.conv_2d_nhwc_hwcf`` with a constant
+    filter to a multiple of the vector lanes, where they are more than a vector and not a
+    multiple of one; returns how many convolutions it padded.
+
+    Why: the plan's channel tile must divide the channel count (a partial tile would be
+    dynamic and stay scalar), so 1000 channels (SqueezeNet's classifier convolution, 512 -> 1000
+    at 13x13) got tiles of 8 on AVX-512: half-width vectors and a broadcast per FMA, 30% of
+    the model's time. Padded to 1008 they take whole vectors, for 0.8% more work and one copy of
+    the accumulator; the zero columns' results are sliced off. Measured in one process (AVX-512
+    Xeon, 1 thread): SqueezeNet 7.64 -> 7.28 ms. (Its 13 pixels x 1 vector tile is still bound
+    by the broadcast loads: a 13 x 2-vector tile would need 26 of the 32 registers, which
+    `conv_plan._register_tile` gives only when half the file holds fewer than 8.)"""
+    from onnxc.transforms.onnx_utils import collect_ops
+
+    count = 0
+    with module.context:
+        for op in collect_ops(module.operation, lambda o: o.name == "linalg.conv_2d_nhwc_hwcf"):
+            if conv_register_tile(op, cpu) is None:
+                continue
+            out, w = ir.RankedTensorType(op.results[0].type), ir.RankedTensorType(op.operands[1].type)
+            if not (out.has_static_shape and w.has_static_shape) or out.element_type != ir.F32Type.get():
+                continue
+            lanes = cpu.lanes(32)
+            f = out.get_dim_size(3)
+            if f > lanes and f % lanes and _pad_channels(op, lanes):
                 count += 1
     return count

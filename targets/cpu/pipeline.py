@@ -51,7 +51,7 @@ from onnxc.errors import OnnxcError
 
 from .epilogue import EpiloguePlan, align_unpack_epilogues, epilogue_steps, forward_masked_tiles, plan_epilogues
 from .pad_in_place import PAD_BUFFER_ATTR, hoist_pad_fills
-from .conv_filters import pack_conv_filters
+from .conv_filters import pack_conv_filters, pad_conv_channels
 from .data_tiling import ACC_BUFFER_ATTR, PACKED_OPS, fills_to_constants, pack_contractions, plan_packed
 from .isa import CpuFeatures, host_cpu
 from .threads import ASYNC_PIPELINE, THREAD_RUNTIMES, forall_pipeline, openmp_library, runtime_libraries_for
@@ -969,7 +969,9 @@ def lower_to_vector(module: ir.Module, options: CpuPipelineOptions | None = None
     fills_to_constants(module)
     if opts.vectorize and opts.data_tiling:
         pack_contractions(module, opts.cpu, opts.max_sequential_reduction, opts.max_partial_elements)
-        # Constant filters too large for L2 packed per channel tile (conv_filters.py).
+        # Convolutions with constant filters: output channels padded to whole vectors, filters
+        # too large for L2 packed per channel tile (conv_filters.py).
+        pad_conv_channels(module, opts.cpu)
         pack_conv_filters(module, opts.cpu, opts.threads)
     if opts.fuse_elementwise:
         insulate_contractions(module)

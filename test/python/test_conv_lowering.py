@@ -563,3 +563,29 @@ def test_run_time_filter_is_not_packed() -> None:
     g.nodes.append(helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]))
     model = g.model([1, 96, 8, 8], "c", extra_inputs=[("w", [96, 96, 3, 3])])
     assert _packed_convs(model, "haswell", 1) == (0, [[3, 3, 96, 96]], 0)
+
+
+def test_output_channels_are_padded_to_whole_vectors() -> None:
+    """A constant-filter convolution with 20 output channels (AVX2: 8 lanes) is computed on 24
+    (zero filter columns) and sliced back: its channel tile was 4 (half vectors, a broadcast per
+    FMA). 8 channels (a multiple) and 5 (less than a vector) are left alone. Results match
+    onnx.reference, bias included."""
+    from onnxc.targets.cpu import CpuPipelineOptions
+    from onnxc.targets.cpu.conv_filters import pad_conv_channels
+
+    def model(cout: int) -> onnx.ModelProto:
+        g = Graph()
+        return g.model([1, 16, 9, 9], g.op("Relu", [g.conv("x", 16, cout, 3, pads=[1, 1, 1, 1])]))
+
+    for cout, padded in ((20, 24), (8, None), (5, None)):
+        module = lower(model(cout), "linalg")
+        with module.context:
+            assert pad_conv_channels(module, KNOWN_CPUS["haswell"]) == (1 if padded else 0)
+        shapes = []
+        module.operation.walk(lambda op: (shapes.append(list(ir.RankedTensorType(op.results[0].type).shape))
+                                          if op.name == "linalg.conv_2d_nhwc_hwcf" else None) or ir.WalkResult.ADVANCE)
+        assert shapes == [[1, 9, 9, padded or cout]]
+    m = model(20)
+    x = _r(1, 16, 9, 9)
+    got = onnxc.compile(m, cpu_options=CpuPipelineOptions(target_cpu="haswell", threads=1), cache_dir=False)(x)[0]
+    np.testing.assert_allclose(got, ReferenceEvaluator(m).run(None, {"x": x})[0], rtol=RTOL, atol=ATOL)
