@@ -480,8 +480,8 @@ def plan_packed(op: ir.Operation, cpu: CpuFeatures, threads: int = 1) -> PackedP
     """(register tile sizes, vector sizes, cache tile sizes or None, named contraction, forall
     thread counts or None, register-tile loop order or None) of one op made by
     ``pack_contractions``; None for an op of another shape (left to the caller). With
-    ``threads > 1`` a mmt4d's outermost parallel loop with enough tiles (M1, else N1 for skinny
-    products) is split over the threads; `_columns_outer` gives the loop order."""
+    ``threads > 1`` a mmt4d's outermost parallel loop with enough tiles (N1 where B is wider
+    than A is tall, else M1, else N1) is split over the threads; `_columns_outer` gives the loop order."""
     if op.name in ("linalg.mmt4d", "linalg.batch_mmt4d"):
         lhs, rhs = _static(op.operands[0].type), _static(op.operands[1].type)
         batch = 1 if op.name == "linalg.batch_mmt4d" else 0
@@ -498,7 +498,14 @@ def plan_packed(op: ir.Operation, cpu: CpuFeatures, threads: int = 1) -> PackedP
         forall = None
         if threads > 1:
             outer = [0] * (batch + 6)
-            if lhs[batch] is None or lhs[batch] >= threads:
+            # B wider than A is tall (a transformer's weights: 64-128 tokens by 768-50257
+            # columns): columns of B, so each thread streams only its part of the larger
+            # operand. Measured in one process (AVX-512 Xeon, 2 threads, 4-layer models, split by
+            # rows -> columns): GPT-2 55.6 -> 44.0 ms (its 154 MB LM head read once instead of
+            # twice), Llama 37.3 -> 29.7, BERT 37.8 -> 33.3, ViT 17.5 -> 17.0.
+            if m is not None and n is not None and n > m and rhs[batch] is not None and rhs[batch] >= threads:
+                outer[batch + 1] = threads
+            elif lhs[batch] is None or lhs[batch] >= threads:
                 outer[batch] = threads  # rows of A: each thread reads all of B
             elif rhs[batch] is not None and rhs[batch] >= threads:
                 outer[batch + 1] = threads  # skinny: columns of B, each thread its own part

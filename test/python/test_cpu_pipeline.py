@@ -165,6 +165,21 @@ def test_row_tiles_innermost_while_the_a_slice_fits_l2(m: int, columns_outer: bo
     assert plan[5] == ((1, 0, 2, 3, 4, 5) if columns_outer else None)
 
 
+@pytest.mark.parametrize(("m", "n", "split"), [(64, 512, "columns"), (512, 64, "rows"), (64, 64, "rows")])
+def test_threads_split_the_wider_operand(m: int, n: int, split: str) -> None:
+    """With two threads a mmt4d is split by the columns of B where B is wider than A is tall
+    (each thread streams half of the weights), else by the rows of A."""
+    from onnxc.compiler import lower
+    from onnxc.targets.cpu.data_tiling import plan_packed
+
+    w = RNG.standard_normal((256, n)).astype(np.float32)
+    module = lower(_matmul_model(m, 256, n, w, "MatMul"), "linalg")
+    assert pack_contractions(module, AVX2) == 1
+    (mmt4d,) = [o for o in _ops(module) if o.name == "linalg.mmt4d"]
+    plan = plan_packed(mmt4d, AVX2, threads=2)
+    assert plan is not None and plan[4] == ((0, 2, 0, 0, 0, 0) if split == "columns" else (2, 0, 0, 0, 0, 0))
+
+
 def _reference(model, feeds: dict[str, np.ndarray]) -> np.ndarray:
     from onnx.reference import ReferenceEvaluator
 
