@@ -514,6 +514,7 @@ def test_softmax_is_not_fused_into_a_runtime_contraction() -> None:
         ([4, 56, 56, 64], [0, 1, 2], None, (2, 0, 0, 0)),  # outermost on a tie
         ([1, 7, 7, 512], [0, 1, 3], [1, 1, 7, 32], (0, 0, 0, 2)),  # 7 rows 4/3: channels even
         ([1, 7, 7, 48], [0, 1, 3], [1, 1, 7, 16], (0, 2, 0, 0)),  # 3 channel tiles: no whole split
+        ([1, 55, 55, 64], [0, 1, 3], [1, 1, 5, 32], (0, 2, 0, 0)),  # 55 rows 28/27: within the slack of even channels
         ([1, 1, 1, 64], [0, 1, 2], None, None),  # nothing with a tile per thread
         ([1, None, 8, 64], [0, 1, 2], None, (0, 0, 2, 0)),  # dynamic loops are not split
     ],
