@@ -75,6 +75,13 @@ INT_CHOICES: dict[tuple[str, str], tuple[int, ...]] = {
     ("Attention", "qk_matmul_output_mode"): (0, 1, 2, 3),
     ("LpNormalization", "p"): (1, 2),  # the spec's only norms (the fuzzer: p=5 read differently by onnxc and onnx.reference)
 }
+#: (op_type, STRING attribute, since_version) -> the values that version of the spec defines,
+#: where versions renamed them: GridSample-20's `linear`/`cubic` at opset 16 were answered by
+#: onnx.reference as if the model were opset 20 and refused by onnxruntime (the compile fuzzer).
+STRING_CHOICES: dict[tuple[str, str, str], tuple[str, ...]] = {
+    ("GridSample", "mode", "16"): ("bilinear", "nearest", "bicubic"),
+    ("GridSample", "mode", "20"): ("linear", "nearest", "cubic"),
+}
 #: INT attributes that must not be negative, checked on the model because onnx's own shape
 #: inference (run by the importer) reads out of bounds with them: GatherND batch_dims = -2
 #: crashed the process (SIGSEGV in onnx.shape_inference; the compile fuzzer).
@@ -620,6 +627,11 @@ class Validator:
                     if (schema.op_type, a.name) == ("Split", "num_outputs") and a.i != len(node.output):
                         # onnx's shape inference indexed past a vector (SIGABRT; the compile fuzzer).
                         self.add(f"{label} in {where}: attribute 'num_outputs' = {a.i}, but the node has {len(node.output)} outputs.")
+                elif kind == AP.STRING and not a.ref_attr_name:
+                    words = STRING_CHOICES.get((schema.op_type, a.name, self._version(schema, node)))
+                    if words is not None and a.s.decode("utf-8", "replace") not in words:
+                        self.add(f"{label} in {where}: attribute '{a.name}' = '{a.s.decode('utf-8', 'replace')}' is not one of "
+                                 f"{', '.join(words)} ({schema.op_type}-{self._version(schema, node)}).")  # fmt: skip
                 elif kind == AP.INTS and not a.ref_attr_name and (schema.op_type, a.name) in POSITIVE_LISTS and any(x < 1 for x in a.ints):
                     self.add(f"{label} in {where}: attribute '{a.name}' = {list(a.ints)} must hold positive values.")
             if a.ref_attr_name:

@@ -212,3 +212,31 @@ def test_fully_symbolic_flexattention_compiles_within_the_case_limit(tmp_path: P
         finally:
             worker.stop()
         assert r["cls"] == "ok", (name, r)
+
+
+def test_float16_inputs_are_also_compared_computed_in_float32(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fuzz seed 407 case 3797: cubic GridSample of a float32 X with a float16 grid.
+    onnx.reference computes the cubic weights from the float16 grid values in float16 and
+    answered 1.7533 where float64 gives 1.75582 (onnxc's answer); onnxruntime did not run that
+    model (GridSample-20's mode name at opset 17, now refused by onnxc too). With no second
+    opinion the case is `ok` because onnxc matches the reference run on the same grid values as
+    float32 (the widened reference is a second check of the same comparison, so a float16
+    model onnxc gets wrong stays `wrong`)."""
+    x = np.arange(6, dtype=np.float32).reshape(1, 1, 3, 2)
+    grid = np.array([[[[-1, -1], [-0.5, -0.5], [-0.2, -0.2], [0, 0]], [[0, 0], [-0.2, -0.2], [0.5, 0.5], [1, 1]]]], np.float16)
+    node = h.make_node("GridSample", ["X", "Grid"], ["Y"], mode="cubic")
+    g = h.make_graph([node], "g", [h.make_tensor_value_info("X", T.FLOAT, [1, 1, 3, 2]), h.make_tensor_value_info("Grid", T.FLOAT16, [1, 2, 4, 2])],
+                     [h.make_tensor_value_info("Y", T.FLOAT, None)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 20)], ir_version=9)
+    feeds = {"X": x, "Grid": grid}
+    from onnx.reference import ReferenceEvaluator
+
+    plain = ReferenceEvaluator(m).run(None, feeds)[0]
+    widened = fz._widened_reference(m, feeds)
+    assert widened is not None and fz._first_difference(m, {"Y": widened[0]}, [plain]) is not None  # the float16 discrepancy
+    monkeypatch.setattr(fz, "second_opinion", lambda model, feeds: None)
+    r = fz.run_case(fz.Case(0, "t", "elem_type", "", m.SerializeToString(), feeds))
+    assert r == {"cls": "ok", "detail": "onnx.reference differs in float16, agrees from the same values in float32"}, r
+    no_half = h.make_model(h.make_graph([h.make_node("Relu", ["X"], ["Y"])], "g", [h.make_tensor_value_info("X", T.FLOAT, [2])],
+                                        [h.make_tensor_value_info("Y", T.FLOAT, None)]), opset_imports=[h.make_opsetid("", 20)])
+    assert fz._widened_reference(no_half, {"X": np.ones(2, np.float32)}) is None

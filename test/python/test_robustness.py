@@ -1888,3 +1888,19 @@ def test_gather_nd_batch_dims_must_match() -> None:
     np.testing.assert_array_equal(compiled.run(feeds)["out"], ReferenceEvaluator(dyn).run(None, feeds)[0])
     with pytest.raises(OnnxcError, match=r"batch dim 0 of indices \(1\) differs from the data's \(2\)"):
         onnxc.compile(model([2, 2, 2], [1, 2, 1]))
+
+
+@pytest.mark.parametrize(("opset", "mode", "ok"), [(17, "cubic", False), (17, "bicubic", True), (20, "bicubic", False), (20, "cubic", True)])
+def test_grid_sample_mode_names_follow_the_version(opset: int, mode: str, ok: bool) -> None:
+    """GridSample-20 renamed bilinear/bicubic to linear/cubic: a model at opset 17 with 'cubic'
+    was answered by onnx.reference as opset 20 and refused by onnxruntime (fuzz seed 407); each
+    version's names are now checked on the model, naming the node and the version."""
+    node = h.make_node("GridSample", ["x", "g"], ["y"], mode=mode, name="gs")
+    m = _model([node], [_f("x", [1, 1, 3, 2]), _f("g", [1, 2, 4, 2])], ["y"], opset)
+    if ok:
+        onnxc.compile(m)
+        return
+    with pytest.raises(OnnxcError) as info:
+        onnxc.compile(m)
+    text = str(info.value)
+    assert "'gs'" in text and f"'{mode}' is not one of" in text and f"GridSample-{16 if opset < 20 else 20}" in text, text
