@@ -274,3 +274,39 @@ def test_tree_ensemble_member_sets_refused_where_schema_and_reference_differ() -
     _check(_membership_forest([0], [0, 1, 2]), [{"X": _MEMBERSHIP_X}])
     with pytest.raises(OnnxcError, match="BRANCH_MEMBER nodes in another order"):
         onnxc.backend.prepare(_membership_forest([0], [0, 2, 1]), "CPU")
+
+
+@pytest.mark.parametrize(("feats", "x_dims", "message"), [
+    ([-1, 0, 0], [3, 2], "nodes_featureids must not be negative"),
+    ([0, 2, 0], [3, 2], "reads column 2 of an X with 2 columns"),
+])
+def test_tree_ensemble_feature_ids_must_index_x(feats: list[int], x_dims: list[int], message: str) -> None:
+    """A feature id indexes X's columns: -1 read the element before each row (onnx.reference
+    reads the last column, numpy's negative index; fuzz seed 407 case 6446), and an id past a
+    static column count read the next row. Both are refused, naming why."""
+    model = _membership_forest([0], [0, 1, 2])
+    node = model.graph.node[0]
+    for a in node.attribute:
+        if a.name == "nodes_featureids":
+            del a.ints[:]
+            a.ints.extend(feats)
+    model.graph.input[0].CopyFrom(_vi("X", x_dims))
+    with pytest.raises(OnnxcError, match=message):
+        onnxc.backend.prepare(model, "CPU")
+
+
+def test_tree_ensemble_feature_ids_checked_at_run_time() -> None:
+    """With a run-time column count the largest feature id is checked when the model runs."""
+    from onnxc.targets.cpu.runtime_checks import RuntimeCheckError
+
+    model = _membership_forest([0], [0, 1, 2])
+    for a in model.graph.node[0].attribute:
+        if a.name == "nodes_featureids":
+            del a.ints[:]
+            a.ints.extend([0, 1, 0])
+    model.graph.input[0].CopyFrom(_vi("X", ["N", "F"]))
+    rep = onnxc.backend.prepare(model, "CPU")
+    with pytest.raises(RuntimeCheckError, match="the trees read column 1 of an X with 1 columns"):
+        rep.run([_MEMBERSHIP_X])
+    x2 = np.concatenate([_MEMBERSHIP_X, _MEMBERSHIP_X[::-1]], axis=1)
+    np.testing.assert_allclose(rep.run([x2])[0], ReferenceEvaluator(model).run(None, {"X": x2})[0])

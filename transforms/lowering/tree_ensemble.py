@@ -33,6 +33,7 @@ from onnxc.transforms.lowering.common import (
     convert_element,
     convert_scalar,
     dim,
+    dim_value,
     empty,
     filled,
     generic,
@@ -40,6 +41,7 @@ from onnxc.transforms.lowering.common import (
     is_float,
     lowers,
     rank_of,
+    static_shape,
 )
 
 F = arith.CmpFPredicate
@@ -73,6 +75,10 @@ def _forest(node: Node) -> tuple[list[Path], dict[int, tuple[int, int, Any, bool
         return "the nodes_* attributes must all have one value per node, and tree_roots must not be empty"
     if len(weights) != len(targets):
         return "leaf_weights and leaf_targetids differ in length"
+    if any(f < 0 for f in feats):
+        # A column of X: -1 read the element before each row (onnx.reference reads the last
+        # column, numpy's negative index; fuzz seed 407 case 6446).
+        return "nodes_featureids must not be negative"
     member_nodes = [i for i, m in enumerate(modes) if m == 6]
     if sum(pymath.isnan(v) for v in members) != len(member_nodes):
         return "membership_values must hold one NaN-terminated set per BRANCH_MEMBER node"
@@ -149,6 +155,10 @@ def _check_tree_ensemble(node: Node) -> str | None:
         return f
     if any(not 0 <= tgt < int(node.attr("n_targets")) for _, _, tgt in f[0]):
         return "a leaf target is out of range"
+    columns = static_shape(t)[1]
+    used = max((feat for feat, _, _, _ in f[1].values()), default=-1)
+    if columns is not None and used >= columns:
+        return f"nodes_featureids reads column {used} of an X with {columns} columns"
     return None
 
 
@@ -165,6 +175,14 @@ def lower_tree_ensemble(node: Node) -> list[ir.Value]:
     finfo = np.finfo(np.float64 if out_elem == ir.F64Type.get() else np.float32)
     init = {0: 0.0, 1: 0.0, 2: float(finfo.max), 3: float(finfo.min)}[agg]
     batch = dim(x, 0)
+    used = max((feat for feat, _, _, _ in info.values()), default=-1)
+    if used >= 0 and not isinstance(dim(x, 1), int):
+        # A run-time feature count: the columns the trees read must exist (static: the check).
+        from onnxc.transforms.lowering.runtime_checks import require
+
+        columns = dim_value(dim(x, 1))
+        require(arith.cmpi(P.ugt, columns, const_index(used)), node.op, f"the trees read column {used} of an X with {{columns}} columns",
+                [("columns", columns)])
 
     def c(v: float) -> ir.Value:
         return const_scalar(v, f64)
