@@ -34,7 +34,8 @@ assertion: SIGABRT) kills only the worker: it is counted, and the worker restart
 - `timeout`: the case ran past `--timeout` seconds (the worker is restarted).
 
 The exit status is 1 when any bug class is non-zero. Cases are chosen deterministically from the
-seed, so `--seed S --only K` replays case K. `--docs docs/robustness.md` writes the counts into that
+seed, so `--seed S --only K` replays case K; an abort's report lists the cases its worker ran
+before (`history`), and `--seed S --replay I,J,...,K` runs such a sequence in one worker. `--docs docs/robustness.md` writes the counts into that
 file's generated section (`--from-json a.json b.json` from earlier runs' `--json` reports).
 """
 
@@ -461,12 +462,20 @@ def worker_main(jit_opt_level: int = 3) -> None:
 
 
 class Worker:
-    """A worker process; restarted when it dies (an abort) or a case times out."""
+    """A worker process; restarted when it dies (an abort) or a case times out.
+
+    `history` holds the indices of the cases the current process ran before the running one: an
+    abort's report carries them (the last `HISTORY` of them), because three aborts so far did not
+    happen when their case ran alone (a fresh process refused it cleanly), so what crashed
+    depends on what the process did before; `--replay` runs such a sequence in one process."""
+
+    HISTORY = 2000
 
     def __init__(self, limit_bytes: int, jit_opt_level: int = 3) -> None:
         self.limit_bytes = limit_bytes
         self.jit_opt_level = jit_opt_level
         self.proc: subprocess.Popen[str] | None = None
+        self.history: list[int] = []
 
     def _start(self) -> subprocess.Popen[str]:
         def limits() -> None:
@@ -483,9 +492,10 @@ class Worker:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, preexec_fn=limits, env=env,
         )  # fmt: skip
 
-    def run(self, path: str, timeout: float) -> dict[str, str]:
+    def run(self, path: str, timeout: float, index: int | None = None) -> dict[str, Any]:
         if self.proc is None or self.proc.poll() is not None:
             self.proc = self._start()
+            self.history = []
         proc = self.proc
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(path + "\n")
@@ -500,7 +510,10 @@ class Worker:
         if not box or not box[0]:
             code = proc.wait()
             self.proc = None
-            return {"cls": "abort", "detail": f"worker exit status {code}"}
+            return {"cls": "abort", "detail": f"worker exit status {code} after {len(self.history)} earlier case(s)",
+                    "history": self.history[-self.HISTORY:]}  # fmt: skip
+        if index is not None:
+            self.history.append(index)
         return json.loads(box[0])
 
     def stop(self) -> None:
@@ -527,7 +540,8 @@ def report(seed: int, results: list[tuple[Case, dict[str, str]]], duplicates: in
     counts = Counter(r["cls"] for _, r in results)
     # Timeouts are listed too (not a bug class: a slow case on a loaded machine), so they can be
     # replayed (`--only`).
-    bugs = [{"index": c.index, "base": c.base, "mutation": c.mutation, "change": c.detail, "cls": r["cls"], "why": r["detail"]}
+    bugs = [{"index": c.index, "base": c.base, "mutation": c.mutation, "change": c.detail, "cls": r["cls"], "why": r["detail"],
+             **({"history": r["history"]} if "history" in r else {})}
             for c, r in results if r["cls"] in BUGS or r["cls"] == "timeout"]  # fmt: skip
     by_mutation = Counter(f"{c.mutation}:{r['cls']}" for c, r in results)
     # `ok` cases no implementation but onnxc's would compute (both references refused): not a
@@ -547,7 +561,8 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 def fuzz(n: int, seed: int, workers: int = 2, timeout: float = 120.0, only: int | None = None,
          deadline: float | None = None, limit_bytes: int = 6 << 30, log: Any = None, jit_opt_level: int = 3,
-         json_path: Path | None = None, flush_s: float = 60.0, pause_file: Path | None = None) -> dict[str, Any]:  # fmt: skip
+         json_path: Path | None = None, flush_s: float = 60.0, pause_file: Path | None = None,
+         replay: list[int] | None = None) -> dict[str, Any]:  # fmt: skip
     """Run `n` drawn cases (or just case `only`) on `workers` workers; stop starting cases after
     `deadline` (time.time()). Returns counts and the bug cases.
 
@@ -560,7 +575,13 @@ def fuzz(n: int, seed: int, workers: int = 2, timeout: float = 120.0, only: int 
     machine steps aside for a benchmark without its cases timing out, as stopping the processes
     with SIGSTOP would make them (the per-case timeout is wall-clock time)."""
     bases = base_cases()
-    cases = make_cases(n, seed, bases)
+    if replay:
+        # One worker runs these cases in this order (an abort's history, then its case), repeats
+        # and all: what the dead worker's process did.
+        drawn = {c.index: c for c in make_cases(max(replay) + 1, seed, bases)}
+        sequence = [drawn[i] for i in replay]
+        n, workers = len(sequence), 1
+    cases = sequence if replay else make_cases(n, seed, bases)
     if only is not None:
         cases = [c for c in cases if c.index == only]
     seen: set[str] = set()
@@ -570,7 +591,9 @@ def fuzz(n: int, seed: int, workers: int = 2, timeout: float = 120.0, only: int 
     groups: dict[str, list[Case]] = {}
     for c in cases:
         k = case_key(c)
-        if k not in seen:
+        if replay:
+            groups.setdefault(str(len(groups)), []).append(c)
+        elif k not in seen:
             seen.add(k)
             groups.setdefault(hashlib.sha1(c.model).hexdigest(), []).append(c)
     unique = [c for group in groups.values() for c in group]
@@ -609,7 +632,7 @@ def fuzz(n: int, seed: int, workers: int = 2, timeout: float = 120.0, only: int 
                         return
                     path = tmp / f"case{c.index}.pkl"
                     path.write_bytes(pickle.dumps(c))
-                    r = w.run(str(path), timeout)
+                    r = w.run(str(path), timeout, c.index)
                     path.unlink()
                     with lock:
                         results.append((c, r))
@@ -697,6 +720,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="the CPU target's LLVM optimization level (CpuPipelineOptions.jit_opt_level); 0 compiles fastest")
     p.add_argument("--flush-s", type=float, default=60.0, help="with --json: write the report so far this often (seconds)")
     p.add_argument("--pause-file", type=Path, default=None, help="no case starts while this file exists (to make room for a benchmark)")
+    p.add_argument("--replay", default=None, help="case indices (comma separated: an abort's history, then its index) run in this order in one worker process")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
@@ -708,7 +732,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     deadline = None if args.minutes is None else time.time() + 60 * args.minutes
     out = fuzz(args.cases, args.seed, args.workers, args.timeout, args.only, deadline, log=sys.stderr if args.verbose else None,
-               jit_opt_level=args.jit_opt_level, json_path=args.json, flush_s=args.flush_s, pause_file=args.pause_file)  # fmt: skip
+               jit_opt_level=args.jit_opt_level, json_path=args.json, flush_s=args.flush_s, pause_file=args.pause_file,
+               replay=[int(i) for i in args.replay.split(",")] if args.replay else None)  # fmt: skip
     print(json.dumps({k: out[k] for k in ("seed", "cases", "duplicates", "seconds", "counts")}))
     for b in out["bugs"]:
         print(f"{'BUG ' if b['cls'] in BUGS else ''}{b['cls']}: case {b['index']} ({b['base']}, {b['mutation']}: {b['change']}): {b['why']}")

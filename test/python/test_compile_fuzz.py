@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -240,3 +241,32 @@ def test_float16_inputs_are_also_compared_computed_in_float32(monkeypatch: pytes
     no_half = h.make_model(h.make_graph([h.make_node("Relu", ["X"], ["Y"])], "g", [h.make_tensor_value_info("X", T.FLOAT, [2])],
                                         [h.make_tensor_value_info("Y", T.FLOAT, None)]), opset_imports=[h.make_opsetid("", 20)])
     assert fz._widened_reference(no_half, {"X": np.ones(2, np.float32)}) is None
+
+
+class _Exit:
+    """Unpickled in the worker, it ends the process the way an abort does (no reply)."""
+
+    def __reduce__(self) -> tuple[object, tuple[int]]:
+        return (os._exit, (134,))
+
+
+def test_an_abort_reports_what_its_worker_ran_before(tmp_path) -> None:
+    """Aborts that did not recur when their case ran alone: the report carries the indices of
+    the cases the dead worker's process ran before (its `history`), which `--replay` runs again
+    in one process; a restarted worker starts a new history."""
+    g = h.make_graph([h.make_node("Relu", ["x"], ["y"])], "g", [h.make_tensor_value_info("x", T.FLOAT, [2])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+    w = fz.Worker(6 << 30, 0)
+    try:
+        for i in (7, 9):
+            path = tmp_path / f"c{i}.pkl"
+            path.write_bytes(pickle.dumps(fz.Case(i, "t", "feed", "", m, {"x": np.ones(2, np.float32)})))
+            assert w.run(str(path), 60, i)["cls"] == "ok"
+        bomb = tmp_path / "bomb.pkl"
+        bomb.write_bytes(pickle.dumps(_Exit()))
+        r = w.run(str(bomb), 60, 11)
+        assert r["cls"] == "abort" and r["history"] == [7, 9] and "after 2 earlier case(s)" in r["detail"], r
+        assert w.run(str(tmp_path / "c7.pkl"), 60, 7)["cls"] == "ok" and w.history == [7]
+    finally:
+        w.stop()
