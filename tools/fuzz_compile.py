@@ -35,8 +35,10 @@ assertion: SIGABRT) kills only the worker: it is counted, and the worker restart
 
 The exit status is 1 when any bug class is non-zero. Cases are chosen deterministically from the
 seed, so `--seed S --only K` replays case K; an abort's report lists the cases its worker ran
-before (`history`), and `--seed S --replay I,J,...,K` runs such a sequence in one worker. `--docs docs/robustness.md` writes the counts into that
-file's generated section (`--from-json a.json b.json` from earlier runs' `--json` reports).
+before (`history`), and `--seed S --replay I,J,...,K` runs such a sequence in one worker.
+`--docs docs/robustness.md --from-json docs/fuzz_runs/*.json` writes the counts of the runs whose
+reports are kept in docs/fuzz_runs/ (each names the commit it ran on) into that file's
+generated section (without --from-json: this run's counts alone).
 """
 
 from __future__ import annotations
@@ -559,6 +561,16 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def _checkout_commit() -> str:
+    """The short commit of the onnxc checkout this runs from (a report names the code it tested),
+    or "" outside a git checkout."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
 def fuzz(n: int, seed: int, workers: int = 2, timeout: float = 120.0, only: int | None = None,
          deadline: float | None = None, limit_bytes: int = 6 << 30, log: Any = None, jit_opt_level: int = 3,
          json_path: Path | None = None, flush_s: float = 60.0, pause_file: Path | None = None,
@@ -608,9 +620,11 @@ def fuzz(n: int, seed: int, workers: int = 2, timeout: float = 120.0, only: int 
     last_flush = [start]
     paused = [0.0]  # seconds a worker waited on `pause_file`, summed over workers
 
+    commit = _checkout_commit()
+
     def extra() -> dict[str, Any]:
         return {"drawn": len(cases), "jit_opt_level": jit_opt_level, "workers": workers, "seconds": round(time.time() - start, 1),
-                "paused_worker_s": round(paused[0], 1)}  # fmt: skip
+                "paused_worker_s": round(paused[0], 1), **({"commit": commit} if commit else {})}  # fmt: skip
 
     def wait_while_paused() -> None:
         while pause_file is not None and pause_file.exists():
@@ -658,13 +672,16 @@ def fuzz(n: int, seed: int, workers: int = 2, timeout: float = 120.0, only: int 
 DOCS_BEGIN, DOCS_END = "<!-- fuzz_compile:begin (generated: python -m onnxc.tools.fuzz_compile --docs) -->", "<!-- fuzz_compile:end -->"
 
 
-def render_docs(reports: list[dict[str, Any]], commit: str | list[str]) -> str:
+def render_docs(reports: list[dict[str, Any]], commit: str | list[str] | None = None) -> str:
     """The generated section of docs/robustness.md: one row per run (seed, the commit it ran on,
     cases, outcome counts), the outcomes per mutation of each run, and every bug case with its
     reason. `commit`: one for every run, or one per run (runs of a long record ran on different
-    code, and an older run's figures must keep theirs)."""
+    code, and an older run's figures must keep theirs); None: each report's own `commit`."""
     classes = ("ok", "refused", *BUGS, "timeout")
-    commits = [commit] * len(reports) if isinstance(commit, str) else list(commit)
+    if commit is None:
+        commits = [str(r.get("commit", "")) for r in reports]
+    else:
+        commits = [commit] * len(reports) if isinstance(commit, str) else list(commit)
     if len(commits) != len(reports):
         raise ValueError(f"{len(commits)} commits for {len(reports)} runs")
     lines = [DOCS_BEGIN, "", "Runs (`python -m onnxc.tools.fuzz_compile --seed S --cases N`; the commit each ran on):", ""]
@@ -696,7 +713,7 @@ def render_docs(reports: list[dict[str, Any]], commit: str | list[str]) -> str:
     return "\n".join(lines + ["", DOCS_END])
 
 
-def write_docs(path: Path, reports: list[dict[str, Any]], commit: str | list[str]) -> None:
+def write_docs(path: Path, reports: list[dict[str, Any]], commit: str | list[str] | None = None) -> None:
     """Replace the generated section of `path` (between DOCS_BEGIN and DOCS_END)."""
     text = path.read_text()
     start, end = text.index(DOCS_BEGIN), text.index(DOCS_END) + len(DOCS_END)
@@ -715,7 +732,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--verbose", action="store_true", help="print every case's outcome")
     p.add_argument("--docs", type=Path, default=None, help="write the runs' counts into this file's generated section")
     p.add_argument("--from-json", type=Path, nargs="*", default=None, help="with --docs: the reports of earlier runs instead of a run")
-    p.add_argument("--commit", nargs="*", default=[""], help="with --docs: the commit the runs were made on (one, or one per --from-json report)")
+    p.add_argument("--commit", nargs="*", default=None,
+                   help="with --docs: the commit the runs were made on (one, or one per --from-json report; default: each report's own)")
     p.add_argument("--jit-opt-level", type=int, default=3, choices=(0, 1, 2, 3),
                    help="the CPU target's LLVM optimization level (CpuPipelineOptions.jit_opt_level); 0 compiles fastest")
     p.add_argument("--flush-s", type=float, default=60.0, help="with --json: write the report so far this often (seconds)")
@@ -727,8 +745,9 @@ def main(argv: list[str] | None = None) -> int:
         worker_main(args.jit_opt_level)
         return 0
     if args.docs is not None and args.from_json:
-        commits = args.commit[0] if len(args.commit) == 1 else args.commit
-        write_docs(args.docs, [json.loads(f.read_text()) for f in args.from_json], commits)
+        commits = None if not args.commit else (args.commit[0] if len(args.commit) == 1 else args.commit)
+        reports = sorted((json.loads(f.read_text()) for f in args.from_json), key=lambda r: r["seed"])
+        write_docs(args.docs, reports, commits)
         return 0
     deadline = None if args.minutes is None else time.time() + 60 * args.minutes
     out = fuzz(args.cases, args.seed, args.workers, args.timeout, args.only, deadline, log=sys.stderr if args.verbose else None,

@@ -270,3 +270,16 @@ def test_an_abort_reports_what_its_worker_ran_before(tmp_path) -> None:
         assert w.run(str(tmp_path / "c7.pkl"), 60, 7)["cls"] == "ok" and w.history == [7]
     finally:
         w.stop()
+
+
+def test_robustness_doc_is_generated_from_the_kept_reports() -> None:
+    """docs/robustness.md's generated section is what `--docs docs/robustness.md --from-json
+    docs/fuzz_runs/*.json` writes: the reports of the runs are kept in the repository (each with
+    the commit it ran on), so the section can be regenerated and checked, and a new run's report
+    is added beside them."""
+    root = Path(__file__).resolve().parents[2]
+    reports = sorted((json.loads(p.read_text()) for p in (root / "docs" / "fuzz_runs").glob("seed*.json")), key=lambda r: r["seed"])
+    assert reports and all(r.get("commit") for r in reports)
+    text = (root / "docs" / "robustness.md").read_text()
+    section = text[text.index(fz.DOCS_BEGIN) : text.index(fz.DOCS_END) + len(fz.DOCS_END)]
+    assert section == fz.render_docs(reports), "run: python -m onnxc.tools.fuzz_compile --docs docs/robustness.md --from-json docs/fuzz_runs/*.json"
