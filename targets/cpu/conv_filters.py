@@ -2,9 +2,9 @@
 
 What: ``pack_conv_filters(module, cpu, threads)`` rewrites each ``linalg.conv_2d_nhwc_hwcf`` whose
 filter is a compile-time constant larger than half the L2 cache (`conv_plan.filter_outgrows_l2`)
-into a loop over its output-channel tiles. The
-filter becomes one constant [F / f_t, kh, kw, c, f_t] (f_t: the channels of the register tile
-`plan_conv` gives the convolution, `conv_plan.conv_register_tile`), and each iteration
+into a loop over its output-channel tiles. The filter becomes one constant
+[F / f_t, kh, kw, c, f_t] (f_t: the channels of the register tile `plan_conv` gives the
+convolution, `conv_plan.conv_register_tile`), and each iteration
 convolves the whole input with one contiguous [kh, kw, c, f_t] slice of it into that tile's
 slice of the output (the bias already in it). With several threads the tiles are split evenly
 over an ``scf.forall`` of one iteration per thread, each running its share in an ``scf.for``
@@ -79,12 +79,13 @@ def _rewrite(op: ir.Operation, f_t: int, threads: int, name: str) -> bool:
         def const(v: int) -> ir.Value:
             return arith.constant(index, v)
 
-        def tile_loop(acc: ir.Value, first: ir.Value | int) -> ir.Value:
-            """`per_thread` channel tiles from tile `first` on, into `acc` (channels from 0)."""
+        def tile_loop(acc: ir.Value, first: ir.Value | None) -> ir.Value:
+            """`per_thread` channel tiles from tile `first` (None: 0) on, into `acc` (its channels
+            from 0)."""
             loop = scf.ForOp(const(0), const(per_thread), const(1), [acc])
             with ir.InsertionPoint(loop.body):
                 j = loop.induction_variable
-                tile = j if isinstance(first, int) and first == 0 else arith.addi(first if isinstance(first, ir.Value) else const(first), j)
+                tile = j if first is None else arith.addi(first, j)
                 slice_type = ir.RankedTensorType.get([kh, kw, c, f_t], f32)
                 wt = tensor.ExtractSliceOp(slice_type, packed, [tile], [], [], [dyn, 0, 0, 0, 0], [1, kh, kw, c, f_t], [1] * 5).result
                 at = arith.muli(j, const(f_t))
@@ -94,7 +95,7 @@ def _rewrite(op: ir.Operation, f_t: int, threads: int, name: str) -> bool:
             return loop.results[0]
 
         if split == 1:
-            result = tile_loop(init, 0)
+            result = tile_loop(init, None)
         else:
             forall = scf.ForallOp([0], [split], [1], shared_outs=[init])
             with ir.InsertionPoint(forall.body):
