@@ -557,6 +557,19 @@ def test_large_constant_filter_is_packed_per_channel_tile() -> None:
     np.testing.assert_array_equal(outs[0], outs[2])
 
 
+@pytest.mark.parametrize("attrs", [{"strides": [2, 2], "pads": [1, 1, 1, 1]}, {"dilations": [2, 2], "pads": [2, 2, 2, 2]}])
+def test_packed_filter_keeps_strides_and_dilations(attrs: dict[str, Any]) -> None:
+    """The convolutions on the packed filter's slices keep the strides and dilations."""
+    from onnxc.targets.cpu import CpuPipelineOptions
+
+    g = Graph()
+    model = g.model([1, 96, 10, 10], g.conv("x", 96, 96, 3, **attrs))
+    assert _packed_convs(model, "haswell", 2)[0] == 1
+    x = _r(1, 96, 10, 10)
+    got = onnxc.compile(model, cpu_options=CpuPipelineOptions(target_cpu="haswell", threads=2), cache_dir=False)(x)[0]
+    np.testing.assert_allclose(got, ReferenceEvaluator(model).run(None, {"x": x})[0], rtol=RTOL, atol=ATOL)
+
+
 def test_run_time_filter_is_not_packed() -> None:
     """A filter given at run time cannot be rearranged at compile time: the convolution stays one."""
     g = Graph()
