@@ -1904,3 +1904,20 @@ def test_grid_sample_mode_names_follow_the_version(opset: int, mode: str, ok: bo
         onnxc.compile(m)
     text = str(info.value)
     assert "'gs'" in text and f"'{mode}' is not one of" in text and f"GridSample-{16 if opset < 20 else 20}" in text, text
+
+
+def test_resize_inputs_of_run_time_length_are_read() -> None:
+    """A tf_crop_and_resize whose roi has a symbolic length ignored the roi and answered the
+    uncropped resize (fuzz seed 409 case 30640); sizes of a symbolic length were read as absent
+    too. A run-time roi, scales or sizes is now read, its length checked when the model runs."""
+    node = h.make_node("Resize", ["X", "roi", "", "sizes"], ["Y"], mode="linear", axes=[2, 3], coordinate_transformation_mode="tf_crop_and_resize")
+    g = h.make_graph([node], "g", [_f("X", [1, 1, 4, 4]), _f("roi", ["r"]), h.make_tensor_value_info("sizes", T.INT64, ["s"])],
+                     [h.make_tensor_value_info("Y", T.FLOAT, None)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    compiled = onnxc.compile(m)
+    feeds = {"X": np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4), "roi": np.array([0.4, 0.6, 0.6, 0.8], np.float32), "sizes": np.array([3, 3], np.int64)}
+    np.testing.assert_allclose(compiled.run(feeds)["Y"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-5, atol=1e-5)
+    with pytest.raises(RuntimeCheckError, match="roi has 2 entries at run time, 4 expected"):
+        compiled.run({**feeds, "roi": np.array([0.4, 0.6], np.float32)})
+    with pytest.raises(RuntimeCheckError, match="sizes has 3 entries at run time, 2 expected"):
+        compiled.run({**feeds, "sizes": np.array([3, 3, 3], np.int64)})

@@ -28,6 +28,8 @@ from onnxc.transforms.lowering.common import (
     convert_element,
     convert_scalar,
     convert_tensor,
+    dim,
+    dim_value,
     elem_of,
     empty,
     generic,
@@ -263,9 +265,26 @@ def _runtime_plan(node: Node, x: ir.Value) -> tuple[list[ir.Value], list[Dim], l
         v = tensor.extract(node.input(i), [const_index(j)])
         return convert_scalar(v, node.in_elem(i), f64)
 
+    def given(i: int, want: int) -> bool:
+        """Whether input i is given: a static non-zero length, or a run-time length, which must
+        then be `want` (checked when the model runs). A run-time length was read as absent: a
+        tf_crop_and_resize whose roi had a symbolic length ignored the roi and answered the
+        uncropped resize (fuzz seed 409 case 30640)."""
+        if not node.has(i):
+            return False
+        length = static_shape(node.onnx_types[i])[0]
+        if length is None:
+            from onnxc.transforms.lowering.runtime_checks import require
+
+            got = dim_value(dim(node.input(i), 0))
+            require(arith.cmpi(arith.CmpIPredicate.eq, got, const_index(want)), node.op,
+                    f"{('roi', 'scales', 'sizes')[i - 1]} has {{n}} entries at run time, {want} expected", [("n", got)])
+            return True
+        return length != 0
+
     scales: list[ir.Value] = [const_scalar(1.0, f64)] * r
     outs: list[Dim] = list(in_shape)
-    sizes_given = node.has(3) and static_shape(node.onnx_types[3])[0] not in (0, None)
+    sizes_given = given(3, len(axes))
     if sizes_given:
         for j, a in enumerate(axes):
             scales[a] = arith.divf(elem(3, j), const_scalar(float(in_shape[a]), f64))
@@ -282,11 +301,12 @@ def _runtime_plan(node: Node, x: ir.Value) -> tuple[list[ir.Value], list[Dim], l
             for j, a in enumerate(axes):
                 outs[a] = arith.index_cast(ir.IndexType.get(), arith.fptosi(i64, elem(3, j)))
     else:
+        given(2, len(axes))
         for j, a in enumerate(axes):
             scales[a] = elem(2, j)
             outs[a] = arith.index_cast(ir.IndexType.get(), arith.fptosi(i64, math.floor(arith.mulf(scales[a], const_scalar(float(in_shape[a]), f64)))))
     roi = None
-    if node.has(1) and static_shape(node.onnx_types[1])[0] not in (0, None):
+    if node.attr("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize" and given(1, 2 * len(axes)):
         n = len(axes)
         roi = [(const_scalar(0.0, f64), const_scalar(1.0, f64))] * r
         for j, a in enumerate(axes):
