@@ -584,8 +584,7 @@ def forall_split(
     """
     if threads <= 1:
         return None
-    best: tuple[float, int] | None = None
-    scored: list[tuple[float, int]] = []
+    scored: list[tuple[float, int]] = []  # (balance, loop), outermost first
     for d in candidates:
         extent = ranges[d]
         tile = max(1, int(tiles[d])) if tiles is not None and tiles[d] else 1
@@ -599,13 +598,12 @@ def forall_split(
         share = -(-units // threads)  # tiles per thread (the last thread may take fewer)
         balance = units / (share * threads)
         scored.append((balance, d))
-        if best is None or balance > best[0]:
-            best = (balance, d)
-    if best is None:
+    if not scored:
         return None
-    best = next(c for c in scored if c[0] >= best[0] - FORALL_BALANCE_SLACK)
+    top = max(balance for balance, _ in scored)
+    loop = next(d for balance, d in scored if balance >= top - FORALL_BALANCE_SLACK)
     counts = [0] * len(ranges)
-    counts[best[1]] = threads
+    counts[loop] = threads
     return tuple(counts)
 
 

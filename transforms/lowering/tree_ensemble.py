@@ -139,6 +139,11 @@ def _forest(node: Node) -> tuple[list[Path], dict[int, tuple[int, int, Any, bool
     return paths, info, len(roots)
 
 
+def _last_column(info: dict[int, tuple[int, int, Any, bool]]) -> int:
+    """The largest column of X the forest's nodes read (-1: none)."""
+    return max((feat for feat, _, _, _ in info.values()), default=-1)
+
+
 def _check_tree_ensemble(node: Node) -> str | None:
     """A 2-D float input, NONE post-transform, a known aggregate, a forest that unfolds."""
     t = node.onnx_types[0]
@@ -156,7 +161,7 @@ def _check_tree_ensemble(node: Node) -> str | None:
     if any(not 0 <= tgt < int(node.attr("n_targets")) for _, _, tgt in f[0]):
         return "a leaf target is out of range"
     columns = static_shape(t)[1]
-    used = max((feat for feat, _, _, _ in f[1].values()), default=-1)
+    used = _last_column(f[1])
     if columns is not None and used >= columns:
         return f"nodes_featureids reads column {used} of an X with {columns} columns"
     return None
@@ -175,7 +180,7 @@ def lower_tree_ensemble(node: Node) -> list[ir.Value]:
     finfo = np.finfo(np.float64 if out_elem == ir.F64Type.get() else np.float32)
     init = {0: 0.0, 1: 0.0, 2: float(finfo.max), 3: float(finfo.min)}[agg]
     batch = dim(x, 0)
-    used = max((feat for feat, _, _, _ in info.values()), default=-1)
+    used = _last_column(info)
     if used >= 0 and not isinstance(dim(x, 1), int):
         # A run-time feature count: the columns the trees read must exist (static: the check).
         from onnxc.transforms.lowering.runtime_checks import require
