@@ -172,6 +172,11 @@ def plan_conv(op: ir.Operation, options: Any = None) -> "TilePlan | None":
     for d in range(3 if red_loop is not None else 2):
         macs *= window.get_dim_size(d)
     order = _channels_outermost(op, cpu) if op.name == "linalg.conv_2d_nhwc_hwcf" else None
+    import os
+    if order is None and op.name == "linalg.conv_2d_nhwc_hwcf" and os.environ.get("XORD"):
+        w = ir.RankedTensorType(op.operands[1].type)
+        if os.environ["XORD"] == "all" or (w.get_dim_size(0) == 1 and w.get_dim_size(1) == 1):
+            order = (0, 1, 3, 2, 4, 5, 6)
     # A convolution on one channel tile of a packed filter (conv_filters.py) runs inside the
     # forall that splits the tiles over the threads.
     forall = None if _in_forall(op) else _forall_rows(out, tiles, ch_loop, macs, options)
@@ -308,4 +313,26 @@ def _plan_transpose(op: ir.Operation, options: Any) -> "TilePlan | None":
         if t < 2:
             return None
         tiles[d] = t
-    return TilePlan(tuple(tiles), tuple(tiles))
+    return TilePlan(tuple(tiles), tuple(tiles), forall_threads=_forall_transpose(out, tiles, options))
+
+
+def _forall_transpose(out: ir.RankedTensorType, tiles: list[int], options: Any) -> tuple[int, ...] | None:
+    """Thread counts of a large static layout transpose's outer ``scf.forall``: its outermost
+    dims that split evenly into whole tiles (`pipeline.forall_split`). None for one thread, a
+    dynamic shape, or fewer than ``pipeline.MIN_THREADED_ELEMENTS`` elements.
+
+    Why: a transpose is pure data movement, but left to one thread it is the part of a small
+    CNN that does not scale: ShuffleNet's channel shuffles (a transpose per unit) and the
+    boundary NCHW <-> NHWC transposes ran on the calling thread while the other waited."""
+    from onnxc.targets.cpu.pipeline import MIN_THREADED_ELEMENTS, forall_split
+
+    threads = int(getattr(options, "threads", 1) or 1)
+    if threads <= 1 or not out.has_static_shape:
+        return None
+    shape = list(out.shape)
+    total = 1
+    for extent in shape:
+        total *= extent
+    if total < MIN_THREADED_ELEMENTS:
+        return None
+    return forall_split(shape, range(len(shape)), threads, tiles)

@@ -476,6 +476,22 @@ def _columns_outer(lhs: list[int | None], batch: int, cache: tuple[int, int, int
     return tuple(range(batch)) + (batch + 1, batch, batch + 2, batch + 3, batch + 4, batch + 5)
 
 
+def _forall_copy(ranges: list[int | None], candidates: range, tiles: tuple[int, ...], shape: list[int | None],
+                 threads: int) -> tuple[int, ...] | None:
+    """Thread counts splitting a large static pack or unpack over ``threads`` (one of its loops
+    ``candidates``, in whole tiles: `pipeline.forall_split`); None for one thread, a dynamic
+    shape or fewer than ``pipeline.MIN_THREADED_ELEMENTS`` elements (``shape``).
+
+    Why: packing a run-time operand (a grouped 1x1 convolution's input, an activation before a
+    product) and unpacking a product nothing fuses with are copies of the whole tensor; on one
+    thread they were part of what kept ShuffleNet from scaling to two."""
+    from .pipeline import MIN_THREADED_ELEMENTS, forall_split
+
+    if threads <= 1 or None in shape or int(np.prod(shape)) < MIN_THREADED_ELEMENTS:
+        return None
+    return forall_split(ranges, candidates, threads, tiles)
+
+
 def plan_packed(op: ir.Operation, cpu: CpuFeatures, threads: int = 1) -> PackedPlan | None:
     """(register tile sizes, vector sizes, cache tile sizes or None, named contraction, forall
     thread counts or None, register-tile loop order or None) of one op made by
@@ -523,7 +539,8 @@ def plan_packed(op: ir.Operation, cpu: CpuFeatures, threads: int = 1) -> PackedP
         last = dest[rank - 1]
         kt = kt if last is None else max(1, min(kt, last))
         tiles = (1,) * (rank - 1) + (kt,)
-        return tiles, tiles + tuple(inner), None, False, None, None  # vector sizes: one per dest dim
+        forall = _forall_copy(dest[:rank], range(rank - 1), tiles, dest, threads)
+        return tiles, tiles + tuple(inner), None, False, forall, None  # vector sizes: one per dest dim
     if op.name == "linalg.unpack":
         src = _static(op.operands[0].type)
         dest = _static(op.results[0].type)
@@ -535,5 +552,6 @@ def plan_packed(op: ir.Operation, cpu: CpuFeatures, threads: int = 1) -> PackedP
         # unpack's need not be the last two).
         tile_of = dict(zip(ir.DenseI64ArrayAttr(op.attributes["inner_dims_pos"]), inner))
         tiles = tuple(tile_of.get(d, 1) for d in range(rank))
-        return tiles, (1,) * rank + tuple(inner), None, False, None, None  # vector sizes: one per source dim
+        forall = _forall_copy(dest, range(rank), tiles, dest, threads)
+        return tiles, (1,) * rank + tuple(inner), None, False, forall, None  # vector sizes: one per source dim
     return None

@@ -1069,12 +1069,82 @@ def _is_identity_layout(layout: ir.Attribute) -> bool:
     return amap == ir.AffineMap.get_identity(amap.n_dims, amap.context)
 
 
-def _strided_copies_to_linalg(module: ir.Module) -> None:
-    """Rewrite ``memref.copy`` between non-identity layouts into ``linalg.copy``.
+#: Elements one vector transfer of a strided copy moves at most (`_vector_copy`): a row longer
+#: than this is copied in chunks of it. 64 f32 = four 512-bit registers, eight 256-bit ones.
+COPY_CHUNK_ELEMENTS: int = 64
+
+
+def _vector_copy(src: ir.Value, dst: ir.Value) -> bool:
+    """Emit a strided copy from ``src`` to ``dst`` (static memrefs of one shape, unit innermost
+    stride) as loops over the outer dims around 1-D ``vector.transfer_read``/``transfer_write``
+    pairs, ``COPY_CHUNK_ELEMENTS`` of a row at a time, at the insertion point; False (nothing
+    emitted) for any other copy."""
+    from mlir.dialects import arith, scf, vector
+
+    types = [ir.MemRefType(v.type) for v in (src, dst)]
+    if not all(t.has_static_shape for t in types) or types[0].shape != types[1].shape or not types[0].rank:
+        return False
+    et = types[0].element_type
+    width = ir.FloatType(et).width if isinstance(et, ir.FloatType) else ir.IntegerType(et).width if isinstance(et, ir.IntegerType) else 0
+    if width < 8:  # i1 buffers are widened to i8 afterwards, through loads and stores only
+        return False
+    if any(t.get_strides_and_offset()[0][-1] != 1 for t in types):
+        return False  # the innermost dim is not contiguous on both sides: no row to move as a vector
+    shape = list(types[0].shape)
+    rank, row = len(shape), shape[-1]
+    chunk = min(row, COPY_CHUNK_ELEMENTS)
+    index = ir.IndexType.get()
+    innermost = ir.AffineMapAttr.get(ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(rank - 1)]))
+    in_bounds = ir.ArrayAttr.get([ir.BoolAttr.get(True)])
+
+    def const(v: int) -> ir.Value:
+        return arith.ConstantOp(index, v).result
+
+    def move(indices: list[ir.Value], n: int) -> None:
+        vt = ir.VectorType.get([n], et)
+        pad = arith.ConstantOp(et, ir.FloatAttr.get(et, 0.0) if isinstance(et, ir.FloatType) else ir.IntegerAttr.get(et, 0)).result
+        v = vector.transfer_read(vt, src, indices, innermost, pad, in_bounds)
+        vector.transfer_write(None, v, dst, indices, innermost, in_bounds)
+
+    def loop_to(extent: int) -> tuple[ir.Value, ir.InsertionPoint]:
+        """An empty `scf.for` 0..extent at the current point: its induction variable and body."""
+        loop = scf.ForOp(const(0), const(extent), const(1))
+        with ir.InsertionPoint(loop.body):
+            scf.YieldOp([])
+        return loop.induction_variable, ir.InsertionPoint.at_block_terminator(loop.body)
+
+    ivs: list[ir.Value] = []
+    ip = ir.InsertionPoint.current
+    for extent in shape[:-1]:  # one loop per outer dim, the rows inside the innermost
+        with ip:
+            iv, ip = loop_to(extent)
+        ivs.append(iv)
+    whole, rest = divmod(row, chunk)
+    with ip:
+        if whole <= 4:  # a short row: its transfers unrolled
+            for i in range(whole):
+                move(ivs + [const(i * chunk)], chunk)
+        else:
+            iv, body = loop_to(whole)
+            with body:
+                move(ivs + [arith.muli(iv, const(chunk))], chunk)
+        if rest:
+            move(ivs + [const(whole * chunk)], rest)
+    return True
+
+
+def lower_strided_copies(module: ir.Module) -> None:
+    """Rewrite each ``memref.copy`` between non-identity layouts into vector loops
+    (`_vector_copy`), or, where that does not apply (dynamic shapes, a strided innermost dim,
+    i1), into ``linalg.copy``, which `convert-linalg-to-loops` makes scalar loops.
 
     Why: `finalize-memref-to-llvm` turns such copies into calls to ``memrefCopy`` from
     ``libmlir_c_runner_utils``; loops instead keep JIT code and AOT libraries free of that
     runtime dependency. Copies between identity layouts stay (they become ``memcpy``).
+    Why vectors: the scalar loops of a copy into a padded buffer or a slice of a concatenation
+    (a row of 24 to 272 channels) were fully unrolled by LLVM but not vectorized (it cannot
+    prove the two buffers apart), one 4-byte load and store per element: in ShuffleNet at two
+    threads they were the largest part of the code that runs on one thread.
     """
     copies: list[ir.Operation] = []
 
@@ -1090,8 +1160,15 @@ def _strided_copies_to_linalg(module: ir.Module) -> None:
         if all(_is_identity_layout(l) for l in layouts):
             continue
         with ir.InsertionPoint(op), op.location:
+            if VECTOR_COPIES and _vector_copy(src, dst):
+                op.erase()
+                continue
             linalg.copy(src, outs=[dst])
         op.erase()
+
+
+#: Strided copies as vector loops (`_vector_copy`); a module flag for one-process A/Bs.
+VECTOR_COPIES: bool = True
 
 
 def _i8_like(t: ir.Type) -> ir.Type | None:
@@ -1340,7 +1417,7 @@ def lower_to_llvm(module: ir.Module, options: CpuPipelineOptions | None = None) 
             contracts_to_outer_products(module)
         _apply_transform_script(module, _CONTRACTION_LOWERING, "contraction lowering", _TAG)
     _mark_c_interface(module)
-    _strided_copies_to_linalg(module)
+    lower_strided_copies(module)
     _run(module, LOOPS_ON_MEMREFS_PIPELINE, "linalg-to-loops")
     _widen_i1_memrefs(module)
     try:  # the bindings raise MLIRError rather than return False: keep it an onnxc error

@@ -682,3 +682,78 @@ def test_gather_of_one_element_compiles_and_matches_reference() -> None:
     got = onnxc.compile(model, threads=1, cache_dir=False)(x=x)
     got = got[0] if isinstance(got, (list, tuple)) else got
     np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_strided_copies_as_vectors_match_reference(threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Concatenations and pads whose data is copied into a slice of a larger buffer go through
+    `_vector_copy` (rows of 1000 and 77 elements: whole 64-element chunks and a rest; a padded
+    interior), and the results equal onnx.reference's exactly (a copy rounds nothing)."""
+    import onnx
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    import onnxc
+    from onnxc.targets.cpu import pipeline
+
+    used: list[tuple[str, str]] = []
+    original = pipeline._vector_copy
+
+    def counting(src: ir.Value, dst: ir.Value) -> bool:
+        done = original(src, dst)
+        used.append((str(src.type), str(dst.type)) if done else ("", ""))
+        return done
+
+    monkeypatch.setattr(pipeline, "_vector_copy", counting)
+    nodes = [
+        helper.make_node("Exp", ["a"], ["ea"]),  # computed data: the concat copies its inputs
+        helper.make_node("Exp", ["b"], ["eb"]),
+        helper.make_node("Concat", ["ea", "eb"], ["y"], axis=1),
+        helper.make_node("Pad", ["b", "pads"], ["z"], mode="constant"),
+    ]
+    graph = helper.make_graph(
+        nodes, "copies",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [3, 1000]), helper.make_tensor_value_info("b", TensorProto.FLOAT, [3, 77])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 1077]), helper.make_tensor_value_info("z", TensorProto.FLOAT, [5, 80])],
+        initializer=[helper.make_tensor("pads", TensorProto.INT64, [4], [1, 2, 1, 1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    onnx.checker.check_model(model)
+    a, b = RNG.standard_normal((3, 1000)).astype(np.float32), RNG.standard_normal((3, 77)).astype(np.float32)
+    y, z = onnxc.compile(model, cpu_options=CpuPipelineOptions(threads=threads))(a, b)
+    ref_y, ref_z = ReferenceEvaluator(model).run(None, {"a": a, "b": b})
+    assert any(done for done in used if done[0]), used
+    np.testing.assert_allclose(y, ref_y, rtol=1e-6)  # exp: the one rounding step
+    np.testing.assert_array_equal(z, ref_z)
+
+
+def test_large_transposes_packs_and_unpacks_are_threaded() -> None:
+    """A layout transpose, a pack of a run-time operand and an unpack with at least
+    MIN_THREADED_ELEMENTS elements split an outer loop over the threads in whole tiles; one
+    thread, or a small transpose, keeps them on the calling thread."""
+    from onnxc.targets.cpu.pipeline import plan_tiles
+
+    text = """
+    func.func @f(%x: tensor<1x64x56x56xf32>, %s: tensor<1x8x28x28xf32>, %a: tensor<256x512xf32>, %p: tensor<32x16x8x32xf32>)
+        -> (tensor<1x56x56x64xf32>, tensor<1x28x28x8xf32>, tensor<32x512x8x1xf32>, tensor<256x512xf32>) {
+      %e = tensor.empty() : tensor<1x56x56x64xf32>
+      %t = linalg.transpose ins(%x : tensor<1x64x56x56xf32>) outs(%e : tensor<1x56x56x64xf32>) permutation = [0, 2, 3, 1]
+      %es = tensor.empty() : tensor<1x28x28x8xf32>
+      %ts = linalg.transpose ins(%s : tensor<1x8x28x28xf32>) outs(%es : tensor<1x28x28x8xf32>) permutation = [0, 2, 3, 1]
+      %ep = tensor.empty() : tensor<32x512x8x1xf32>
+      %pk = linalg.pack %a inner_dims_pos = [0, 1] inner_tiles = [8, 1] into %ep : tensor<256x512xf32> -> tensor<32x512x8x1xf32>
+      %eu = tensor.empty() : tensor<256x512xf32>
+      %up = linalg.unpack %p inner_dims_pos = [0, 1] inner_tiles = [8, 32] into %eu : tensor<32x16x8x32xf32> -> tensor<256x512xf32>
+      return %t, %ts, %pk, %up : tensor<1x56x56x64xf32>, tensor<1x28x28x8xf32>, tensor<32x512x8x1xf32>, tensor<256x512xf32>
+    }
+    """
+    with ir.Context():
+        module = ir.Module.parse(text)
+        ops = [o for o in _ops(module) if o.name in ("linalg.transpose", "linalg.pack", "linalg.unpack")]
+        plans = [plan_tiles(op, CpuPipelineOptions(threads=2, target_cpu="znver4")) for op in ops]
+        # The big transpose: 56 rows (tile 1) split 28/28; the small one (6,272 elements) not.
+        assert plans[0].forall_threads == (0, 2, 0, 0)
+        assert plans[1].forall_threads is None
+        assert plans[2].forall_threads == (2, 0)  # 32 row tiles of the packed operand
+        assert plans[3].forall_threads == (2, 0)  # 256 rows in tiles of 8: 16 per thread
+        assert all(plan_tiles(op, CpuPipelineOptions(threads=1, target_cpu="znver4")).forall_threads is None for op in ops)
