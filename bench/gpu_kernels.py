@@ -8,8 +8,14 @@ batch 1, "same" padding):
   64 warps, 65536 registers allocated per warp in units of 256, 32 blocks, 164 KiB (sm_80) or
   228 KiB (sm_90) of shared memory). GEMMs are reported twice: the default f32 (SIMT) kernel,
   whose A and B slices are promoted to shared memory, and the tensor-core kernel that
-  `allow_tf32=True` gives (mma.sync m16n8k4 tf32) where the shape is whole tiles. Running the
-  PTX needs a GPU and onnxc's CUDA runtime, which does not exist yet: no CUDA FLOP/s are reported.
+  `allow_tf32=True` gives (mma.sync m16n8k4 tf32) where the shape is whole tiles.
+- CUDA, where an NVIDIA GPU exists: the model compiled for the device's chip with
+  `onnxc.compile(..., target="cuda")` and run; each kernel timed with CUDA events
+  (`CudaProgram.step_times`, median of `--repeat` runs), the case's FLOP/s from the sum of its
+  kernels' times, and beside it the vendor library on the same shape when PyTorch is installed
+  (cuBLAS for GEMM in f32, tf32 and f16; cuDNN for the convolutions in f32), timed the same way
+  (CUDA events around the call), with the ratio onnxc / vendor. Every CUDA output is checked
+  against the CPU target's (1e-3 of the largest magnitude; tf32 5e-2).
 - Vulkan, where a Vulkan device exists (Mesa's lavapipe here, a CPU driver): the median time of
   `--repeat` calls of `onnxc.compile(model, target="vulkan")` and of the CPU target on the same
   model in the same process, and their ratio (vulkan / cpu). On lavapipe this only shows that the
@@ -19,7 +25,7 @@ batch 1, "same" padding):
 
 No assertions on speed: a yardstick, not a test. Timings on a shared machine are noisy.
 
-Run: python bench/gpu_kernels.py [--repeat N] [--only SUBSTRING] [--no-vulkan]
+Run: python bench/gpu_kernels.py [--repeat N] [--only SUBSTRING] [--no-vulkan] [--no-ptxas]
 """
 
 from __future__ import annotations
@@ -59,6 +65,9 @@ CASES = [
     Case("gemm 256x256x256", "gemm", (256, 256, 256)),
     Case("gemm 512x512x512", "gemm", (512, 512, 512)),
     Case("gemm 128x768x768", "gemm", (128, 768, 768)),
+    # Large enough to fill a data-centre GPU (CUDA only: lavapipe would take minutes).
+    Case("gemm 2048x2048x2048", "gemm", (2048, 2048, 2048)),
+    Case("gemm 4096x4096x4096", "gemm", (4096, 4096, 4096)),
     # ResNet-50 (batch 1): conv2_x 3x3 and 1x1, conv3_x..conv5_x 3x3.
     Case("conv 64->64 3x3 56x56", "conv", (64, 64, 56, 3, 1)),
     Case("conv 256->64 1x1 56x56", "conv", (256, 64, 56, 1, 1)),
@@ -88,6 +97,9 @@ def build(case: Case) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     graph = helper.make_graph([node], case.name.replace(" ", "_"), ins, outs, inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10), feeds
 
+
+#: Cases above this many FLOPs are not run on Vulkan (lavapipe, a CPU driver, would take minutes).
+VULKAN_MAX_FLOPS = 5e9
 
 #: Per-SM limits used for the occupancy estimate: (max warps, registers, max blocks, shared bytes).
 SM_LIMITS = {"sm_80": (64, 65536, 32, 164 * 1024), "sm_90": (64, 65536, 32, 228 * 1024)}
@@ -133,14 +145,94 @@ def cuda_report(case: Case, model: onnx.ModelProto) -> None:
                 )
 
 
+def vendor_ms(case: Case, feeds: dict[str, np.ndarray], model: onnx.ModelProto, repeat: int, kind: str) -> float | None:
+    """Median milliseconds of PyTorch's vendor kernel (cuBLAS / cuDNN) on the same shape, timed
+    with CUDA events; None when PyTorch (with CUDA) is not installed."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    dtype = torch.float16 if kind == "f16" else torch.float32
+    torch.backends.cuda.matmul.allow_tf32 = kind == "tf32"
+    torch.backends.cudnn.allow_tf32 = kind == "tf32"
+    x = torch.from_numpy(feeds["x"]).cuda().to(dtype)
+    inits = {t.name: torch.from_numpy(nh.to_array(t).copy()).cuda().to(dtype) for t in model.graph.initializer}
+    if case.kind == "gemm":
+        def call() -> object:
+            return x @ inits["W"]
+    else:
+        pad = case.dims[3] // 2
+        def call() -> object:
+            return torch.nn.functional.conv2d(x, inits["W"], inits["B"], stride=case.dims[4], padding=pad)
+    for _ in range(3):
+        call()
+    times = []
+    for _ in range(repeat):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        call()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def cuda_run(case: Case, model: onnx.ModelProto, feeds: dict[str, np.ndarray], repeat: int) -> None:
+    """Compile for the GPU's chip, check against the CPU target, time each kernel (see the doc)."""
+    import onnxc
+    from onnxc.compiler import lower
+    from onnxc.targets.cuda import CudaOptions, compile_module, cuda_context
+
+    ctx = cuda_context()
+    chip = ctx.chip if ctx.chip in ("sm_80", "sm_86", "sm_89", "sm_90") else "sm_80"
+    if case.kind == "gemm":  # numpy's BLAS in f64: the CPU target would add minutes at 4096^3
+        w = nh.to_array(model.graph.initializer[0])
+        want = (feeds["x"].astype(np.float64) @ w.astype(np.float64)).astype(np.float32)
+    else:
+        want = onnxc.compile(model, target="cpu")(**feeds)[0]
+    linalg = lower(model, "linalg")
+    for label, tf32 in [("f32", False)] + ([("tf32", True)] if case.kind == "gemm" else []):
+        t = time.perf_counter()
+        fn = compile_module(linalg, CudaOptions(chip, "+ptx80", allow_tf32=tf32))
+        compile_s = time.perf_counter() - t
+        got = fn(feeds["x"])[0]
+        err = float(np.abs(got - want).max() / max(1e-30, float(np.abs(want).max())))
+        if err > (5e-2 if tf32 else 1e-3):
+            print(f"  cuda {chip} {label:4} WRONG: max relative difference {err:.2e} from the CPU target")
+            continue
+        steps = fn.program.step_times(feeds["x"], repeat=repeat)
+        ms = sum(steps)
+        mma = " mma.sync" if any("mma.sync" in p for p in fn.ptx.values()) else ""
+        vendor = vendor_ms(case, feeds, model, repeat, label)
+        versus = f"  vendor {vendor:8.4f} ms ({case.flops() / vendor / 1e9:8.1f} TFLOP/s)  onnxc/vendor {ms / vendor:6.2f}" if vendor else ""
+        print(
+            f"  cuda {chip} {label:4} {ms:8.4f} ms ({case.flops() / ms / 1e9:8.2f} TFLOP/s) in {len(steps)} step(s)"
+            f"{mma}{versus}  compile {compile_s:.1f} s  max rel diff {err:.1e}"
+        )
+    vendor16 = vendor_ms(case, feeds, model, repeat, "f16") if case.kind == "gemm" else None
+    if vendor16:
+        print(f"  vendor f16 (cuBLAS, for scale) {vendor16:8.4f} ms ({case.flops() / vendor16 / 1e9:8.1f} TFLOP/s)")
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--only", default="", help="run the cases whose name contains this")
-    ap.add_argument("--no-vulkan", action="store_true", help="PTX reports only")
+    ap.add_argument("--no-vulkan", action="store_true", help="no Vulkan timings")
+    ap.add_argument("--no-ptxas", action="store_true", help="no ptxas resource reports")
     args = ap.parse_args(argv)
 
     import onnxc
+    from onnxc.targets.cuda import CudaLoweringError, cuda_context
+
+    try:
+        ctx = cuda_context()
+        print(f"cuda device: {ctx.device_name} ({ctx.chip}, {ctx.multiprocessors} SMs, driver {ctx.driver_version})")
+    except CudaLoweringError as e:
+        ctx = None
+        print(f"no CUDA timings: {e}")
 
     vulkan_reason = None
     if not args.no_vulkan:
@@ -157,8 +249,11 @@ def main(argv: list[str]) -> int:
             continue
         model, feeds = build(case)
         print(f"{case.name}  ({case.flops() / 1e9:.2f} GFLOP)")
-        cuda_report(case, model)
-        if args.no_vulkan or vulkan_reason:
+        if not args.no_ptxas:
+            cuda_report(case, model)
+        if ctx is not None:
+            cuda_run(case, model, feeds, args.repeat)
+        if args.no_vulkan or vulkan_reason or case.flops() > VULKAN_MAX_FLOPS:
             continue
         t = time.perf_counter()
         gpu = onnxc.compile(model, target="vulkan")

@@ -292,14 +292,14 @@ def vulkan_backend() -> TargetBackend | None:
 
 
 def cuda_backend() -> TargetBackend | None:
-    """The first CUDA GPU, or None without a driver and device. Its figures are not measured yet
-    (0, "not measured"): running on the GPU is not implemented by the CUDA target either."""
-    from onnxc.targets.cuda import cuda_device_count
+    """The first CUDA GPU as a backend, or None without a driver and device. Its figures are
+    measured on first use through its own compiled graphs, as the Vulkan backend's are."""
+    from onnxc.targets.cuda import CudaLoweringError, cuda_context, cuda_device_count
 
     if cuda_device_count() == 0:
         return None
-    zero = Figure(0.0, "not measured")
-    info = BackendInfo(name="cuda", vendor="NVIDIA", version=_version(), device="CUDA device 0", device_kind="gpu",
-                       macs={"f32": zero}, memory_bandwidth=zero, host_to_device=zero, device_to_host=zero, memory_size=0,
-                       dtypes=("f32",))
-    return TargetBackend("cuda", "CUDA device 0", info, dtypes=("f32",))
+    try:
+        ctx = cuda_context()
+    except CudaLoweringError:
+        return None
+    return TargetBackend("cuda", ctx.device_name, dtypes=("f32",))

@@ -5,10 +5,13 @@
 - `compile_ptx(module, options)` here: a `CudaArtifact` (PTX per kernel module, and the host
   program of launches), made with no GPU present.
 - `passes.py`: the stage as a registered pass (`gpu-to-nvvm`); `target.py`: `CudaTarget`.
-- `compile_module(module, options)`: what `onnxc.compile(..., target="cuda")` calls; on a machine
-  without an NVIDIA driver and GPU it raises `CudaUnavailable` saying so. Running on a GPU (host
-  code through `gpu-to-llvm` and `libmlir_cuda_runtime.so`) is not implemented yet: there was no
-  GPU to test it on, so it is refused with that reason rather than shipped untested.
+- `runtime.py`: `CudaContext` and `CudaProgram`, which run the host program of launches on the
+  GPU through the CUDA driver API (device buffers, weights uploaded once, the PTX JIT-compiled
+  by the driver); see its docstring for why not `gpu-to-llvm` host code.
+- `compile_module(module, options)`: what `onnxc.compile(..., target="cuda")` calls; it returns a
+  `CudaFunction` called with numpy arrays like the CPU target's `CompiledFunction`. On a machine
+  without an NVIDIA driver and GPU it raises `CudaUnavailable` saying so (after lowering to PTX,
+  so that an unsupported model fails with its own error first).
 """
 
 from __future__ import annotations
@@ -16,13 +19,16 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 
+import numpy as np
 from mlir import ir
 
+from onnxc.targets.cpu.abi import FunctionSignature
 from onnxc.targets.gpu import HostProgram, device_for, host_program, map_to_gpu
 
 from .lowering import (
     CudaLoweringError,
     CudaOptions,
+    CudaUnavailable,
     KernelResources,
     PtxasError,
     PtxasResult,
@@ -32,10 +38,16 @@ from .lowering import (
     ptx_of,
 )
 
+from .runtime import CudaContext, CudaProgram, CudaRuntimeError, cuda_context
+
 __all__ = [
     "CudaArtifact",
+    "CudaContext",
+    "CudaFunction",
     "CudaLoweringError",
     "CudaOptions",
+    "CudaProgram",
+    "CudaRuntimeError",
     "CudaUnavailable",
     "KernelResources",
     "PtxasError",
@@ -43,14 +55,11 @@ __all__ = [
     "assemble",
     "compile_module",
     "compile_ptx",
+    "cuda_context",
     "cuda_device_count",
     "find_ptxas",
     "ptx_of",
 ]
-
-class CudaUnavailable(CudaLoweringError):
-    """No NVIDIA driver or GPU on this machine (or running on one is not supported yet)."""
-
 
 @dataclasses.dataclass(frozen=True)
 class CudaArtifact:
@@ -93,10 +102,28 @@ def cuda_device_count() -> int:
     return count.value
 
 
-def compile_module(module: ir.Module, options: CudaOptions | None = None, entry: str | None = None) -> object:
+class CudaFunction:
+    """A model's entry compiled for and loaded on the GPU: `f(*arrays) -> list[np.ndarray]`.
+
+    `signature` is the tensor-level signature (arguments are checked against it before anything
+    is copied to the device); `ptx` holds each kernel module's PTX; `program` the loaded
+    `runtime.CudaProgram` (`program.step_times(...)` times each kernel)."""
+
+    def __init__(self, signature: FunctionSignature, program: CudaProgram, ptx: dict[str, str]) -> None:
+        self.signature = signature
+        self.program = program
+        self.ptx = ptx
+
+    def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
+        return self.program(*self.signature.validate(arrays))
+
+    def __repr__(self) -> str:
+        return f"<CudaFunction {self.signature} on {self.program.ctx.device_name}: {len(self.ptx)} kernel(s)>"
+
+
+def compile_module(module: ir.Module, options: CudaOptions | None = None, entry: str | None = None) -> CudaFunction:
     """Compile for and load on the GPU (`CudaTarget.compile`): lowered to PTX first, so a model
-    the CUDA target cannot compile fails with that error; then refused with a clear reason (see
-    the module doc)."""
+    the CUDA target cannot compile fails with that error; `CudaUnavailable` without a GPU."""
     from .target import CudaTarget
 
-    return CudaTarget().compile(module, options or CudaOptions(), entry=entry)
+    return CudaTarget().compile(module, options or CudaOptions(), entry=entry)  # type: ignore[return-value]

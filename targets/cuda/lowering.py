@@ -38,6 +38,7 @@ from onnxc.targets.gpu.mapping import binary_objects, lower_kernels_to_loops, ru
 __all__ = [
     "CudaLoweringError",
     "CudaOptions",
+    "CudaUnavailable",
     "KernelResources",
     "MIN_PTX",
     "PtxasError",
@@ -60,6 +61,10 @@ class CudaLoweringError(OnnxcError):
 
 class PtxasError(CudaLoweringError):
     """ptxas is missing or rejected the PTX (its message is included)."""
+
+
+class CudaUnavailable(CudaLoweringError):
+    """No NVIDIA driver or GPU on this machine, or none that can run the compiled chip."""
 
 
 #: Oldest PTX ISA version (x10) each chip accepts (PTX ISA release notes: sm_80 came with PTX
@@ -85,12 +90,15 @@ class CudaOptions:
         10 mantissa bits instead of 23, so this changes results and is off unless asked for.
         f16 contractions use them only when they accumulate in f16 (what upstream's mma.sync
         rewrite builds); ONNX MatMul on f16 accumulates in f32 and stays on the SIMT path.
+    dynamic_shapes: "refuse" (default: a dynamic dim is refused naming the node) or
+        "specialize" (compiled per call's shapes, `gpu.specialize`), as `VulkanOptions` has it.
     """
 
     chip: str = "sm_80"
     features: str = "+ptx80"
     tensor_cores: str = "auto"
     allow_tf32: bool = False
+    dynamic_shapes: str = "refuse"
 
     def mma_types(self) -> tuple[str, ...]:
         """The tensor-core element kinds the GPU mapping may use (`mapping.MMA_TYPES` keys)."""
@@ -118,6 +126,8 @@ class CudaOptions:
             raise CudaLoweringError(f"tensor_cores must be 'auto' or 'off', got {self.tensor_cores!r}")
         if not isinstance(self.allow_tf32, bool):
             raise CudaLoweringError(f"allow_tf32 must be a bool, got {self.allow_tf32!r}")
+        if self.dynamic_shapes not in ("refuse", "specialize"):
+            raise CudaLoweringError(f"dynamic_shapes must be 'refuse' or 'specialize', got {self.dynamic_shapes!r}")
 
 
 def nvvm_pipeline_element(options: CudaOptions) -> str:

@@ -4,8 +4,11 @@ Pipeline (text, runnable by `onnx-opt -p`): `onnxc-approximate-math{functions={e
 erf in PTX, libdevice is not linked), `gpu-map{device=<chip> mma={f16[,tf32]}}` (the tensor-core
 kinds `CudaOptions.mma_types` allows), `gpu-nvvm-prepare,
 gpu-lower-to-nvvm-pipeline{cubin-chip=<chip> cubin-features=+ptxNN cubin-format=isa}`; stages `gpu` and `ptx` (`onnxc compile --target cuda --emit ptx` works without
-a GPU). `compile` lowers to PTX first (so an unsupported model fails with its own error), then
-says that no GPU is present, or that running on one is not implemented yet (see `__init__.py`).
+a GPU). `compile` runs the `gpu` stage, reads the host program (`gpu.host.host_program`), runs the
+`ptx` stage and loads the PTX on the first GPU (`runtime.CudaProgram`); without a GPU it lowers to
+PTX first (so an unsupported model fails with its own error), then says that none is present.
+Shapes known only when the model is called (Resize's scales) are compiled per call
+(`gpu.specialize.SpecializingFunction`), as on Vulkan.
 """
 
 from __future__ import annotations
@@ -64,27 +67,45 @@ class CudaTarget(Target):
         entry: str | None = None,
         instrumentation: Instrumentation | None = None,
     ) -> Runnable:
-        """Lower a copy of `module` to PTX, then refuse to run it (see the module doc)."""
+        """Lower a copy of `module` to PTX and load it on the first GPU (see the module doc)."""
         from onnxc.targets.cpu.jit import copy_module, select_entry
+        from onnxc.targets.gpu.host import host_program
+        from onnxc.targets.gpu.mapping import refuse_host_runtime
+        from onnxc.targets.gpu.specialize import SpecializingFunction, needs_specialization
         from onnxc.transforms.pipeline import run_pipeline
 
-        from . import CudaUnavailable, cuda_device_count
-
-        from onnxc.targets.gpu.mapping import refuse_host_runtime
-        from onnxc.targets.gpu.specialize import needs_specialization
+        from . import CudaFunction, CudaUnavailable, cuda_device_count
+        from .lowering import nvvm_pipeline_element, ptx_of
+        from .runtime import CudaProgram, cuda_context
 
         opts: CudaOptions = self.options(options)
         signature = select_entry(module, entry)
         refuse_host_runtime(module)
-        # Shapes set by input values (Resize's scales) are compiled per call
-        # (targets/gpu/specialize.py, as the Vulkan target runs them), which needs a GPU to call;
-        # other models are lowered to PTX here so that an unsupported op (or a dynamic dim)
-        # fails with its own error first.
-        if not needs_specialization(module, signature.name):
-            run_pipeline(copy_module(module), self.pipeline(opts), instrumentation=instrumentation, reraise=True)
+
+        def lower(lowered: ir.Module) -> tuple[Any, Any, dict[str, str]]:
+            """The `gpu` stage, the host program read from it, then the `ptx` stage."""
+            static = select_entry(lowered, signature.name)
+            run_pipeline(lowered, self.pipeline(opts, stop_after="gpu"), instrumentation=instrumentation, reraise=True)
+            program = host_program(lowered)  # before the NVVM stage lowers the host function
+            run_pipeline(lowered, "gpu-nvvm-prepare," + nvvm_pipeline_element(opts), instrumentation=instrumentation, reraise=True)
+            return static, program, ptx_of(lowered)
+
+        def compile_one(lowered: ir.Module) -> CudaFunction:
+            static, program, ptx = lower(lowered)
+            return CudaFunction(static, CudaProgram(program, ptx, opts.chip), ptx)
+
+        specialized = needs_specialization(module, signature.name, opts.dynamic_shapes == "specialize")
+        # Shapes set by input values (Resize's scales) are compiled per call; other models are
+        # lowered to PTX before the GPU is looked for, so that an unsupported op (or a dynamic
+        # dim) fails with its own error first.
+        if not specialized:
+            static, program, ptx = lower(copy_module(module))
         if cuda_device_count() == 0:
             raise CudaUnavailable(
                 "target 'cuda': no NVIDIA GPU is present (no CUDA driver, libcuda.so.1, or no device); "
                 "the PTX can still be produced without one: `onnxc compile --target cuda --emit ptx`"
             )
-        raise CudaUnavailable("target 'cuda': running on the GPU is not implemented yet (PTX and cubins are: --emit ptx)")
+        cuda_context()  # the driver and device, once per process
+        if specialized:
+            return SpecializingFunction(copy_module(module), signature, compile_one)
+        return CudaFunction(static, CudaProgram(program, ptx, opts.chip), ptx)

@@ -22,7 +22,7 @@ from mlir import ir
 
 from .mapping import GpuMappingError
 
-__all__ = ["Buffer", "Copy", "HostProgram", "Launch", "host_program"]
+__all__ = ["ArgLayout", "Buffer", "Copy", "HostProgram", "Launch", "host_program"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,15 +46,28 @@ class Buffer:
 
 
 @dataclasses.dataclass(frozen=True)
+class ArgLayout:
+    """How a kernel argument views its buffer: element offset, shape and strides (in elements),
+    all static (`_static_layout`). Vulkan binds the whole buffer and kernels address it through
+    the type alone; CUDA passes these as the fields of the memref descriptor."""
+
+    offset: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class Launch:
-    """`gpu.launch_func`: kernel `module::function`, grid and workgroup sizes (x, y, z), and the
-    buffer id behind each kernel argument in order (storage binding i = argument i)."""
+    """`gpu.launch_func`: kernel `module::function`, grid and workgroup sizes (x, y, z), the
+    buffer id behind each kernel argument in order (storage binding i = argument i), and each
+    argument's view of its buffer (`layouts`, one per argument)."""
 
     module: str
     function: str
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     args: tuple[int, ...]
+    layouts: tuple[ArgLayout, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,9 +102,9 @@ def _static_identity(t: ir.Type, where: ir.Operation) -> tuple[tuple[int, ...], 
     return tuple(t.shape), str(t.element_type)
 
 
-def _static_layout(t: ir.Type, where: ir.Operation) -> None:
+def _static_layout(t: ir.Type, where: ir.Operation) -> ArgLayout:
     """A statically shaped memref whose layout (offset and strides) is static: a view kernels
-    can address through its type alone."""
+    can address through its type alone; its offset, shape and strides."""
     if not isinstance(t, ir.MemRefType) or not t.has_static_shape:
         raise GpuMappingError(f"{where.location}: {where.name}: the GPU targets need static buffers, got {t}")
     strides, offset = t.get_strides_and_offset()
@@ -102,6 +115,7 @@ def _static_layout(t: ir.Type, where: ir.Operation) -> None:
         # x[0] at every step): refused rather than computed wrong, wherever such a view is
         # made (a reshape, a rank-reducing subview) or handed to a kernel.
         raise GpuMappingError(f"{where.location}: {where.name}: a rank-0 view at an offset ({t}) is not supported on the host side")
+    return ArgLayout(int(offset), tuple(int(d) for d in t.shape), tuple(int(x) for x in strides))
 
 
 def _globals(module: ir.Module) -> dict[str, ir.Operation]:
@@ -199,14 +213,15 @@ def host_program(module: ir.Module) -> HostProgram:
             grid = tuple(_index_constant(v, op) for v in (view.gridSizeX, view.gridSizeY, view.gridSizeZ))
             blk = tuple(_index_constant(v, op) for v in (view.blockSizeX, view.blockSizeY, view.blockSizeZ))
             args = []
+            layouts = []
             for v in view.kernelOperands:
                 if not isinstance(v.type, ir.MemRefType):
                     raise GpuMappingError(f"{op.location}: kernel @{path[1]} takes a scalar argument ({v.type}); only buffers are supported")
                 if v not in values:
                     raise GpuMappingError(f"{op.location}: kernel argument from an unsupported host op: {v.owner}")
-                _static_layout(v.type, op)  # every view a kernel gets: static, and no rank-0 offset
+                layouts.append(_static_layout(v.type, op))  # every view a kernel gets: static, and no rank-0 offset
                 args.append(values[v])
-            steps.append(Launch(path[0], path[1], grid, blk, tuple(args)))  # type: ignore[arg-type]
+            steps.append(Launch(path[0], path[1], grid, blk, tuple(args), tuple(layouts)))  # type: ignore[arg-type]
         elif name == "func.return":
             for v in op.operands:
                 if v not in values:

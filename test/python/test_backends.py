@@ -665,6 +665,34 @@ def test_sample_cnn_on_vulkan_matches_reference() -> None:
         np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL, err_msg=k)
 
 
+def _cuda_present() -> bool:
+    from onnxc.targets.cuda import cuda_device_count
+
+    return cuda_device_count() > 0
+
+
+@pytest.mark.skipif(not _cuda_present(), reason="no NVIDIA GPU (no libcuda.so.1 or no device): the CUDA backend needs one")
+def test_heterogeneous_cpu_and_cuda_matches_reference() -> None:
+    """The CUDA backend (a GPU's figures measured through its own graphs) with the shipped sample
+    CNN forced onto it: every subgraph placed on CUDA, run there (no fallback), against onnx.reference."""
+    from onnxc.targets.backends.partition import partition, run_partitioned
+
+    found = B.backends(plugins=False)
+    figures = B.get_backend("cuda", found).info()
+    assert figures.macs["f32"].value > 0 and figures.macs["f32"].provenance.startswith("measured ")
+    root = Path(__file__).resolve().parents[2] / "models"
+    model = onnx.load(root / "sample.onnx")
+    x = np.load(root / "sample_input.npy")
+    name = model.graph.input[0].name
+    assert {d.backend for d in partition(model, found, force="cuda").decisions} == {"cuda"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback: CUDA must really run its subgraphs
+        got = run_partitioned(model, {name: x}, found, force="cuda")
+    want = ReferenceEvaluator(model).run(None, {name: x})
+    for (k, g), w in zip(got.items(), want):
+        np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL, err_msg=k)
+
+
 def test_a_failing_compatibility_query_costs_the_backend_its_nodes_not_the_run(fake_plugin: Path) -> None:
     from onnxc.targets.backends.partition import partition
 

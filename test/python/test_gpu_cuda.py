@@ -1,7 +1,11 @@
-"""The CUDA target without a GPU: every model of test_gpu_vulkan.MODELS lowered to PTX for sm_80
-and for sm_90, each PTX assembled by NVIDIA's ptxas for its chip (a rejected PTX fails the test),
-and the `-v` resource report read back. ptxas comes from the `gpu` extra (`nvidia-cuda-nvcc`), so a
-missing ptxas is a failure, not a skip.
+"""The CUDA target: every model of test_gpu_vulkan.MODELS lowered to PTX for sm_80 and for sm_90,
+each PTX assembled by NVIDIA's ptxas for its chip (a rejected PTX fails the test), and the `-v`
+resource report read back. ptxas comes from the `gpu` extra (`nvidia-cuda-nvcc`), so a missing
+ptxas is a failure, not a skip.
+
+The tests that run kernels (`cuda` fixture: `onnxc.compile(model, target="cuda")` against
+onnx.reference, tensor cores, repeated calls, per-kernel timing) need an NVIDIA GPU and are
+skipped, saying so, on machines without one (CI); they ran on an H200 (docs/gpu.md).
 """
 
 from __future__ import annotations
@@ -229,3 +233,86 @@ def test_bool_buffers_are_held_as_bytes(ptxas: str) -> None:
     (ptx,) = artifact.ptx.values()
     assert "ld.global.b8" in ptx and "st.global.b8" in ptx
     assert all(r.kernels for r in artifact.assemble().values())
+
+
+def test_launch_parameters_are_memref_descriptors() -> None:
+    """Per memref argument: allocated and aligned pointer, offset, sizes, strides (MLIR's
+    descriptor, what the NVVM lowering gives a kernel); a view keeps its offset and strides."""
+    from onnxc.targets.cuda.runtime import launch_parameters, ptx_parameter_count
+    from onnxc.targets.gpu.host import ArgLayout
+
+    views = [ArgLayout(0, (4, 8), (8, 1)), ArgLayout(12, (3,), (2,)), ArgLayout(0, (), ())]
+    assert launch_parameters([100, 200, 300], views) == [100, 100, 0, 4, 8, 8, 1, 200, 200, 12, 3, 2, 300, 300, 0]
+    ptx = ".visible .entry k(\n\t.param .u64 .ptr .align 1 k_param_0,\n\t.param .u64 k_param_1\n)\n{\n\tld.param.b64 %rd1, [k_param_0];\n}"
+    assert ptx_parameter_count(ptx, "k") == 2
+
+
+def _has_gpu() -> bool:
+    from onnxc.targets.cuda import cuda_device_count
+
+    return cuda_device_count() > 0
+
+
+@pytest.fixture(scope="module")
+def cuda() -> None:
+    if not _has_gpu():
+        pytest.skip("no NVIDIA GPU on this machine (no libcuda.so.1 or no device): running kernels needs one; "
+                    "the PTX is assembled by ptxas in the other tests")
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_cuda_matches_reference(name: str, cuda: None) -> None:
+    """`onnxc.compile(model, target="cuda")` end to end on the GPU, against onnx.reference."""
+    import numpy as np
+    from onnx.reference import ReferenceEvaluator
+    from test_gpu_vulkan import ATOL, RTOL, feeds
+
+    import onnxc
+
+    model = MODELS[name]()
+    compiled = onnxc.compile(model, target="cuda")
+    x = feeds(model)
+    want = ReferenceEvaluator(model).run(None, x)
+    got = compiled(**x)
+    assert len(got) == len(want)
+    for g, w, out in zip(got, want, model.graph.output):
+        assert g.shape == w.shape, out.name
+        np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL, err_msg=f"{name}: output {out.name}")
+
+
+@pytest.mark.parametrize("tf32", [False, True])
+def test_gemm_on_the_gpu(tf32: bool, cuda: None) -> None:
+    """A MatMul of whole tensor-core tiles, SIMT (f32) and on tensor cores (tf32: mma.sync), on
+    the device's own chip; tf32 keeps 10 mantissa bits, hence its looser tolerance. Two calls
+    with new inputs reuse the loaded program and the uploaded weights."""
+    import numpy as np
+
+    from onnxc.compiler import lower as lower_model
+    from onnxc.targets.cuda import CudaOptions, compile_module, cuda_context
+
+    chip = cuda_context().chip if cuda_context().chip in ("sm_80", "sm_86", "sm_89", "sm_90") else "sm_80"
+    fn = compile_module(lower_model(_matmul_model(128, 256, 96), "linalg"), CudaOptions(chip, "+ptx80", allow_tf32=tf32))
+    assert any("mma.sync" in p for p in fn.ptx.values()) == tf32
+    rng = np.random.default_rng(1)
+    for _ in range(2):
+        a, b = rng.standard_normal((128, 256), dtype=np.float32), rng.standard_normal((256, 96), dtype=np.float32)
+        (got,) = fn(a, b)
+        want = a.astype(np.float64) @ b.astype(np.float64)
+        # tf32 rounds each operand to 10 mantissa bits (2^-11 relative): over K = 256 products
+        # the error reaches ~1e-3 of the largest magnitude; f32 stays near 1e-6.
+        err = float(np.abs(got - want).max() / np.abs(want).max())
+        assert err < (4e-3 if tf32 else 1e-5), err
+    times = fn.program.step_times(a, b, repeat=3)
+    assert len(times) == len(fn.program.program.steps) and all(t > 0 for t in times)
+
+
+def test_chip_newer_than_the_device_is_refused(cuda: None) -> None:
+    """PTX for a chip newer than the GPU cannot load: a clear error naming both."""
+    from onnxc.compiler import lower as lower_model
+    from onnxc.targets.cuda import CudaOptions, CudaUnavailable, compile_module, cuda_context
+
+    newer = [c for c in ("sm_80", "sm_86", "sm_89", "sm_90") if int(c[3:]) > int(cuda_context().chip[3:])]
+    if not newer:
+        pytest.skip(f"the GPU ({cuda_context().chip}) is at least as new as every supported chip")
+    with pytest.raises(CudaUnavailable, match="was compiled for"):
+        compile_module(lower_model(MODELS["softmax"](), "linalg"), CudaOptions(newer[-1], "+ptx80"))

@@ -4,7 +4,8 @@ opset-20 Gelu with a [batch, 1, seq, seq] mask; the Erf formula with a key-paddi
 reshape shapes computed from Shape(x)) run at two lengths from one compiled model, and the
 ResNet-style stack with a dynamic batch. Vulkan (lavapipe) runs them through per-call
 specialization (targets/gpu/specialize.py, the opt-in `VulkanOptions(dynamic_shapes="specialize")`):
-each call's shapes are made static and compiled once.
+each call's shapes are made static and compiled once. On a machine with an NVIDIA GPU the CUDA
+target runs them the same way (`CudaOptions(dynamic_shapes="specialize")`).
 
 The Erf encoder with a key-padding mask found a mapping bug this way (a reduction whose body
 gathers by its reduction index was split into a tree that read the wrong elements: every output
@@ -48,4 +49,26 @@ def test_vulkan_matches_the_cpu_target(name: str) -> None:
         got = gpu.run(feeds_i)
         for out in cpu.output_names:
             compare(got[out], want[out], f"{name} run {i} {out}")  # raises beyond tolerance
+    assert gpu.function.specializations == len({tuple(f[k].shape for k in sorted(f)) for f in feeds})
+
+
+@pytest.mark.parametrize("name", list(_cases()))
+def test_cuda_matches_the_cpu_target(name: str) -> None:
+    """The same models on an NVIDIA GPU (`CudaOptions(dynamic_shapes="specialize")`); skipped,
+    saying so, on machines without one."""
+    import onnxc
+    from onnxc.targets.cuda import CudaOptions, cuda_device_count
+
+    if cuda_device_count() == 0:
+        pytest.skip("no NVIDIA GPU on this machine (no libcuda.so.1 or no device); Vulkan runs the same models above")
+    build, feeds_of = _cases()[name]
+    model = build()
+    cpu = onnxc.compile(model, target="cpu")
+    gpu = onnxc.compile(model, target="cuda", options=CudaOptions(dynamic_shapes="specialize"))
+    feeds = feeds_of(model)
+    for i, feeds_i in enumerate(feeds):
+        want = cpu.run(feeds_i)
+        got = gpu.run(feeds_i)
+        for out in cpu.output_names:
+            compare(got[out], want[out], f"{name} run {i} {out}")
     assert gpu.function.specializations == len({tuple(f[k].shape for k in sorted(f)) for f in feeds})
