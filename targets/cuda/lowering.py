@@ -143,7 +143,7 @@ def nvvm_pipeline(options: CudaOptions) -> str:
 
 
 #: Registers per thread each kernel is guaranteed (`register_budget_hints`): twice what a
-#: contraction's 2x4 register tile with its addresses needs, half the hardware's 255.
+#: contraction's 4x4 register tile with its operands and addresses needs, half the hardware's 255.
 REGISTER_BUDGET = 128
 #: Registers of one SM on sm_80..sm_90.
 SM_REGISTERS = 65536
@@ -283,14 +283,50 @@ def check_sub_byte_buffers(module: ir.Module) -> None:
             )
 
 
+def fuse_multiply_adds(module: ir.Module) -> int:
+    """In kernel bodies of reductions (`linalg.generic` with a reduction loop: contractions and
+    convolutions), `acc + a * b` on floats becomes `math.fma(a, b, acc)`: the NVVM lowering keeps
+    arith's separate `mul.rn`/`add.rn` (MLIR sets no contraction flag), which takes two
+    instructions and rounds twice per multiply-add. fma rounds once (closer to the exact sum,
+    as the CPU target's vector FMAs are); elementwise bodies are left as written."""
+    from mlir.dialects import math as math_dialect
+
+    from onnxc.targets.gpu.mapping import collect
+
+    count = 0
+    for gmod in collect(module.operation, lambda op: op.name == "gpu.module"):
+        for generic in collect(gmod, lambda op: op.name == "linalg.generic"):
+            kinds = [str(a) for a in ir.ArrayAttr(generic.attributes["iterator_types"])]
+            if not any("reduction" in k for k in kinds):
+                continue
+            for add in collect(generic, lambda op: op.name == "arith.addf"):
+                for i in (0, 1):
+                    mul = add.operands[i].owner
+                    if isinstance(mul, ir.Block) or mul.operation.name != "arith.mulf":
+                        continue
+                    mul = mul.operation
+                    if len(list(mul.results[0].uses)) != 1 or mul.parent.operation != add.parent.operation:
+                        continue
+                    with ir.InsertionPoint(add), add.location:
+                        fma = math_dialect.FmaOp(mul.operands[0], mul.operands[1], add.operands[1 - i]).result
+                    add.results[0].replace_all_uses_with(fma)
+                    add.erase()
+                    mul.erase()
+                    count += 1
+                    break
+    return count
+
+
 def prepare_for_nvvm(module: ir.Module) -> ir.Module:
     """The kernel-side steps before `gpu-lower-to-nvvm-pipeline` (in place): workgroup buffers
     (tree reductions' partials, promoted contraction operands) become workgroup attributions,
-    i.e. shared memory, each kernel gets its register budget (`register_budget_hints`), and
-    kernel bodies become loops over loads and stores."""
+    i.e. shared memory, each kernel gets its register budget (`register_budget_hints`),
+    reduction bodies use fused multiply-adds (`fuse_multiply_adds`), and kernel bodies become
+    loops over loads and stores."""
     with module.context, ir.Location.unknown():
         workgroup_allocs_to_attributions(module)
         register_budget_hints(module)
+        fuse_multiply_adds(module)
         lower_kernels_to_loops(module, CudaLoweringError)
         bool_buffers_as_bytes(module)
         check_sub_byte_buffers(module)

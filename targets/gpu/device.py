@@ -80,10 +80,17 @@ class GpuDevice:
 
 # NVIDIA: warp 32, 1024 threads per block, 48 KiB static shared memory per block (more needs
 # dynamic opt-in). 256 threads per block keeps 8 blocks per SM within the 2048-thread limit.
-# K-step 32: (32 + 64) x 32 f32 = 12 KiB of shared memory per block, so 8 blocks still fit in an
-# SM's 164 KiB (sm_80); a warp's 32 lanes read 32 consecutive floats of a B row (one transaction).
+# Contractions: a 32x64 block tile of 4x4 register tiles (8x16 = 128 threads; 16 accumulators
+# and 8 operands per thread, each k step's 8 shared loads feeding 16 FMAs). K-step 32:
+# (32 + 64) x 32 f32 = 12 KiB of shared memory per block, so 13 blocks fit in an SM's 164 KiB
+# (sm_80); 16 lanes of a warp read 16 consecutive floats of a B row. Chosen by a sweep on an
+# H200 (docs/gpu_runs/h200_tile_sweep.txt, f32 GFLOP/s with the accumulators kept in registers
+# across the K loop): 4x4 tiles beat the former 2x4 on every shape (4096^3 19.1 -> 23.4
+# TFLOP/s, 128x768x768 4.0 -> 4.6, 128x768x3072 10.0 -> 12.8); a 64x64 block of 4x4 tiles was
+# faster on the largest GEMMs (25.0) but slower below 1024 (7.0 vs 9.5 at 512^3: fewer blocks
+# than SMs), larger register tiles (8x8) slower everywhere.
 _CUDA = dict(subgroup_size=32, max_workgroup_size=1024, shared_memory_bytes=48 * 1024, workgroup_size=256,
-             matmul_block_tile=(32, 64), matmul_thread_tile=(2, 4), matmul_k_tile=32)
+             matmul_block_tile=(32, 64), matmul_thread_tile=(4, 4), matmul_k_tile=32)
 
 #: The devices onnxc maps to. Vulkan's row is what every Vulkan 1.1 device guarantees
 #: (maxComputeWorkGroupInvocations >= 128, maxComputeSharedMemorySize >= 16 KiB) with a

@@ -810,6 +810,114 @@ def _private_accumulators(module: ir.Module) -> int:
     return len(found)
 
 
+def _defining_op(v: ir.Value) -> ir.Operation | None:
+    """The operation that defines `v`, None for a block argument."""
+    owner = v.owner
+    return None if isinstance(owner, ir.Block) else owner.operation
+
+
+def _root_memref(v: ir.Value) -> ir.Value:
+    """The buffer a memref value views: through subviews, reshapes and casts to the kernel
+    argument or allocation it starts from."""
+    while (op := _defining_op(v)) is not None and op.name in _VIEW_OPS:
+        v = op.operands[0]
+    return v
+
+
+_VIEW_OPS = ("memref.subview", "memref.expand_shape", "memref.collapse_shape", "memref.cast", "memref.reinterpret_cast")
+
+
+def _defined_outside(v: ir.Value, loop: ir.Operation) -> bool:
+    """Whether `v` is defined outside `loop` (an op result or block argument not inside it)."""
+    op = _defining_op(v)
+    if op is None:
+        op = v.owner.owner  # a block argument: the op whose region holds its block
+    while op is not None:
+        op = op.operation
+        if op == loop:
+            return False
+        op = op.parent
+    return True
+
+
+def _hoist_private_accumulators(module: ir.Module) -> int:
+    """Keep a thread's private accumulator (`_private_accumulators`) in registers across the K
+    loop of a promoted contraction: after mapping, each K-step copied the thread's output tile
+    from global memory into its `memref.alloca`, accumulated one step into it and copied it back
+    (a global load and store of the whole register tile per K-step: 8 values every 32 FMAs of
+    a 2x4 tile). When the alloca, its copy-in and copy-out sit directly in an `scf.for` whose
+    body touches the output buffer nowhere else and the tile's view is defined outside the loop,
+    the alloca and copy-in move before the loop and the copy-out after it: the same values,
+    loaded once and stored once. An accumulator under a guard (`scf.if`, partial thread tiles)
+    is left where it is."""
+    from mlir.dialects import linalg
+
+    moved = 0
+    for alloca in collect(module.operation, lambda op: op.name == "memref.alloca"):
+        loop = alloca.parent.operation if alloca.parent is not None else None
+        if loop is None or loop.name != "scf.for":
+            continue
+        acc = alloca.results[0]
+        users = [u.owner.operation for u in acc.uses]
+        copies_in = [u for u in users if u.name == "linalg.copy" and u.operands[1] == acc]
+        copies_out = [u for u in users if u.name == "linalg.copy" and u.operands[0] == acc]
+        if len(copies_in) != 1 or len(copies_out) != 1:
+            continue
+        copy_in, copy_out = copies_in[0], copies_out[0]
+        view = copy_in.operands[0]
+        if copy_out.operands[1] != view or copy_in.parent.operation != loop or copy_out.parent.operation != loop or not _defined_outside(view, loop):
+            continue
+        if any(u.name != "linalg.generic" for u in users if u not in (copy_in, copy_out)):
+            continue
+        root = _root_memref(view)
+        others = collect(loop, lambda op: op not in (copy_in, copy_out) and any(
+            isinstance(v.type, ir.MemRefType) and _root_memref(v) == root for v in op.operands))
+        if any(o.name not in _VIEW_OPS for o in others):
+            continue  # something else in the loop reads or writes the output buffer
+        alloca.move_before(loop)
+        copy_in.move_before(loop)
+        copy_out.move_after(loop)
+        moved += 1
+    return moved
+
+
+def _reductions_outermost(module: ir.Module) -> int:
+    """Put the reduction loops of each private-accumulator generic (a thread's register tile,
+    `_private_accumulators`) outermost: `convert-linalg-to-loops` nests loops in iterator
+    order, so a matmul tile ran a whole K loop per output element, loading its A row and B
+    column again for each (two loads per FMA); with K outermost each step loads the tile's A
+    column and B row once and the fully unrolled (static, small) m and n loops reuse them
+    (2x4 tile: 6 loads per 8 FMAs). A permutation of the loops and of every indexing map's
+    dims; bodies that read `linalg.index` are left alone (their index order would change)."""
+    count = 0
+    for op in collect(module.operation, lambda op: op.name == "linalg.generic"):
+        outs = list(op.opview.outputs)
+        if not outs or not all((d := _defining_op(o)) is not None and d.name == "memref.alloca" for o in outs):
+            continue
+        iterators = _iterators(op)
+        if "reduction" not in iterators or iterators[0] == "reduction":
+            continue
+        if collect(op, lambda o: o.name == "linalg.index"):
+            continue
+        n = len(iterators)
+        perm = [i for i, it in enumerate(iterators) if it == "reduction"] + [i for i, it in enumerate(iterators) if it != "reduction"]
+        inverse = [0] * n
+        for new, old in enumerate(perm):
+            inverse[old] = new
+        maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+        if not all(isinstance(e, (ir.AffineDimExpr, ir.AffineConstantExpr)) for m in maps for e in m.results):
+            continue  # only plain dims (and constants) are renamed here: a matmul's or a tile's maps
+        renamed = [
+            ir.AffineMap.get(n, 0, [ir.AffineDimExpr.get(inverse[e.position]) if isinstance(e, ir.AffineDimExpr) else e for e in m.results])
+            for m in maps
+        ]
+        op.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in renamed])
+        kinds = list(ir.ArrayAttr(op.attributes["iterator_types"]))
+        op.attributes["iterator_types"] = ir.ArrayAttr.get([kinds[old] for old in perm])
+        count += 1
+    return count
+
+
 def workgroup_allocs_to_attributions(module: ir.Module) -> int:
     """Turn `memref.alloc` of workgroup memory inside kernels into workgroup attributions of
     the `gpu.func`, which the NVVM lowering turns into shared memory (it does not lower an alloc
@@ -1302,4 +1410,8 @@ def map_to_gpu(module: ir.Module, device: GpuDevice, mma_types: frozenset[str] =
         finally:
             _strip(module, (_ROOT_TAG, _FILL_TAG, _KERNEL_TAG, _COPY_TAG, _COPY_LOOP_TAG, _COPY_LOOP_NO_BARRIER_TAG))
         run_pipeline(module, OUTLINE_PIPELINE, "kernel outlining")
+        # After outlining's canonicalize/cse: a thread's output-tile view is then one value
+        # defined before the K loop (mapping re-creates it inside each step).
+        _hoist_private_accumulators(module)
+        _reductions_outermost(module)
     return module

@@ -127,15 +127,22 @@ func.func @mm_even(%a: tensor<32x48xf32>, %b: tensor<48x64xf32>) -> tensor<32x64
 """
 
 # CHECK-LABEL: func.func @mm_even
-# Tiles that divide the shape: each thread's 2x2 accumulator is private (an alloca), copied in,
-# accumulated over one K-step of the promoted operands (promotion.py), copied out.
+# Tiles that divide the shape: each thread's 2x2 accumulator is private (an alloca), copied in
+# once before the K loop (_hoist_private_accumulators), accumulated over each K-step of the
+# promoted operands (promotion.py) with the K loop outermost in the tile (_reductions_outermost:
+# the tile's A column and B row are loaded once per k), and copied out once after the loop.
 # CHECK: gpu.func @mm_even_kernel
 # CHECK: %[[ACC:.*]] = memref.alloca() : memref<2x2xf32>
-# CHECK: linalg.copy {{.*}}ins(%{{.*}} : memref<2x2xf32, strided<[64, 1], offset: ?>>) outs(%[[ACC]] : memref<2x2xf32>)
+# CHECK-NEXT: linalg.copy {{.*}}ins(%{{.*}} : memref<2x2xf32, strided<[64, 1], offset: ?>>) outs(%[[ACC]] : memref<2x2xf32>)
+# CHECK-NEXT: scf.for
+# CHECK-NOT: linalg.copy {{.*}}outs(%[[ACC]]
 # CHECK: linalg.generic
-# CHECK-SAME: iterator_types = ["parallel", "parallel", "reduction"]
+# CHECK-SAME: iterator_types = ["reduction", "parallel", "parallel"]
 # CHECK-SAME: outs(%[[ACC]] : memref<2x2xf32>)
-# CHECK: linalg.copy {{.*}}ins(%[[ACC]] : memref<2x2xf32>)
+# CHECK: gpu.barrier
+# CHECK-NEXT: }
+# CHECK-NEXT: linalg.copy {{.*}}ins(%[[ACC]] : memref<2x2xf32>)
+# CHECK-NEXT: gpu.return
 
 SPLIT = """
 func.func @split(%a: tensor<2x6xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {

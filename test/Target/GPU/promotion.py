@@ -54,16 +54,18 @@ func.func @mm(%a: tensor<37x50xf32>, %b: tensor<50x70xf32>) -> tensor<37x70xf32>
 # CHECK-NEXT: gpu.return
 
 # CHECK-LABEL: PTX
-# sm_80's table: 32x64 block tile (16x16 threads), K-step 32: (32 + 64) x 32 floats of shared memory.
-# CHECK: .maxntid 16, 16, 1
-# CHECK: .minnctapersm 2
+# sm_80's table: 32x64 block tile of 4x4 register tiles (16x8 threads), K-step 32: (32 + 64) x 32 floats
+# of shared memory; 128 threads at 128 registers each: 4 blocks per SM (.minnctapersm).
+# CHECK: .maxntid 16, 8, 1
+# CHECK: .minnctapersm 4
 # CHECK-DAG: .shared .align {{[0-9]+}} .b8 {{.*}}[4096];
 # CHECK-DAG: .shared .align {{[0-9]+}} .b8 {{.*}}[8192];
 # CHECK: st.shared.b32
 # CHECK: bar.sync 0;
 # CHECK: ld.shared.b32
-# CHECK: mul.rn.f32
-# CHECK: add.rn.f32
+# The multiply-adds are fused (cuda.lowering.fuse_multiply_adds): one rounding per step.
+# CHECK-NOT: mul.rn.f32
+# CHECK: fma.rn.f32
 
 with ir.Context():
     m = ir.Module.parse(MATMUL)
