@@ -73,6 +73,7 @@ from mlir.dialects.transform import structured
 from mlir.passmanager import PassManager
 
 from onnxc.errors import OnnxcError
+from onnxc.targets.cpu.pad_in_place import defining_op
 from onnxc.transforms.lowering.runtime_checks import strip_runtime_checks
 
 from .device import GpuDevice
@@ -810,16 +811,10 @@ def _private_accumulators(module: ir.Module) -> int:
     return len(found)
 
 
-def _defining_op(v: ir.Value) -> ir.Operation | None:
-    """The operation that defines `v`, None for a block argument."""
-    owner = v.owner
-    return None if isinstance(owner, ir.Block) else owner.operation
-
-
 def _root_memref(v: ir.Value) -> ir.Value:
     """The buffer a memref value views: through subviews, reshapes and casts to the kernel
     argument or allocation it starts from."""
-    while (op := _defining_op(v)) is not None and op.name in _VIEW_OPS:
+    while (op := defining_op(v)) is not None and op.name in _VIEW_OPS:
         v = op.operands[0]
     return v
 
@@ -829,7 +824,7 @@ _VIEW_OPS = ("memref.subview", "memref.expand_shape", "memref.collapse_shape", "
 
 def _defined_outside(v: ir.Value, loop: ir.Operation) -> bool:
     """Whether `v` is defined outside `loop` (an op result or block argument not inside it)."""
-    op = _defining_op(v)
+    op = defining_op(v)
     if op is None:
         op = v.owner.owner  # a block argument: the op whose region holds its block
     while op is not None:
@@ -892,7 +887,7 @@ def _reductions_outermost(module: ir.Module) -> int:
     count = 0
     for op in collect(module.operation, lambda op: op.name == "linalg.generic"):
         outs = list(op.opview.outputs)
-        if not outs or not all((d := _defining_op(o)) is not None and d.name == "memref.alloca" for o in outs):
+        if not outs or not all((d := defining_op(o)) is not None and d.name == "memref.alloca" for o in outs):
             continue
         iterators = _iterators(op)
         if "reduction" not in iterators or iterators[0] == "reduction":

@@ -18,8 +18,7 @@ test_backend.py) is skipped with that error as its reason.
 from __future__ import annotations
 
 import pytest
-import numpy as np
-from test_gpu_backend_vulkan import _COMPRESS, _RANDOM, _SCAN_HOST, CASES
+from test_gpu_backend_vulkan import _COMPRESS, _RANDOM, _SCAN_HOST, CASES, run_case_on
 from test_gpu_backend_vulkan import XFAILS as VULKAN_XFAILS
 from test_gpu_cuda import ptxas  # noqa: F401  (the fixture: ptxas from the gpu extra, a failure when missing)
 
@@ -98,22 +97,5 @@ def _cuda_or_skip() -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_node_case_runs_on_cuda(case, request) -> None:
-    import onnxc
-    from onnxc.compiler import lower
-
     _cuda_or_skip()
-    if case.name in RUN_XFAILS:
-        request.applymarker(pytest.mark.xfail(reason=RUN_XFAILS[case.name], strict=True, raises=(onnxc.errors.OnnxcError, AssertionError)))
-    try:
-        compiled = onnxc.compile(case.model, target="cuda")
-    except onnxc.errors.OnnxcError as e:
-        try:  # only on failure: is the target-independent stage at fault?
-            lower(case.model, "linalg")
-        except onnxc.errors.OnnxcError as early:
-            pytest.skip(f"does not lower to linalg (target-independent, see test_backend.py): {str(early).splitlines()[0][:200]}")
-        raise e
-    for inputs, outputs in case.data_sets:
-        got = compiled(*inputs)
-        assert len(got) == len(outputs)
-        for g, w in zip(got, outputs):
-            np.testing.assert_allclose(g, w, rtol=case.rtol, atol=case.atol)
+    run_case_on("cuda", case, RUN_XFAILS, request)

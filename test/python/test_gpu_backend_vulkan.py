@@ -113,17 +113,17 @@ def test_xfails_are_in_the_slice() -> None:
     assert set(XFAILS) <= names, sorted(set(XFAILS) - names)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_node_case_on_vulkan(case, request) -> None:
+def run_case_on(target: str, case, xfails: dict[str, str], request) -> None:
+    """Compile `case` for `target` with `onnxc.compile` and compare every data set with the
+    case's expected outputs at its own tolerances; a listed case is a strict expected failure
+    (a refusal or a mismatch), and a model that does not lower to linalg is skipped with why."""
     import onnxc
     from onnxc.compiler import lower
-    from test_gpu_vulkan import _vulkan_or_skip
 
-    _vulkan_or_skip()
-    if case.name in XFAILS:
-        request.applymarker(pytest.mark.xfail(reason=XFAILS[case.name], strict=True, raises=(onnxc.errors.OnnxcError, AssertionError)))
+    if case.name in xfails:
+        request.applymarker(pytest.mark.xfail(reason=xfails[case.name], strict=True, raises=(onnxc.errors.OnnxcError, AssertionError)))
     try:
-        compiled = onnxc.compile(case.model, target="vulkan")
+        compiled = onnxc.compile(case.model, target=target)
     except onnxc.errors.OnnxcError as e:
         try:  # only on failure (it costs a second import): is the target-independent stage at fault?
             lower(case.model, "linalg")
@@ -135,3 +135,11 @@ def test_node_case_on_vulkan(case, request) -> None:
         assert len(got) == len(outputs)
         for g, w in zip(got, outputs):
             np.testing.assert_allclose(g, w, rtol=case.rtol, atol=case.atol)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_node_case_on_vulkan(case, request) -> None:
+    from test_gpu_vulkan import _vulkan_or_skip
+
+    _vulkan_or_skip()
+    run_case_on("vulkan", case, XFAILS, request)

@@ -263,21 +263,12 @@ def cuda() -> None:
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_cuda_matches_reference(name: str, cuda: None) -> None:
     """`onnxc.compile(model, target="cuda")` end to end on the GPU, against onnx.reference."""
-    import numpy as np
-    from onnx.reference import ReferenceEvaluator
-    from test_gpu_vulkan import ATOL, RTOL, feeds
+    from test_gpu_vulkan import check_against_reference
 
     import onnxc
 
     model = MODELS[name]()
-    compiled = onnxc.compile(model, target="cuda")
-    x = feeds(model)
-    want = ReferenceEvaluator(model).run(None, x)
-    got = compiled(**x)
-    assert len(got) == len(want)
-    for g, w, out in zip(got, want, model.graph.output):
-        assert g.shape == w.shape, out.name
-        np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL, err_msg=f"{name}: output {out.name}")
+    check_against_reference(onnxc.compile(model, target="cuda"), model, name)
 
 
 @pytest.mark.parametrize("tf32", [False, True])

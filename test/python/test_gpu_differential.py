@@ -33,42 +33,34 @@ def _cases() -> dict:
     }
 
 
-@pytest.mark.parametrize("name", list(_cases()))
-def test_vulkan_matches_the_cpu_target(name: str) -> None:
-    import onnxc
-    from onnxc.targets.vulkan import VulkanOptions
+def _gpu_or_skip(target: str):  # -> the target's options with per-call specialization
+    """Skip without the target's device (Vulkan: as test_gpu_vulkan decides; CUDA: no NVIDIA GPU)."""
+    if target == "vulkan":
+        from onnxc.targets.vulkan import VulkanOptions
 
-    _vulkan_or_skip()
+        _vulkan_or_skip()
+        return VulkanOptions(dynamic_shapes="specialize")
+    from onnxc.targets.cuda import CudaOptions, cuda_device_count
+
+    if cuda_device_count() == 0:
+        pytest.skip("no NVIDIA GPU on this machine (no libcuda.so.1 or no device); Vulkan runs the same models")
+    return CudaOptions(dynamic_shapes="specialize")
+
+
+@pytest.mark.parametrize("target", ["vulkan", "cuda"])
+@pytest.mark.parametrize("name", list(_cases()))
+def test_gpu_matches_the_cpu_target(name: str, target: str) -> None:
+    import onnxc
+
+    options = _gpu_or_skip(target)
     build, feeds_of = _cases()[name]
     model = build()
     cpu = onnxc.compile(model, target="cpu")
-    gpu = onnxc.compile(model, target="vulkan", options=VulkanOptions(dynamic_shapes="specialize"))
+    gpu = onnxc.compile(model, target=target, options=options)
     feeds = feeds_of(model)
     for i, feeds_i in enumerate(feeds):
         want = cpu.run(feeds_i)
         got = gpu.run(feeds_i)
         for out in cpu.output_names:
             compare(got[out], want[out], f"{name} run {i} {out}")  # raises beyond tolerance
-    assert gpu.function.specializations == len({tuple(f[k].shape for k in sorted(f)) for f in feeds})
-
-
-@pytest.mark.parametrize("name", list(_cases()))
-def test_cuda_matches_the_cpu_target(name: str) -> None:
-    """The same models on an NVIDIA GPU (`CudaOptions(dynamic_shapes="specialize")`); skipped,
-    saying so, on machines without one."""
-    import onnxc
-    from onnxc.targets.cuda import CudaOptions, cuda_device_count
-
-    if cuda_device_count() == 0:
-        pytest.skip("no NVIDIA GPU on this machine (no libcuda.so.1 or no device); Vulkan runs the same models above")
-    build, feeds_of = _cases()[name]
-    model = build()
-    cpu = onnxc.compile(model, target="cpu")
-    gpu = onnxc.compile(model, target="cuda", options=CudaOptions(dynamic_shapes="specialize"))
-    feeds = feeds_of(model)
-    for i, feeds_i in enumerate(feeds):
-        want = cpu.run(feeds_i)
-        got = gpu.run(feeds_i)
-        for out in cpu.output_names:
-            compare(got[out], want[out], f"{name} run {i} {out}")
     assert gpu.function.specializations == len({tuple(f[k].shape for k in sorted(f)) for f in feeds})

@@ -217,6 +217,18 @@ def feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
     return out
 
 
+def check_against_reference(compiled, model: onnx.ModelProto, name: str) -> None:
+    """`compiled` (an `onnxc.compile` result for any target) on `feeds(model)` against
+    onnx.reference, output by output, at RTOL/ATOL."""
+    x = feeds(model)
+    want = ReferenceEvaluator(model).run(None, x)
+    got = compiled(**x)
+    assert len(got) == len(want)
+    for g, w, out in zip(got, want, model.graph.output):
+        assert g.shape == w.shape, out.name
+        np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL, err_msg=f"{name}: output {out.name}")
+
+
 def _vulkan_or_skip() -> None:
     """Skip (not root: nothing could install the driver) or fail (root: it should be there)."""
     from onnxc.targets.vulkan import VulkanUnavailable, vulkan_context
@@ -258,13 +270,7 @@ def test_vulkan_matches_reference(name: str, vulkan: None, spirv_val: str, tmp_p
     model = MODELS[name]()
     compiled = onnxc.compile(model, target="vulkan")
     fn = compiled.function
-    x = feeds(model)
-    want = ReferenceEvaluator(model).run(None, x)
-    got = compiled(**x)
-    assert len(got) == len(want)
-    for g, w, out in zip(got, want, model.graph.output):
-        assert g.shape == w.shape, out.name
-        np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL, err_msg=f"{name}: output {out.name}")
+    check_against_reference(compiled, model, name)
     # Every kernel module is valid SPIR-V for Vulkan 1.1 (the version the runtime asks for).
     assert fn.spirv
     for kernel, words in fn.spirv.items():
