@@ -601,13 +601,24 @@ def _unroll_host_loops(module: ir.Module) -> int:
     return total
 
 
+def _same_view(a: ir.Value, b: ir.Value) -> bool:
+    """Whether two memrefs are the same elements of the same buffer: one root (`_root_memref`)
+    and one type whose layout (offset and strides) is static."""
+    if a.type != b.type or _root_memref(a) != _root_memref(b):
+        return False
+    strides, offset = ir.MemRefType(a.type).get_strides_and_offset()
+    return not ir.ShapedType.is_dynamic_size(offset) and not any(ir.ShapedType.is_dynamic_size(x) for x in strides)
+
+
 def _host_copies_to_kernels(module: ir.Module, device: GpuDevice) -> int:
     """Turn each host-side `memref.copy` that involves a strided view (what bufferization
     inserts when a value must be copied out of or into part of a buffer, e.g. a Concat result
     that is a graph output and is read again) into a copy kernel: `linalg.copy` on the buffers,
     tiled to workgroups and threads with the elementwise plan (`plan_kernel`). The host side of
     a GPU program only copies whole identity-layout buffers (`host.py`). Copies with dynamic
-    shapes are left alone (the host refuses them, naming the op)."""
+    shapes are left alone (the host refuses them, naming the op). A copy of a view onto the
+    same view (same buffer and static layout, `_same_view`) is dropped: it moves nothing, and
+    it cost a kernel per padded convolution."""
     from mlir.dialects import linalg
 
     def wanted(op: ir.Operation) -> bool:
@@ -618,7 +629,12 @@ def _host_copies_to_kernels(module: ir.Module, device: GpuDevice) -> int:
             return False
         return not all(_identity_layout(t) for t in types)
 
-    found = collect(module.operation, wanted)
+    found = []
+    for op in collect(module.operation, wanted):
+        if _same_view(op.operands[0], op.operands[1]):
+            op.erase()  # a copy of a view onto itself (bufferization of an in-place insert): no work
+        else:
+            found.append(op)
     plans: list[KernelPlan] = []
     for i, op in enumerate(found):
         shape = list(ir.MemRefType(op.operands[0].type).shape)
@@ -900,12 +916,10 @@ def _reductions_outermost(module: ir.Module) -> int:
         for new, old in enumerate(perm):
             inverse[old] = new
         maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
-        if not all(isinstance(e, (ir.AffineDimExpr, ir.AffineConstantExpr)) for m in maps for e in m.results):
-            continue  # only plain dims (and constants) are renamed here: a matmul's or a tile's maps
-        renamed = [
-            ir.AffineMap.get(n, 0, [ir.AffineDimExpr.get(inverse[e.position]) if isinstance(e, ir.AffineDimExpr) else e for e in m.results])
-            for m in maps
-        ]
+        # Old loop j is new loop inverse[j]: each result expression (a dim, or a convolution's
+        # `h + kh`) has its dims renamed by composing with that map.
+        to_new = ir.AffineMap.get(n, 0, [ir.AffineDimExpr.get(inverse[j]) for j in range(n)])
+        renamed = [ir.AffineMap.get(n, m.n_symbols, [e.compose(to_new) for e in m.results]) for m in maps]
         op.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in renamed])
         kinds = list(ir.ArrayAttr(op.attributes["iterator_types"]))
         op.attributes["iterator_types"] = ir.ArrayAttr.get([kinds[old] for old in perm])
