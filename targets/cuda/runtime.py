@@ -122,7 +122,9 @@ class CudaContext:
         ctx = ctypes.c_void_p()
         self.check(self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), self.device), "cuDevicePrimaryCtxRetain")
         self.context = ctx
-        self.lock = threading.Lock()  # one program call at a time on the shared context
+        # One program call at a time on the shared context; reentrant because a program collected
+        # while another holds it (its __del__ -> close) takes it again on the same thread.
+        self.lock = threading.RLock()
 
     @property
     def chip(self) -> str:

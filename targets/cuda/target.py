@@ -90,8 +90,8 @@ class CudaTarget(Target):
             run_pipeline(lowered, "gpu-nvvm-prepare," + nvvm_pipeline_element(opts), instrumentation=instrumentation, reraise=True)
             return static, program, ptx_of(lowered)
 
-        def compile_one(lowered: ir.Module) -> CudaFunction:
-            static, program, ptx = lower(lowered)
+        def load(parts: tuple[Any, Any, dict[str, str]]) -> CudaFunction:
+            static, program, ptx = parts
             return CudaFunction(static, CudaProgram(program, ptx, opts.chip), ptx)
 
         specialized = needs_specialization(module, signature.name, opts.dynamic_shapes == "specialize")
@@ -99,7 +99,7 @@ class CudaTarget(Target):
         # lowered to PTX before the GPU is looked for, so that an unsupported op (or a dynamic
         # dim) fails with its own error first.
         if not specialized:
-            static, program, ptx = lower(copy_module(module))
+            parts = lower(copy_module(module))
         if cuda_device_count() == 0:
             raise CudaUnavailable(
                 "target 'cuda': no NVIDIA GPU is present (no CUDA driver, libcuda.so.1, or no device); "
@@ -107,5 +107,5 @@ class CudaTarget(Target):
             )
         cuda_context()  # the driver and device, once per process
         if specialized:
-            return SpecializingFunction(copy_module(module), signature, compile_one)
-        return CudaFunction(static, CudaProgram(program, ptx, opts.chip), ptx)
+            return SpecializingFunction(copy_module(module), signature, lambda lowered: load(lower(lowered)))
+        return load(parts)
