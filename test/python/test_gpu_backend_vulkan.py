@@ -8,7 +8,7 @@ and compared with the case's expected outputs at the case's own tolerances (the 
 rtol/atol).
 
 `XFAILS` are strict, grouped by reason: a listed case that passes fails the test, so the list
-cannot go stale. Nearly all are refusals (an `OnnxcError` naming the node before any kernel
+cannot go stale (the random draws excepted: a draw can match the expected one by chance). Nearly all are refusals (an `OnnxcError` naming the node before any kernel
 runs), never a wrong answer, except Bernoulli and training-mode Dropout, whose expected values
 are one particular random draw. A case whose model does not lower to linalg (the target-independent stage, shared with the
 CPU target and covered by test_backend.py) is skipped with that error as its reason; it is not a
@@ -121,7 +121,11 @@ def run_case_on(target: str, case, xfails: dict[str, str], request) -> None:
     from onnxc.compiler import lower
 
     if case.name in xfails:
-        request.applymarker(pytest.mark.xfail(reason=xfails[case.name], strict=True, raises=(onnxc.errors.OnnxcError, AssertionError)))
+        # Strict, except for the random draws: a kernel's own draw matches the expected one by
+        # chance now and then (test_bernoulli_double: 10 values, about 1.7% of runs), which
+        # failed CI as an unexpected pass.
+        strict = xfails[case.name] != _RANDOM
+        request.applymarker(pytest.mark.xfail(reason=xfails[case.name], strict=strict, raises=(onnxc.errors.OnnxcError, AssertionError)))
     try:
         compiled = onnxc.compile(case.model, target=target)
     except onnxc.errors.OnnxcError as e:
