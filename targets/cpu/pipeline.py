@@ -51,6 +51,7 @@ from onnxc.errors import OnnxcError
 
 from .epilogue import EpiloguePlan, align_unpack_epilogues, epilogue_steps, forward_masked_tiles, plan_epilogues
 from .pad_in_place import PAD_BUFFER_ATTR, hoist_pad_fills
+from .peel_tiles import peel_masked_tiles
 from .conv_filters import pack_conv_filters, pad_conv_channels
 from .data_tiling import ACC_BUFFER_ATTR, PACKED_OPS, fills_to_constants, pack_contractions, plan_packed
 from .isa import CpuFeatures, host_cpu
@@ -895,6 +896,7 @@ def tile_and_vectorize(module: ir.Module, options: CpuPipelineOptions | None = N
         return module
     _apply_transform_script(module, script, "tiling/vectorization", _TAG)
     forward_masked_tiles(module)  # a fused unpack's tile goes to its epilogue in registers (epilogue.py)
+    peel_masked_tiles(module)  # whole tiles without masks, the partial one peeled (peel_tiles.py)
     return module
 
 
