@@ -1,6 +1,7 @@
 """Partial tiles peeled off their loops, so the full tiles' vector transfers carry no mask.
 
-What: ``peel_masked_tiles(module)`` finds each static ``scf.for`` tile loop whose step does not
+What: ``peel_masked_tiles(module, cpu)``, for a CPU without native masked memory operations
+(``CpuFeatures.masked_memory``: AVX2, NEON), finds each static ``scf.for`` tile loop whose step does not
 divide its trip (34 channels in tiles of 8; or whose end is a thread's share of an
 ``scf.forall``, an ``affine.min``) and whose tile size, ``affine.min(step, ub - iv)``,
 is a ``vector.create_mask`` operand: the vectorizer (with explicit vector sizes) masked every
@@ -11,7 +12,8 @@ all-true (canonicalization then drops them), and one last partial iteration that
 
 Why: AVX2 has no mask registers; a masked transfer becomes ``vmaskmovps``, whose store form is
 slow on AMD Zen (microcoded, a throughput of one per several cycles where a plain store issues
-every cycle; AVX-512's masked stores are not). `perf` of ShuffleNet compiled for the host
+every cycle). AVX-512's masked stores are native (mask registers), and its code is left as it
+was: this was not measured there. `perf` of ShuffleNet compiled for the host
 (AVX2 Zen 3, 1 thread) put 18% of its samples on masked stores and 5% on masked loads: packing
 and unpacking of the grouped 1x1 convolutions' data-tiled products, whose 34 or 68 channels per
 group are not a multiple of 8. One-process A/B on that machine, 1 thread: ShuffleNet 14.4 ->
@@ -27,6 +29,8 @@ from __future__ import annotations
 from mlir import ir
 
 from onnxc.transforms.onnx_utils import collect_ops
+
+from .isa import CpuFeatures
 
 __all__ = ["peel_masked_tiles", "PEEL_MASKED_TILES"]
 
@@ -87,9 +91,9 @@ def _masks_partial_tile(loop: ir.Operation) -> bool:
     return False
 
 
-def peel_masked_tiles(module: ir.Module) -> int:
-    """Peel the partial last tile of each masked static tile loop (see the module docstring)."""
-    if not PEEL_MASKED_TILES:
+def peel_masked_tiles(module: ir.Module, cpu: CpuFeatures) -> int:
+    """Peel the partial last tile of each masked tile loop (see the module docstring)."""
+    if not PEEL_MASKED_TILES or cpu.masked_memory:
         return 0
     from .pipeline import _apply_transform_script
 

@@ -896,7 +896,7 @@ def tile_and_vectorize(module: ir.Module, options: CpuPipelineOptions | None = N
         return module
     _apply_transform_script(module, script, "tiling/vectorization", _TAG)
     forward_masked_tiles(module)  # a fused unpack's tile goes to its epilogue in registers (epilogue.py)
-    peel_masked_tiles(module)  # whole tiles without masks, the partial one peeled (peel_tiles.py)
+    peel_masked_tiles(module, (options or CpuPipelineOptions()).cpu)  # whole tiles without masks, the partial one peeled (peel_tiles.py)
     return module
 
 
