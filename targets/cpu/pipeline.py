@@ -52,7 +52,7 @@ from onnxc.errors import OnnxcError
 from .epilogue import EpiloguePlan, align_unpack_epilogues, epilogue_steps, forward_masked_tiles, plan_epilogues
 from .pad_in_place import PAD_BUFFER_ATTR, hoist_pad_fills
 from .peel_tiles import peel_masked_tiles
-from .conv_filters import pack_conv_filters, pad_conv_channels
+from .conv_filters import pack_conv_filters, pad_conv_channels, pointwise_as_matmul
 from .data_tiling import ACC_BUFFER_ATTR, PACKED_OPS, fills_to_constants, pack_contractions, plan_packed
 from .isa import CpuFeatures, host_cpu
 from .threads import ASYNC_PIPELINE, THREAD_RUNTIMES, forall_pipeline, openmp_library, runtime_libraries_for
@@ -981,6 +981,8 @@ def lower_to_vector(module: ir.Module, options: CpuPipelineOptions | None = None
     # so they are packed at compile time like initializers.
     fills_to_constants(module)
     if opts.vectorize and opts.data_tiling:
+        # 1x1 convolutions the packed matmul runs faster (conv_filters.py), packed with the rest.
+        pointwise_as_matmul(module, opts.cpu)
         pack_contractions(module, opts.cpu, opts.max_sequential_reduction, opts.max_partial_elements)
         # Convolutions with constant filters: output channels padded to whole vectors, filters
         # too large for L2 packed per channel tile (conv_filters.py).
