@@ -196,7 +196,18 @@ def _pointwise_pays(c: int, f: int, ow: int, cpu: CpuFeatures) -> bool:
     return f >= 12 * lanes and c >= 8 * lanes
 
 
-def pointwise_as_matmul(module: ir.Module, cpu: CpuFeatures) -> int:
+def _direct_runs_alone(op: ir.Operation, cpu: CpuFeatures, threads: int) -> bool:
+    """Whether the direct convolution `op` would have its filter packed per channel tile
+    (`_tiles`) with a tile count the threads do not divide, so `_rewrite` runs it on one
+    thread (SqueezeNet's 1000 channels = 125 tiles of 8 on 2 threads)."""
+    f_t = _tiles(op, cpu)
+    if f_t is None:
+        return False
+    count = ir.RankedTensorType(op.results[0].type).get_dim_size(3) // f_t
+    return count % threads != 0
+
+
+def pointwise_as_matmul(module: ir.Module, cpu: CpuFeatures, threads: int = 1) -> int:
     """Rewrite static f32 stride-1 1x1 ``linalg.conv_2d_nhwc_hwcf``s with a constant filter as a
     ``linalg.matmul`` of their pixels ([n*h*w, c] x [c, f], views of the same buffers), which
     data tiling then packs (the filter at compile time), where `_pointwise_pays`; returns how
@@ -214,8 +225,14 @@ def pointwise_as_matmul(module: ir.Module, cpu: CpuFeatures) -> int:
     64->256 at 13 1.27x, 32->128 at 27 1.22x, 512->128 at 28 1.12x, 1024->256 at 14 1.12x,
     320->1280 at 7 1.15x, 64->256 at 56 1.06x; kept direct: 256->64 at 56 0.88x, 144->24 at 56
     0.84x, 192->32 at 28 0.86x, 64->64 at 56 0.94x, 24->144 at 56 0.97x, 16->96 at 112 0.99x.
-    Hence the rule: a short direct tile, or at least 12 vectors of output channels and 4 of
+    Hence the rule: a short direct tile, or at least 12 vectors of output channels and 8 of
     input channels.
+
+    With several threads the packed matmul's phases (pack, product, unpack) each split over the
+    threads, and the same A/B at 2 threads (a loaded machine) favoured the direct convolution's
+    single split: 96->576 at 14 0.71x, 64->256 at 56 0.73-0.90x, 512->128 at 28 0.83x, 384->64 at 14
+    0.84x, 2048->512 at 7 0.97x. So with threads only the direct convolutions that would run on
+    one thread are rewritten (`_direct_runs_alone`): 512->1000 at 13 on 2 threads 17.1 -> 3.6 ms.
     """
     if not POINTWISE_AS_MATMUL or cpu.vector_bits >= 512:
         return 0
@@ -234,6 +251,8 @@ def pointwise_as_matmul(module: ir.Module, cpu: CpuFeatures) -> int:
             n, h, wd, c = (int(d) for d in xt.shape)
             f = int(wt.get_dim_size(3))
             if _constant_array(w) is None or not _pointwise_pays(c, f, wd, cpu):
+                continue
+            if threads > 1 and not _direct_runs_alone(op, cpu, threads):
                 continue
             pixels = n * h * wd
             with op.location, ir.InsertionPoint(op):

@@ -982,7 +982,7 @@ def lower_to_vector(module: ir.Module, options: CpuPipelineOptions | None = None
     fills_to_constants(module)
     if opts.vectorize and opts.data_tiling:
         # 1x1 convolutions the packed matmul runs faster (conv_filters.py), packed with the rest.
-        pointwise_as_matmul(module, opts.cpu)
+        pointwise_as_matmul(module, opts.cpu, opts.threads)
         pack_contractions(module, opts.cpu, opts.max_sequential_reduction, opts.max_partial_elements)
         # Convolutions with constant filters: output channels padded to whole vectors, filters
         # too large for L2 packed per channel tile (conv_filters.py).

@@ -36,8 +36,9 @@ def _pointwise(c: int, f: int, hw: int, residual: bool = False) -> onnx.ModelPro
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-#: (c, f, hw): a short direct tile (13 wide), a wide one with enough channels, one kept direct.
-SHAPES = [(64, 100, 13), (64, 256, 8), (16, 24, 16)]
+#: (c, f, hw): a short direct tile (13 wide), a wide one with enough channels, one kept direct, and
+#: one rewritten at 2 threads too (its packed direct filter would run on one thread).
+SHAPES = [(64, 100, 13), (64, 256, 8), (16, 24, 16), (256, 1000, 13)]
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -56,15 +57,23 @@ def test_matches_reference(shape: tuple[int, int, int], threads: int, residual: 
     np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-4, atol=1e-4)
 
 
-def _rewritten(model: onnx.ModelProto, cpu: str) -> int:
-    module = lower(model, "linalg", options=CpuPipelineOptions(target_cpu=cpu, threads=1))
-    return conv_filters.pointwise_as_matmul(module, CpuFeatures.for_target(cpu))
+def _rewritten(model: onnx.ModelProto, cpu: str, threads: int = 1) -> int:
+    module = lower(model, "linalg", options=CpuPipelineOptions(target_cpu=cpu, threads=threads))
+    return conv_filters.pointwise_as_matmul(module, CpuFeatures.for_target(cpu), threads)
 
 
 @pytest.mark.parametrize("cpu", ["znver3", "skylake-avx512"])
 def test_rewritten_on_avx2_only(cpu: str) -> None:
     assert _rewritten(_pointwise(64, 100, 13), cpu) == (1 if cpu == "znver3" else 0)
     assert _rewritten(_pointwise(16, 24, 16), cpu) == 0
+
+
+def test_threads_rewrite_only_a_direct_conv_that_runs_alone() -> None:
+    """With 2 threads a small filter stays direct (its convolution splits over the threads); a
+    filter packed per channel tile in 125 tiles (1000 channels, 13 wide: tiles of 8) would run
+    on one thread, and becomes the matmul."""
+    assert _rewritten(_pointwise(64, 100, 13), "znver3", threads=2) == 0
+    assert _rewritten(_pointwise(256, 1000, 13), "znver3", threads=2) == 1
 
 
 def test_rule_per_shape() -> None:
