@@ -1,10 +1,10 @@
 """Partial tiles peeled off their loops, so the full tiles' vector transfers carry no mask.
 
 What: ``peel_masked_tiles(module, cpu)``, for a CPU without native masked memory operations
-(``CpuFeatures.masked_memory``: AVX2, NEON), finds each static ``scf.for`` tile loop whose step does not
-divide its trip (34 channels in tiles of 8; or whose end is a thread's share of an
-``scf.forall``, an ``affine.min``) and whose tile size, ``affine.min(step, ub - iv)``,
-is a ``vector.create_mask`` operand: the vectorizer (with explicit vector sizes) masked every
+(``CpuFeatures.masked_memory``: AVX2, NEON), finds each ``scf.for`` tile loop of a static
+extent whose step does not divide its trip (34 channels in tiles of 8; or whose end is a
+thread's share of an ``scf.forall``: an ``affine.min`` of constants and induction variables)
+and whose tile size, ``affine.min(step, ub - iv)``, is a ``vector.create_mask`` operand: the vectorizer (with explicit vector sizes) masked every
 tile's transfers because the last one is partial. ``transform.loop.peel`` splits such a loop
 into a main loop of whole tiles, where the ``affine.min`` folds to the step and the masks to
 all-true (canonicalization then drops them), and one last partial iteration that keeps its
@@ -66,6 +66,21 @@ def _constant_index(value: ir.Value) -> int | None:
     return int(ir.IntegerAttr(attr).value) if isinstance(attr, ir.IntegerAttr) else None
 
 
+def _static_share(value: ir.Value, top: bool = True) -> bool:
+    """Whether `value` is an ``affine.min`` (at the top; below it ``affine.apply``/``affine.min``
+    too) of constants and loop induction variables only: a thread's or an outer tile's share of
+    a static extent, not a dynamic dim."""
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        parent = owner.owner
+        return not top and parent is not None and parent.name in ("scf.forall", "scf.for")
+    if not top and _constant_index(value) is not None:
+        return True
+    if owner.name not in (("affine.min",) if top else ("affine.min", "affine.apply")):
+        return False
+    return all(_static_share(operand, False) for operand in owner.operands)
+
+
 def _masks_partial_tile(loop: ir.Operation) -> bool:
     """Whether `loop` is a tile loop with a partial last tile whose size (an ``affine.min`` of
     its induction variable) sizes a ``vector.create_mask``: constant start and step, and a
@@ -75,8 +90,7 @@ def _masks_partial_tile(loop: ir.Operation) -> bool:
     if lb is None or step is None or step <= 0:
         return False
     if ub is None:
-        owner = loop.operands[1].owner
-        if getattr(owner, "name", None) != "affine.min":
+        if not _static_share(loop.operands[1]):
             return False
     elif ub - lb <= step or (ub - lb) % step == 0:
         return False
