@@ -34,11 +34,15 @@ from mlir.dialects import arith, linalg, scf, tensor
 
 from onnxc.transforms.lowering.common import extract_slice, filled, insert_slice
 
-from .conv_plan import conv_register_tile, filter_outgrows_l2
+from .conv_plan import conv_register_tile, filter_outgrows_l2, short_register_tile
 from .data_tiling import _constant_array, _packed_constant
 from .isa import CpuFeatures
 
-__all__ = ["pack_conv_filters", "pad_conv_channels"]
+__all__ = ["pack_conv_filters", "pad_conv_channels", "pointwise_as_matmul", "POINTWISE_AS_MATMUL"]
+
+#: Rewrite chosen 1x1 convolutions as packed matmuls (`pointwise_as_matmul`); a module flag for
+#: one-process A/Bs.
+POINTWISE_AS_MATMUL: bool = True
 
 
 def _tiles(op: ir.Operation, cpu: CpuFeatures) -> int | None:
@@ -180,4 +184,84 @@ def pad_conv_channels(module: ir.Module, cpu: CpuFeatures) -> int:
             f = out.get_dim_size(3)
             if f > lanes and f % lanes and _pad_channels(op, lanes):
                 count += 1
+    return count
+
+
+def _pointwise_pays(c: int, f: int, ow: int, cpu: CpuFeatures) -> bool:
+    """Whether a stride-1 1x1 convolution with `c` input and `f` output channels at output width
+    `ow` runs faster as a packed matmul over its pixels (see `pointwise_as_matmul`)."""
+    lanes = cpu.lanes(32)
+    if short_register_tile(ow, f, lanes, cpu.vector_registers // 2):
+        return True
+    return f >= 12 * lanes and c >= 8 * lanes
+
+
+def _direct_runs_alone(op: ir.Operation, cpu: CpuFeatures, threads: int) -> bool:
+    """Whether the direct convolution `op` would have its filter packed per channel tile
+    (`_tiles`) with a tile count the threads do not divide, so `_rewrite` runs it on one
+    thread (SqueezeNet's 1000 channels = 125 tiles of 8 on 2 threads)."""
+    f_t = _tiles(op, cpu)
+    if f_t is None:
+        return False
+    count = ir.RankedTensorType(op.results[0].type).get_dim_size(3) // f_t
+    return count % threads != 0
+
+
+def pointwise_as_matmul(module: ir.Module, cpu: CpuFeatures, threads: int = 1) -> int:
+    """Rewrite static f32 stride-1 1x1 ``linalg.conv_2d_nhwc_hwcf``s with a constant filter as a
+    ``linalg.matmul`` of their pixels ([n*h*w, c] x [c, f], views of the same buffers), which
+    data tiling then packs (the filter at compile time), where `_pointwise_pays`; returns how
+    many it rewrote. Only for CPUs without AVX-512: there the direct convolution was measured
+    faster on every CNN (transforms/lowering/conv.py, ``ONE_BY_ONE_AS_MATMUL``), and its plans
+    are kept.
+
+    Why: the direct convolution's register tile must divide the output width, so widths such
+    as 13, 27, 14 or 7 get few accumulators (or the whole-file tile, bound by one broadcast per
+    FMA), while the matmul's pixels are one dimension tiled by the tile table's m0. The packed
+    matmul packs the pixels at run time (a read and write of n*h*w x c per call), which pays
+    when that is spread over enough output channels and the reduction is long enough for the
+    mmt4d loop. One-process A/B per convolution with Relu, AVX2 Zen 3, 1 thread (direct /
+    matmul time): 512->1000 at 13x13 1.70x (SqueezeNet's classifier), 256->1024 at 14 1.33x,
+    64->256 at 13 1.27x, 32->128 at 27 1.22x, 512->128 at 28 1.12x, 1024->256 at 14 1.12x,
+    320->1280 at 7 1.15x, 64->256 at 56 1.06x; kept direct: 256->64 at 56 0.88x, 144->24 at 56
+    0.84x, 192->32 at 28 0.86x, 64->64 at 56 0.94x, 24->144 at 56 0.97x, 16->96 at 112 0.99x.
+    Hence the rule: a short direct tile, or at least 12 vectors of output channels and 8 of
+    input channels.
+
+    With several threads the packed matmul's phases (pack, product, unpack) each split over the
+    threads, and the same A/B at 2 threads (a loaded machine) favoured the direct convolution's
+    single split: 96->576 at 14 0.71x, 64->256 at 56 0.73-0.90x, 512->128 at 28 0.83x, 384->64 at 14
+    0.84x, 2048->512 at 7 0.97x. So with threads only the direct convolutions that would run on
+    one thread are rewritten (`_direct_runs_alone`): 512->1000 at 13 on 2 threads 17.1 -> 3.6 ms.
+    """
+    if not POINTWISE_AS_MATMUL or cpu.vector_bits >= 512:
+        return 0
+    from onnxc.transforms.onnx_utils import collect_ops
+
+    count = 0
+    f32 = ir.F32Type.get(module.context)
+    with module.context:
+        for op in collect_ops(module.operation, lambda o: o.name == "linalg.conv_2d_nhwc_hwcf"):
+            x, w, init = op.operands[0], op.operands[1], op.operands[2]
+            xt, wt, out = (ir.RankedTensorType(v.type) for v in (x, w, op.results[0]))
+            if not (xt.has_static_shape and wt.has_static_shape and out.has_static_shape) or out.element_type != f32:
+                continue
+            if list(wt.shape[:2]) != [1, 1] or _ints(op, "strides") != [1, 1] or list(xt.shape[:3]) != list(out.shape[:3]):
+                continue
+            n, h, wd, c = (int(d) for d in xt.shape)
+            f = int(wt.get_dim_size(3))
+            if _constant_array(w) is None or not _pointwise_pays(c, f, wd, cpu):
+                continue
+            if threads > 1 and not _direct_runs_alone(op, cpu, threads):
+                continue
+            pixels = n * h * wd
+            with op.location, ir.InsertionPoint(op):
+                a = tensor.collapse_shape(ir.RankedTensorType.get([pixels, c], f32), x, [[0, 1, 2], [3]])
+                b = tensor.collapse_shape(ir.RankedTensorType.get([c, f], f32), w, [[0, 1, 2], [3]])
+                acc = tensor.collapse_shape(ir.RankedTensorType.get([pixels, f], f32), init, [[0, 1, 2], [3]])
+                prod = linalg.matmul(a, b, outs=[acc])
+                y = tensor.expand_shape(out, prod, [[0, 1, 2], [3]], [], [n, h, wd, f])
+            op.results[0].replace_all_uses_with(y)
+            op.erase()
+            count += 1
     return count

@@ -30,7 +30,7 @@ from onnxc.targets.cpu.isa import CpuFeatures, host_cpu
 if TYPE_CHECKING:
     from onnxc.targets.cpu.pipeline import TilePlan
 
-__all__ = ["plan_conv", "CONV_OPS", "conv_register_tile", "filter_outgrows_l2"]
+__all__ = ["plan_conv", "CONV_OPS", "conv_register_tile", "filter_outgrows_l2", "short_register_tile"]
 
 #: Op name -> (loop index of output width, of the vectorized channel loop, of the input-channel
 #: reduction or None, number of loops). Loop orders are linalg's: conv (n, oh, ow, f, kh, kw, c),
@@ -108,6 +108,13 @@ def _register_tile(ow: int, channels: int, lanes: int, budget: int) -> tuple[int
         registers = 2 * budget
         acc, f_t, o = _best_tile(ow, channels, lanes, lambda vectors: (registers - vectors - 2) // vectors)
     return o, f_t
+
+
+def short_register_tile(ow: int, channels: int, lanes: int, budget: int) -> bool:
+    """Whether the output width leaves the first choice of `_register_tile` (within ``budget``
+    vector registers) with fewer than ``FMA_DEPTH`` accumulators: widths with few small
+    divisors (7, 13, 14, 27), which then fall back on the whole-file tile."""
+    return _best_tile(ow, channels, lanes, lambda vectors: budget // vectors)[0] < FMA_DEPTH
 
 
 def _cpu(options: Any) -> CpuFeatures:

@@ -100,6 +100,13 @@ class CpuFeatures:
     def has_fma(self) -> bool:
         return "fma" in self.features or self.arch == "aarch64"
 
+    @property
+    def masked_memory(self) -> bool:
+        """Whether masked vector loads/stores are native (AVX-512's and SVE's predicate
+        registers). AVX/AVX2 emulate them with ``vmaskmovps``, whose store form is microcoded
+        and slow on AMD Zen; NEON has none."""
+        return "avx512f" in self.features or "sve" in self.features
+
     def lanes(self, element_bits: int) -> int:
         """Elements of ``element_bits`` bits in one vector register."""
         return max(1, self.vector_bits // max(8, element_bits))
