@@ -179,11 +179,6 @@ def plan_conv(op: ir.Operation, options: Any = None) -> "TilePlan | None":
     for d in range(3 if red_loop is not None else 2):
         macs *= window.get_dim_size(d)
     order = _channels_outermost(op, cpu) if op.name == "linalg.conv_2d_nhwc_hwcf" else None
-    import os
-    if order is None and op.name == "linalg.conv_2d_nhwc_hwcf" and os.environ.get("XORD"):
-        w = ir.RankedTensorType(op.operands[1].type)
-        if os.environ["XORD"] == "all" or (w.get_dim_size(0) == 1 and w.get_dim_size(1) == 1):
-            order = (0, 1, 3, 2, 4, 5, 6)
     # A convolution on one channel tile of a packed filter (conv_filters.py) runs inside the
     # forall that splits the tiles over the threads.
     forall = None if _in_forall(op) else _forall_rows(out, tiles, ch_loop, macs, options)
