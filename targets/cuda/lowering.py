@@ -293,11 +293,11 @@ def fuse_multiply_adds(module: ir.Module) -> int:
 
     from onnxc.targets.gpu.mapping import collect
 
+    reduction = ir.Attribute.parse("#linalg.iterator_type<reduction>")
     count = 0
     for gmod in collect(module.operation, lambda op: op.name == "gpu.module"):
         for generic in collect(gmod, lambda op: op.name == "linalg.generic"):
-            kinds = [str(a) for a in ir.ArrayAttr(generic.attributes["iterator_types"])]
-            if not any("reduction" in k for k in kinds):
+            if reduction not in list(ir.ArrayAttr(generic.attributes["iterator_types"])):
                 continue
             for add in collect(generic, lambda op: op.name == "arith.addf"):
                 for i in (0, 1):

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from onnxc.targets.gpu.device import process_wide
 from onnxc.targets.gpu.host import ArgLayout, Copy, HostProgram, Launch
 
 from .lowering import CudaLoweringError, CudaUnavailable
@@ -140,27 +141,25 @@ class CudaContext:
         """Bind the primary context to the calling thread (contexts are per thread)."""
         self.check(self.lib.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
 
-    def check(self, result: int, what: str) -> None:
-        """Raise `CudaRuntimeError` naming `what` and the driver's error name for a non-zero result."""
-        if result == 0:
-            return
+    def error(self, result: int, what: str) -> CudaRuntimeError:
+        """The error for a failed driver call: `what`, and the driver's name for `result`."""
         name = ctypes.c_char_p()
         self.lib.cuGetErrorName(result, ctypes.byref(name))
         text = name.value.decode() if name.value else f"error {result}"
-        raise CudaRuntimeError(f"CUDA: {what} failed: {text}")
+        return CudaRuntimeError(f"CUDA: {what} failed: {text}")
+
+    def check(self, result: int, what: str) -> None:
+        """Raise `error(result, what)` for a non-zero result."""
+        if result != 0:
+            raise self.error(result, what)
 
 
-_CONTEXT: CudaContext | None = None
-_CONTEXT_LOCK = threading.Lock()
+_shared_context = process_wide(CudaContext)
 
 
 def cuda_context() -> CudaContext:
     """The process's shared `CudaContext`, created on first use."""
-    global _CONTEXT
-    with _CONTEXT_LOCK:
-        if _CONTEXT is None:
-            _CONTEXT = CudaContext()
-        return _CONTEXT
+    return _shared_context()
 
 
 def launch_parameters(pointers: Sequence[int], layouts: Sequence[ArgLayout]) -> list[int]:
@@ -245,8 +244,6 @@ class CudaProgram:
                 for s in program.steps:
                     if isinstance(s, Launch):
                         function, declared = functions[(s.module, s.function)]
-                        if len(s.layouts) != len(s.args):
-                            raise CudaRuntimeError(f"kernel @{s.module}::@{s.function}: the host program has no view for each argument")
                         values = launch_parameters([self._pointers[a] for a in s.args], s.layouts)
                         if len(values) != declared:
                             raise CudaRuntimeError(
@@ -257,7 +254,7 @@ class CudaProgram:
                             *[ctypes.addressof(cells) + 8 * i for i in range(len(values))]
                         )
                         self._launches.append((function, s, cells, addresses))
-            except BaseException:
+            except BaseException:  # any way out (an interrupt too) frees what was allocated, then goes on
                 self._release()
                 raise
 
@@ -275,11 +272,9 @@ class CudaProgram:
         handle = ctypes.c_void_p()
         result = lib.cuModuleLoadDataEx(ctypes.byref(handle), text.encode() + b"\0", 2, options, values)
         if result != 0:
-            try:
-                self.ctx.check(result, f"loading the PTX of @{module}")
-            except CudaRuntimeError as e:
-                detail = log.value.decode(errors="replace").strip()
-                raise CudaRuntimeError(f"{e}{': ' + detail if detail else ''}") from None
+            detail = log.value.decode(errors="replace").strip()  # the JIT's own message
+            error = self.ctx.error(result, f"loading the PTX of @{module}")
+            raise CudaRuntimeError(f"{error}: {detail}" if detail else str(error))
         self._modules.append(handle)
         fn = ctypes.c_void_p()
         self.ctx.check(lib.cuModuleGetFunction(ctypes.byref(fn), handle, function.encode()), f"cuModuleGetFunction({function})")

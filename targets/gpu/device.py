@@ -6,15 +6,22 @@ tile sizes derived for it, and `DEVICES`, a small table of the devices onnxc tar
 and not constants in the mapping: CUDA (warp 32, 1024 threads, 48 KiB static shared memory per
 block on sm_80/sm_90) and lavapipe (subgroup 8 on AVX2 / 16 on AVX-512 hosts, a CPU driver that
 runs one workgroup per core) want different workgroup shapes, and a new device is one table row.
+`process_wide(factory)` holds the one runtime context (driver, device, queue) each GPU runtime
+opens per process.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
+from collections.abc import Callable
+from typing import TypeVar
 
 from onnxc.errors import OnnxcError
 
-__all__ = ["DEVICES", "GpuDevice", "GpuDeviceError", "device_for"]
+__all__ = ["DEVICES", "GpuDevice", "GpuDeviceError", "device_for", "process_wide"]
+
+_T = TypeVar("_T")
 
 
 class GpuDeviceError(OnnxcError):
@@ -113,3 +120,19 @@ def device_for(name: str) -> GpuDevice:
     dev = DEVICES[name]
     dev.validate()
     return dev
+
+
+def process_wide(factory: Callable[[], _T]) -> Callable[[], _T]:
+    """A getter of one `factory()` per process, made on the first call under a lock (a runtime
+    context opens the device: two threads must not open it twice). A failed creation (no
+    driver, no device) is not remembered: the next call tries again and says why again."""
+    lock = threading.Lock()
+    made: list[_T] = []
+
+    def get() -> _T:
+        with lock:
+            if not made:
+                made.append(factory())
+            return made[0]
+
+    return get

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from onnxc.errors import OnnxcError
+from onnxc.targets.gpu.device import process_wide
 from onnxc.targets.gpu.host import Copy, HostProgram, Launch
 
 __all__ = ["VulkanContext", "VulkanError", "VulkanProgram", "VulkanUnavailable", "spirv_capabilities", "vulkan_context"]
@@ -129,17 +130,12 @@ class VulkanContext:
         raise VulkanError("no host-visible coherent memory type for a storage buffer")
 
 
-_CONTEXT: VulkanContext | None = None
-_CONTEXT_LOCK = threading.Lock()
+_shared_context = process_wide(VulkanContext)
 
 
 def vulkan_context() -> VulkanContext:
     """The process's shared `VulkanContext`, created on first use."""
-    global _CONTEXT
-    with _CONTEXT_LOCK:
-        if _CONTEXT is None:
-            _CONTEXT = VulkanContext()
-        return _CONTEXT
+    return _shared_context()
 
 
 class _Buffer:
