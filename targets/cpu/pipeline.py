@@ -52,6 +52,7 @@ from onnxc.errors import OnnxcError
 from .epilogue import EpiloguePlan, align_unpack_epilogues, epilogue_steps, forward_masked_tiles, plan_epilogues
 from .pad_in_place import PAD_BUFFER_ATTR, hoist_pad_fills
 from .peel_tiles import peel_masked_tiles
+from .split_masked_memory import split_wide_masked_memory
 from .conv_filters import pack_conv_filters, pad_conv_channels, pointwise_as_matmul
 from .data_tiling import ACC_BUFFER_ATTR, PACKED_OPS, fills_to_constants, pack_contractions, plan_packed
 from .isa import CpuFeatures, host_cpu
@@ -1471,6 +1472,8 @@ def lower_to_llvm(module: ir.Module, options: CpuPipelineOptions | None = None) 
     _run(module, f"builtin.module({LLVM_PIPELINE_HEAD})", "llvm")
     insert_failure_exits(module)
     _run(module, f"builtin.module({LLVM_PIPELINE_TAIL})", "llvm")
+    with module.context:  # else LLVM's code generator aborts on some (split_masked_memory.py)
+        split_wide_masked_memory(module, opts.cpu.vector_bits)
     return module
 
 
