@@ -170,12 +170,15 @@ _PROFILE_HOOK = "onnxc_profile"
 
 
 def _node_names(fn: ir.Operation) -> list[str]:
-    """The ONNX node names of a function's ops, from their name locations, first seen first."""
+    """The ONNX nodes of a function's ops, from their name locations, first seen first: each as
+    ``name (OpType)`` (the importer's ``loc("name"("OpType"))``), so a profile of a model whose
+    nodes are unnamed (labelled by output names) still says what each part computes."""
     seen: dict[str, None] = {}
 
     def names(loc: ir.Location) -> None:
         if loc.is_a_name():
-            seen.setdefault(loc.name_str, None)
+            kind = loc.child_loc
+            seen.setdefault(f"{loc.name_str} ({kind.name_str})" if kind.is_a_name() else loc.name_str, None)
         elif loc.is_a_fused():
             for inner in loc.locations:
                 names(inner)

@@ -50,10 +50,12 @@ def test_profile_names_generated_functions_and_nodes() -> None:
     assert m, proc.stdout
     rows = re.findall(rf"^ +({NUMBER}) ms +({NUMBER})%  (\S+): (.+)$", proc.stdout, re.M)
     assert len(rows) == int(m.group(1)) >= 1, proc.stdout
-    named = {n.strip() for _, _, _, nodes in rows for n in nodes.split(",")}
+    listed = {n.strip() for _, _, _, nodes in rows for n in nodes.split(",")}
+    named = {n.split(" (")[0] for n in listed}
     # node names, never weight names; a part of more than four nodes is printed "a, b, c, d +N
     # more" (the classifier's MatMul, bias and Softmax fuse into one kernel: epilogue.py)
     assert {"conv1", "relu1", "pool1"} <= named, named
+    assert {"conv1 (Conv)", "relu1 (Relu)"} <= listed, listed  # each with its op type
     assert not {"conv_w", "fc_w"} & named, named
     assert abs(sum(float(share) for _, share, _, _ in rows) - 100.0) < 1.0
 
@@ -70,7 +72,7 @@ def test_profile_parts_cover_every_node() -> None:
     arrays = [np.zeros([d.dim_value or 1 for d in i.type.tensor_type.shape.dim], np.float32) for i in model.graph.input if i.name not in inits]
     parts = profile(str(SAMPLE), arrays, 2, 1)
     named = {n for p in parts for n in p.nodes}
-    assert {n.name for n in model.graph.node} <= named, named
+    assert {f"{n.name} ({n.op_type})" for n in model.graph.node} <= named, named
 
 
 def test_bad_iterations_is_one_message() -> None:
