@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mlir import ir
-from mlir.dialects import arith, linalg, math, scf
+from mlir.dialects import arith, linalg, math, scf, tensor
 
 from onnxc.transforms.lowering.common import (
     Node,
@@ -289,7 +289,11 @@ def lower_rnn(node: Node) -> list[ir.Value | None]:
                 if c_new is not None:
                     c_new = elementwise([lens_col, c_new, cst], elem, lambda ln, nv, ov: arith.select(live(ln), nv, ov), out_shape=[batch, hid])
             yy = insert_slice(expand_unit_dims(expand_unit_dims(y_row, [0]), [0]), yy, [tt, d, 0, 0])
-            scf.YieldOp([h_new] + ([c_new] if c_new is not None else []) + [yy])
+            # A state computed from a static operand (the peepholes' [3 * H] with H static) can
+            # be more static than its loop-carried type ([?, ?] from a symbolic initial state):
+            # yield it as the carried type (a cast that only forgets static sizes, always valid).
+            yielded = [h_new] + ([c_new] if c_new is not None else []) + [yy]
+            scf.YieldOp([v if v.type == a.type else tensor.cast(a.type, v) for v, a in zip(yielded, args)])
         res = list(loop.results)
         h_finals.append(res[0])
         if kind == "LSTM":
