@@ -1921,3 +1921,22 @@ def test_resize_inputs_of_run_time_length_are_read() -> None:
         compiled.run({**feeds, "roi": np.array([0.4, 0.6], np.float32)})
     with pytest.raises(RuntimeCheckError, match="sizes has 3 entries at run time, 2 expected"):
         compiled.run({**feeds, "sizes": np.array([3, 3, 3], np.int64)})
+
+
+def test_dynamic_operand_dim_against_a_result_dim_of_one_is_checked_at_run_time() -> None:
+    """A per-axis DequantizeLinear scale of symbolic length for an input whose axis dim is 1: a
+    scale of 3 was read at its first entry and answered (compile fuzzer seed 412 case 59267,
+    where onnx.reference broadcast it to 3); a dynamic operand dim read for a result dim of 1 is
+    now checked to be 1 at run time (`broadcast_plan`), and a scale of length 1 is still right."""
+    x = h.make_tensor_value_info("x", T.INT8, [1, 1, 3, 3, 2])
+    s = h.make_tensor_value_info("s", T.FLOAT, ["n"])
+    node = h.make_node("DequantizeLinear", ["x", "s"], ["y"], axis=1)
+    m = h.make_model(h.make_graph([node], "g", [x, s], [h.make_tensor_value_info("y", T.FLOAT, None)]), opset_imports=[h.make_opsetid("", 21)])
+    compiled = onnxc.compile(m)
+    xv = np.arange(18, dtype=np.int8).reshape(1, 1, 3, 3, 2)
+    with pytest.raises(RuntimeCheckError, match="do not broadcast"):
+        compiled(x=xv, s=np.array([0.5, 2.0, 4.0], np.float32))
+    one = np.array([0.5], np.float32)
+    got = compiled(x=xv, s=one)
+    got = got["y"] if isinstance(got, dict) else got[0]
+    np.testing.assert_allclose(got, ReferenceEvaluator(m).run(None, {"x": xv, "s": one})[0])

@@ -627,6 +627,10 @@ def broadcast_plan(values: Sequence[ir.Value], out_shape: Sequence[Dim] | None =
             if isinstance(o, int) and o == 1:
                 for i, j in cover:
                     reads[i][j] = ZERO
+                # A dynamic operand dim read at 0 for a result dim of 1 must be 1 at run time: a
+                # per-axis DequantizeLinear scale of 3 for an input axis of 1 (dims symbolic) was
+                # read at its first entry and answered (the compile fuzzer, seed 412 case 59267).
+                _require_broadcast(values, dynamic, const_index(1), k)
                 out.append(o)
                 continue
             for i, j in dynamic:
