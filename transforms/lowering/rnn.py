@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mlir import ir
-from mlir.dialects import arith, linalg, math, scf, tensor
+from mlir.dialects import arith, linalg, math, scf
 
 from onnxc.transforms.lowering.common import (
     Node,
+    cast_to_type,
     collapse_unit_dims,
     const_index,
     const_scalar,
@@ -291,9 +292,9 @@ def lower_rnn(node: Node) -> list[ir.Value | None]:
             yy = insert_slice(expand_unit_dims(expand_unit_dims(y_row, [0]), [0]), yy, [tt, d, 0, 0])
             # A state computed from a static operand (the peepholes' [3 * H] with H static) can
             # be more static than its loop-carried type ([?, ?] from a symbolic initial state):
-            # yield it as the carried type (a cast that only forgets static sizes, always valid).
+            # yield it as the carried type (`cast_to_type`: here a cast that only forgets sizes).
             yielded = [h_new] + ([c_new] if c_new is not None else []) + [yy]
-            scf.YieldOp([v if v.type == a.type else tensor.cast(a.type, v) for v, a in zip(yielded, args)])
+            scf.YieldOp([cast_to_type(v, a.type) for v, a in zip(yielded, args)])
         res = list(loop.results)
         h_finals.append(res[0])
         if kind == "LSTM":
