@@ -37,6 +37,7 @@ from onnxc.importers.errors import ModelImportError
 from onnxc.importers.exporter import ModelExporter
 from onnxc.importers.onnx_importer import ModelImporter, Scope
 from onnxc.importers.proto import location_label, node_label, node_location, opset_entries, opsets, substitute, type_proto
+from onnxc.transforms.onnx_validate_attributes import describe
 from onnxc.transforms.pass_base import ModulePass, PassFailure
 
 # Rounds of `unlowered_only` expansion: a body's ops may have bodies of their own.
@@ -142,6 +143,23 @@ def _convert_body(fp: onnx.FunctionProto, model_opsets: dict[str, int], input_ty
     return out
 
 
+def _refusal(info: OpInfo, operands: list[ir.Value]) -> str | None:
+    """Why `info`'s op with these operands is refused rather than expanded, or None.
+
+    Attention's `attn_mask` admits integer types (its type constraint U), but the spec gives a
+    meaning only to a boolean mask (True: take part) and a float mask (added to the scores). Its
+    function body adds an integer mask to the scores, while onnx.reference and onnxruntime read it
+    as boolean: two answers for one model, so onnxc refuses rather than pick one (compile fuzzer,
+    seed 412 case 97651: an INT8 mask answered by the body's sum)."""
+    if info.domain == "" and info.op_type == "Attention" and len(operands) > 3:
+        t = operands[3].type
+        if isinstance(t, ir.ShapedType) and isinstance(t.element_type, ir.IntegerType) and t.element_type.width != 1:
+            return (f"attn_mask of integer type {t.element_type} has no meaning the spec defines (a boolean mask selects, "
+                    "a float mask is added; the function body adds an integer one, onnxruntime reads it as boolean): "
+                    "Cast it to bool or to the scores' float type")
+    return None
+
+
 class _Expander:
     def __init__(self, module: ir.Operation, only: tuple[str, ...], config: ImportConfig) -> None:
         self.module = module
@@ -154,6 +172,8 @@ class _Expander:
         self.importer.opsets = dict(self.opsets)
         self.importer.module = ir.Module.create(ir.Location.unknown())  # never used: bodies of schema functions call no model function
         self.config = config
+        # Ops refused by `_refusal`: reported together once every candidate has been seen.
+        self.refused: list[tuple[ir.Location, str]] = []
 
     def candidates(self) -> list[ir.Operation]:
         found: list[ir.Operation] = []
@@ -192,6 +212,10 @@ class _Expander:
         if opset is None:
             return False
         operands = list(op.operands)
+        why = _refusal(info, operands)
+        if why is not None:
+            self.refused.append((op.location, f"{describe(op, info)}: {why}."))
+            return False
         node = onnx.NodeProto(op_type=info.op_type, domain=info.domain)
         input_types: list[onnx.TypeProto] = []
         for i, v in enumerate(operands):
@@ -286,6 +310,8 @@ def expand_schema_functions(module: ir.Operation, only: tuple[str, ...] = (), co
         for op in expander.candidates():
             if expander.expand(op):
                 count += 1
+        if expander.refused:
+            raise PassFailure("expand-schema-functions", expander.refused)
         return count
 
 

@@ -1139,6 +1139,25 @@ def test_attention_with_valid_shapes_still_matches() -> None:
     np.testing.assert_allclose(onnxc.compile(m).run(feeds)["Y"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-3, atol=1e-5)
 
 
+@pytest.mark.parametrize("mask_type", [T.INT8, T.INT32, T.UINT8, T.INT64])
+def test_attention_with_an_integer_mask_is_refused(mask_type: int) -> None:
+    """Found by the compile fuzzer (seed 412 case 97651, the mask's type mutated to INT8): the spec
+    gives meaning to boolean and float masks only; the function body adds an integer mask to the
+    scores while onnxruntime reads it as boolean, so onnxc answered what onnxruntime does not.
+    Refused with the node named; boolean and float masks still compile (the test above)."""
+    node = h.make_node("Attention", ["Q", "K", "V", "M"], ["Y"], q_num_heads=3, kv_num_heads=3, name="att")
+    ins = [_f("Q", [2, 4, 24]), _f("K", [2, 6, 24]), _f("V", [2, 6, 24]), h.make_tensor_value_info("M", mask_type, [4, 6])]
+    m = _model([node], ins, ["Y"], opset=23)
+    with pytest.raises(OnnxcError, match=r"Node 'att' \(Attention, domain ai.onnx, opset \d+\): attn_mask of integer type u?i\d+ has no meaning the spec defines"):
+        onnxc.compile(m)
+    bool_mask = _model([node], ins[:3] + [h.make_tensor_value_info("M", T.BOOL, [4, 6])], ["Y"], opset=23)
+    rng = np.random.default_rng(2)
+    feeds = {n: rng.standard_normal(d).astype(np.float32) for n, d in (("Q", [2, 4, 24]), ("K", [2, 6, 24]), ("V", [2, 6, 24]))}
+    feeds["M"] = rng.random((4, 6)) < 0.7
+    feeds["M"][:, 0] = True  # every query sees one key at least (an all-False row is NaN in both)
+    np.testing.assert_allclose(onnxc.compile(bool_mask).run(feeds)["Y"], ReferenceEvaluator(bool_mask).run(None, feeds)[0], rtol=1e-3, atol=1e-5)
+
+
 @pytest.mark.parametrize(("op", "n"), [("Add", 2), ("Min", 3), ("Sum", 3), ("Mul", 2)])
 def test_dynamic_dims_that_do_not_broadcast_are_a_run_time_error(op: str, n: int) -> None:
     """Found by the compile fuzzer (test_min_example fed a (4,) operand, dims symbolic): dynamic
