@@ -444,6 +444,7 @@ def outline_function(fn: ir.Operation, max_ops: int = DEFAULT_MAX_OPS, *, lift_e
 
     # Which values cross a group boundary, and every use to rewrite. A value's group is its
     # defining top-level op's (-1 for function arguments and cloneable ops).
+    walk_order: dict[int, dict[ir.Operation, int]] = {}  # `_use_key`'s cache
     inputs: list[list[ir.Value]] = [[] for _ in range(n_groups)]
     input_pos: list[dict[ir.Value, int]] = [{} for _ in range(n_groups)]
     clones: list[list[ir.Operation]] = [[] for _ in range(n_groups)]
@@ -451,6 +452,8 @@ def outline_function(fn: ir.Operation, max_ops: int = DEFAULT_MAX_OPS, *, lift_e
     outputs: list[list[ir.Value]] = [[] for _ in range(n_groups)]
     output_pos: list[dict[ir.Value, int]] = [{} for _ in range(n_groups)]
     rewrites: list[tuple[ir.Operation, int, ir.Value, int]] = []  # (user, operand, value, user group)
+    # The first use in the group of each input and clone: (top-level position, user, operand).
+    first_use: list[dict[ir.Value | ir.Operation, tuple[int, ir.Operation, int]]] = [{} for _ in range(n_groups)]
 
     def scan(value: ir.Value, def_group: int, cloned_from: ir.Operation | None) -> None:
         for use in value.uses:
@@ -469,6 +472,12 @@ def outline_function(fn: ir.Operation, max_ops: int = DEFAULT_MAX_OPS, *, lift_e
                 elif value not in input_pos[g]:
                     input_pos[g][value] = len(inputs[g])
                     inputs[g].append(value)
+                what = cloned_from if cloned_from is not None else value
+                known = first_use[g].get(what)
+                if known is None or pos < known[0]:
+                    first_use[g][what] = (pos, user, use.operand_number)
+                elif pos == known[0]:
+                    first_use[g][what] = min(known, (pos, user, use.operand_number), key=lambda u: _use_key(u, ops, walk_order))
             if def_group >= 0 and value not in output_pos[def_group]:
                 output_pos[def_group][value] = len(outputs[def_group])
                 outputs[def_group].append(value)
@@ -479,6 +488,14 @@ def outline_function(fn: ir.Operation, max_ops: int = DEFAULT_MAX_OPS, *, lift_e
     for op, g in zip(ops, group_of):
         for r in op.results:
             scan(r, g, op if g == -1 else None)
+
+    # Arguments and clones in the order the group first uses them, not the order the caller
+    # defines them: two repetitions of a layer read the same values in the same order, while
+    # the caller may define them in another (a residual block's input and its shortcut come
+    # from earlier parts in either order), which made equal layers differ and not merge.
+    for g in range(n_groups):
+        inputs[g].sort(key=lambda v, g=g: _use_key(first_use[g][v], ops, walk_order))
+        clones[g].sort(key=lambda c, g=g: _use_key(first_use[g][c], ops, walk_order))
 
     views = [_return_view_roots(outputs[g], g, group_of, index) for g in range(n_groups)]
 
@@ -537,6 +554,26 @@ def outline_function(fn: ir.Operation, max_ops: int = DEFAULT_MAX_OPS, *, lift_e
     return n_groups
 
 
+
+
+def _use_key(use: tuple[int, ir.Operation, int], ops: list[ir.Operation], walk_order: dict[int, dict[ir.Operation, int]]) -> tuple[int, int, int]:
+    """Where a use (top-level position, user, operand number) comes in its function: the
+    top-level op, then the user's place in that op's pre-order walk (computed once per top-level
+    op, and only for ties: nested users of one loop nest), then the operand."""
+    pos, user, operand = use
+    if user == ops[pos]:
+        return (pos, 0, operand)
+    order = walk_order.get(pos)
+    if order is None:
+        order = {}
+
+        def number(op: ir.Operation) -> ir.WalkResult:
+            order[op] = len(order)
+            return ir.WalkResult.ADVANCE
+
+        ops[pos].walk(number, ir.WalkOrder.PRE_ORDER)
+        walk_order[pos] = order
+    return (pos, order[user], operand)
 
 
 def _return_view_roots(outputs: list[ir.Value], g: int, group_of: list[int],
