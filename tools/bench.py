@@ -249,7 +249,9 @@ def profile(model: Any, arrays: Sequence[np.ndarray], iterations: int, warmup: i
     lower_onnx_module(module, "linalg")
     signature = jit.select_entry(module, None)
     with module.context:
-        lower_to_vector(module, opts)
+        # Not outlined (nor merged) in the vector stage: here every part is one place of the
+        # model, named by its nodes, so equal layers must stay apart.
+        lower_to_vector(module, opts, outline_max_ops=0)
         outline_functions(module, PROFILE_MAX_OPS)
         parts = _instrument(module, signature.name)
         bufferize(module)

@@ -32,6 +32,11 @@ in, so repetitions become equal functions, which ``dedupe_parts`` merges. LLVM t
 and generates code for one layer: BERT-base's compile went from 45 s to 11 s with the external
 weights of ``weights.py`` (``onnxc bench --compile-stages``), and its run time did not grow.
 
+Where it runs: ``pipeline.tile_and_vectorize`` outlines a function with fused convolutions before
+tiling, with ``bonds`` (a convolution, its initializer and the consumer it is tiled with stay in
+one part), because tiling with fusion costs time proportional to the enclosing function per
+fusion; ``pipeline.bufferize`` outlines whatever is still long after tiling.
+
 The pass only moves ops (and clones constant fills); it never changes what is computed, and it
 leaves functions with several blocks (unstructured control flow) alone.
 """
@@ -42,6 +47,7 @@ import dataclasses
 import hashlib
 import math
 import re
+from collections.abc import Callable, Sequence
 
 from mlir import ir
 from mlir.dialects import func
@@ -376,17 +382,73 @@ def _symbol(op: ir.Operation) -> str:
     return ir.StringAttr(op.attributes["sym_name"]).value
 
 
-def outline_function(fn: ir.Operation, max_ops: int = DEFAULT_MAX_OPS, *, lift_elements: int | None = None, periodic: bool = False) -> int:
+def _sink_bonded_producers(body: ir.Block, bonds: Sequence[tuple[ir.Operation, ir.Operation]]) -> None:
+    """Move each bonded producer of ``body`` (the first op of a bond, when it comes first) to
+    just before its first user, latest producers first, so a chain (initializer, convolution,
+    consumer) ends up adjacent. Why: an initializer fill sits where canonicalization left it,
+    often near the top of the function, and a bond from there to its convolution would keep
+    every group between them from starting (one part of 93 region ops in ResNet-50). Valid: its
+    operands are defined before its old place, its users all come at or after its first one."""
+    if not bonds:
+        return
+    index = {op.operation: i for i, op in enumerate(body.operations)}
+    producers = sorted({a for a, b in bonds if a in index and b in index and index[a] < index[b]}, key=index.__getitem__, reverse=True)
+    for producer in producers:
+        users = [pos for r in producer.results for use in r.uses if (pos := _top_level_index(use.owner.operation, body, index)) is not None]
+        if not users:
+            continue
+        first = min(users)
+        ops = list(body.operations)
+        target = ops[first].operation
+        if target != producer:
+            producer.move_before(target)
+            index = {op.operation: i for i, op in enumerate(body.operations)}
+
+
+def _keep_bonds_together(starts: set[int], ops: list[ir.Operation], heavy: list[bool], bonds: Sequence[tuple[ir.Operation, ir.Operation]]) -> set[int]:
+    """``starts`` (region-op indices where a group begins) without the ones that would separate
+    the two ops of a bond. An op without regions counts as the next region op, whose group it
+    joins."""
+    if not bonds:
+        return starts
+    heavy_index: dict[ir.Operation, int] = {}
+    pending: list[ir.Operation] = []
+    seen = 0
+    for op, h in zip(ops, heavy):
+        pending.append(op)
+        if h:
+            for o in pending:
+                heavy_index[o] = seen
+            pending.clear()
+            seen += 1
+    for o in pending:
+        heavy_index[o] = max(seen - 1, 0)
+    kept = set(starts)
+    for a, b in bonds:
+        ia, ib = heavy_index.get(a), heavy_index.get(b)
+        if ia is None or ib is None:
+            continue  # not top-level ops of this function
+        lo, hi = min(ia, ib), max(ia, ib)
+        kept.difference_update(range(lo + 1, hi + 1))
+    return kept
+
+
+def outline_function(fn: ir.Operation, max_ops: int = DEFAULT_MAX_OPS, *, lift_elements: int | None = None, periodic: bool = False,
+                     bonds: Sequence[tuple[ir.Operation, ir.Operation]] = ()) -> int:
     """Split ``fn`` (a ``func.func``) into parts of at most ``max_ops`` region ops; returns the
     number of parts created (0 when ``fn`` has at most ``2 * max_ops`` region ops, or several
     blocks). Constants of more than ``lift_elements`` elements (None: none) stay in ``fn`` and are
     passed to the parts that read them. With ``periodic``, runs of repeated ops (layers) are cut
-    at the same place in each repetition (``_periodic_starts``), so their parts are equal."""
+    at the same place in each repetition (``_periodic_starts``), so their parts are equal.
+    ``bonds`` are pairs of top-level ops that must land in the same part (a convolution and the
+    consumer it is tiled with, ``pipeline.fusion_bonds``): no group starts between them, so a
+    part may hold more than ``max_ops`` region ops."""
     if max_ops < 1:
         raise ValueError(f"outline: max_ops must be at least 1, got {max_ops}")
     if len(fn.regions) != 1 or len(fn.regions[0].blocks) != 1:
         return 0
     body = fn.regions[0].blocks[0]
+    _sink_bonded_producers(body, bonds)
     ops = [op.operation for op in body.operations]
     if not ops:
         return 0
@@ -410,6 +472,7 @@ def outline_function(fn: ir.Operation, max_ops: int = DEFAULT_MAX_OPS, *, lift_e
         starts = _periodic_starts([k for k, h in zip(keys, heavy) if h], max_ops)
     else:
         starts = set(range(0, n_heavy, max_ops))
+    starts = _keep_bonds_together(starts, ops, heavy, bonds)
     group_of: list[int] = []
     pending: list[int] = []  # positions in group_of of light ops waiting for the next region op
     group, seen = -1, 0
@@ -684,28 +747,35 @@ def has_dynamic_shapes(fn: ir.Operation) -> bool:
     return False
 
 
-def outline_functions(module: ir.Module, max_ops: int | None = None, *, dedupe: bool = False) -> OutlineStats:
+def outline_functions(module: ir.Module, max_ops: int | None = None, *, dedupe: bool = False,
+                      bonds: Sequence[tuple[ir.Operation, ir.Operation]] = (),
+                      normalize: Callable[[ir.Operation], None] | None = None) -> OutlineStats:
     """Outline every long function of ``module`` (see the module docstring), in parts of
     ``max_ops`` region ops; None: ``DYNAMIC_MAX_OPS`` for a function with dynamic shapes
     (``has_dynamic_shapes``), else ``DEFAULT_MAX_OPS``.
 
     With ``dedupe``, repeated runs of ops (a model's layers) are cut at the same places in each
     repetition, constants of more than ``LIFT_ELEMENTS`` elements are passed to the parts as
-    arguments, and parts that are equal are merged (``dedupe_parts``)."""
+    arguments, and parts that are equal are merged (``dedupe_parts``); ``normalize`` is called on
+    each part first (to number tags per part that were numbered per module). ``bonds``: see
+    ``outline_function``."""
     funcs = [op.operation for op in module.body.operations if op.operation.name == "func.func" and len(op.operation.regions[0].blocks)]
     split, parts, merged = 0, 0, 0
     for fn in funcs:
         size = max_ops if max_ops is not None else DYNAMIC_MAX_OPS if has_dynamic_shapes(fn) else DEFAULT_MAX_OPS
         if dedupe:
             unshare_generators(fn)
-            n = outline_function(fn, size, lift_elements=LIFT_ELEMENTS, periodic=True)
+            n = outline_function(fn, size, lift_elements=LIFT_ELEMENTS, periodic=True, bonds=bonds)
         else:
-            n = outline_function(fn, size)
+            n = outline_function(fn, size, bonds=bonds)
         if n:
             split += 1
             parts += n
             if dedupe:
                 prefix = _symbol(fn) + "__part"
                 mine = [op.operation for op in module.body.operations if op.operation.name == "func.func" and _symbol(op.operation).startswith(prefix)]
+                if normalize is not None:
+                    for part in mine:
+                        normalize(part)
                 merged += dedupe_parts(module, mine)
     return OutlineStats(split, parts, merged)

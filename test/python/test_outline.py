@@ -61,7 +61,7 @@ def lowered_stats(model: onnx.ModelProto, max_ops: int | None, dedupe: bool = Fa
     lower_onnx_module(module, "linalg")
     stats = OutlineStats()
     with module.context:
-        lower_to_vector(module)
+        lower_to_vector(module, outline_max_ops=0)  # outlined below, after tiling
         if max_ops is not None:
             stats = outline_functions(module, max_ops, dedupe=dedupe)
             assert module.operation.verify()
@@ -385,4 +385,48 @@ def test_layers_merge_whatever_order_the_caller_defines_their_inputs_in() -> Non
         want = x
         for a, b in weights:
             want = np.maximum(want * a + b, 0) + want
+        np.testing.assert_allclose(run(module, x), want, rtol=1e-5, atol=1e-6)
+
+
+def _function_of(op: ir.Operation) -> str:
+    while op.name != "func.func":
+        op = op.parent
+    return ir.StringAttr(op.attributes["sym_name"]).value
+
+
+def test_bonded_ops_land_in_one_part_and_an_early_producer_moves_to_its_user() -> None:
+    """Bonds (a convolution and the consumer it is tiled with, `pipeline.fusion_bonds`) are never
+    cut apart: a bond from layer 1 to layer 3 puts both, and what lies between, in one part. A
+    bonded producer defined far ahead of its user (an initializer fill near the top of the
+    function) first moves next to its user, so it does not hold every part in between together."""
+    rng = np.random.default_rng(8)
+    layers, width = 8, 16
+    text, weights = _layers_reading_constants_in_caller_order(layers, width, rng)
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        fn = module.body.operations[0].operation
+        body = fn.regions[0].blocks[0]
+        generics = [op.operation for op in body.operations if op.operation.name == "linalg.generic"]
+        m = generics[0::4]  # each layer: m = x * a, s = m + b, r = relu(s), y = r + x
+        y = generics[3::4]
+        b6 = generics[4 * 6 + 1].operands[1]
+        # An early producer: layer 6's 2 * b6 (an add of b6 to itself) at the top of the
+        # function, after the constants, read only by layer 6's multiply.
+        first = next(op.operation for op in body.operations if op.operation.name != "arith.constant")
+        early = generics[4 * 6 + 1].clone(ip=ir.InsertionPoint(first))
+        early.operands[0] = b6
+        early.operands[1] = b6
+        consumer = m[6]
+        consumer.operands[1] = early.results[0]
+        bonds = [(m[1], y[3]), (early, consumer)]
+        outline_function(fn, 4, bonds=bonds)
+        assert module.operation.verify()
+        assert _function_of(m[1]) == _function_of(y[3]) == _function_of(m[2])
+        assert _function_of(early) == _function_of(consumer)
+        assert _function_of(m[0]) != _function_of(m[1])
+        assert len({_function_of(op) for op in m}) == layers - 2  # layers 1-3 share a part
+        x = rng.standard_normal(width).astype(np.float32)
+        want = x
+        for i, (a, b) in enumerate(weights):
+            want = np.maximum(want * (2 * b if i == 6 else a) + b, 0) + want
         np.testing.assert_allclose(run(module, x), want, rtol=1e-5, atol=1e-6)
