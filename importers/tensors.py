@@ -44,6 +44,7 @@ import re
 import sys
 import threading
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -367,13 +368,21 @@ BLOB_ALIGNMENT = 64
 ALIGN_MIN_BYTES = 1024
 
 
+def aligned_empty(shape: Sequence[int], dtype: np.dtype[Any] | type, alignment: int) -> np.ndarray:
+    """An uninitialized C-order array of ``shape`` whose address is a multiple of ``alignment``:
+    an array computed into it (a packed weight) becomes a blob without another copy."""
+    dt = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    raw = np.empty(nbytes + alignment, dtype=np.uint8)
+    offset = (-raw.ctypes.data) % alignment
+    return raw[offset : offset + nbytes].view(dt).reshape(tuple(shape))
+
+
 def aligned_copy(array: np.ndarray, alignment: int) -> np.ndarray:
     """``array``'s bytes (C order) in a new uint8 buffer whose address is a multiple of
     ``alignment``."""
     flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
-    raw = np.empty(flat.nbytes + alignment, dtype=np.uint8)
-    offset = (-raw.ctypes.data) % alignment
-    out = raw[offset : offset + flat.nbytes]
+    out = aligned_empty((flat.nbytes,), np.uint8, alignment)
     out[...] = flat
     return out
 

@@ -38,6 +38,8 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
+from onnxc.importers.tensors import BLOB_ALIGNMENT, aligned_empty
+
 from .isa import CpuFeatures
 from .tiles import MatmulTile, matmul_cache_tiles, matmul_tile, pack_tile
 
@@ -83,7 +85,11 @@ def numpy_pack(
             shape.append(size)
     perm = list(outer_dims_perm) if outer_dims_perm else list(range(x.ndim))
     axes = [outer_axis[p] for p in perm] + [inner_axis[d] for d in inner_dims_pos]
-    return np.ascontiguousarray(x.reshape(shape).transpose(axes))
+    # Straight into a blob-aligned buffer: the importer's blob then takes it as it is (a
+    # numpy allocation is 16-byte aligned and was copied again to 64: BERT-base's weights twice).
+    out = aligned_empty([shape[a] for a in axes], x.dtype, BLOB_ALIGNMENT)
+    np.copyto(out, x.reshape(shape).transpose(axes))
+    return out
 
 
 # --- eligibility ------------------------------------------------------------------------------
