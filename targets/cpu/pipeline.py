@@ -951,14 +951,14 @@ def _renumber_buffer_tags(part: ir.Operation) -> None:
 def tile_and_vectorize(module: ir.Module, options: CpuPipelineOptions | None = None, outline_max_ops: int | None = None) -> ir.Module:
     """Tile and vectorize every linalg op of ``module`` (the Python step of the vector stage).
 
-    A long function is first outlined into parts (``outline.py``: ``outline_max_ops`` region ops
-    each; None: the default sizes; 0: not outlined), equal parts (repeated layers) merged, a
-    convolution never cut from the consumer it is tiled with (``fusion_bonds``). Why before
-    tiling: each equal layer is then tiled, vectorized and bufferized once (BERT-base's twelve
-    layers), and `transform.structured.fuse_into_containing_op` prints its producer and
-    container into a diagnostic it drops unless the fusion fails, which numbers and verifies
-    the whole enclosing function: once per fusion, quadratic in a model's length (1.4 of
-    ResNet-50's 2.0 s of tiling, a third of its fusions' time spent on the last ones)."""
+    A long function with fused convolutions is first outlined into parts (``outline.py``:
+    ``outline_max_ops`` region ops each; None: the default sizes; 0: not outlined), equal parts
+    (repeated blocks) merged, a convolution never cut from the consumer it is tiled with
+    (``fusion_bonds``). Why before tiling: `transform.structured.fuse_into_containing_op` prints
+    its producer and container into a diagnostic it drops unless the fusion fails, which
+    numbers and verifies the whole enclosing function: once per fusion, quadratic in a model's
+    length (1.4 of ResNet-50's 2.0 s of tiling); and each merged block is tiled, vectorized and
+    bufferized once."""
     from .outline import outline_functions
 
     split_long_reductions(module, options)
