@@ -382,6 +382,11 @@ def _symbol(op: ir.Operation) -> str:
     return ir.StringAttr(op.attributes["sym_name"]).value
 
 
+#: A use of a value in a function's body: (position of the top-level op holding the user, user,
+#: operand number).
+_Use = tuple[int, ir.Operation, int]
+
+
 def _sink_bonded_producers(body: ir.Block, bonds: Sequence[tuple[ir.Operation, ir.Operation]]) -> None:
     """Move each bonded producer of ``body`` (the first op of a bond, when it comes first) to
     just before its first user, latest producers first, so a chain (initializer, convolution,
@@ -508,15 +513,20 @@ def outline_function(fn: ir.Operation, max_ops: int = DEFAULT_MAX_OPS, *, lift_e
     # Which values cross a group boundary, and every use to rewrite. A value's group is its
     # defining top-level op's (-1 for function arguments and cloneable ops).
     walk_order: dict[int, dict[ir.Operation, int]] = {}  # `_use_key`'s cache
-    inputs: list[list[ir.Value]] = [[] for _ in range(n_groups)]
-    input_pos: list[dict[ir.Value, int]] = [{} for _ in range(n_groups)]
-    clones: list[list[ir.Operation]] = [[] for _ in range(n_groups)]
-    clone_pos: list[dict[ir.Operation, int]] = [{} for _ in range(n_groups)]
     outputs: list[list[ir.Value]] = [[] for _ in range(n_groups)]
     output_pos: list[dict[ir.Value, int]] = [{} for _ in range(n_groups)]
     rewrites: list[tuple[ir.Operation, int, ir.Value, int]] = []  # (user, operand, value, user group)
-    # The first use in the group of each input and clone: (top-level position, user, operand).
-    first_use: list[dict[ir.Value | ir.Operation, tuple[int, ir.Operation, int]]] = [{} for _ in range(n_groups)]
+    # Each group's inputs (values passed in) and clones (cloneable ops copied in), with the
+    # first use in the group of each: (top-level position, user, operand).
+    first_input: list[dict[ir.Value, _Use]] = [{} for _ in range(n_groups)]
+    first_clone: list[dict[ir.Operation, _Use]] = [{} for _ in range(n_groups)]
+
+    def earlier(known: _Use | None, use: _Use) -> _Use:
+        if known is None or use[0] < known[0]:
+            return use
+        if use[0] > known[0]:
+            return known
+        return min(known, use, key=lambda u: _use_key(u, ops, walk_order))
 
     def scan(value: ir.Value, def_group: int, cloned_from: ir.Operation | None) -> None:
         for use in value.uses:
@@ -528,19 +538,11 @@ def outline_function(fn: ir.Operation, max_ops: int = DEFAULT_MAX_OPS, *, lift_e
             if g == def_group or g < 0:
                 continue
             if g < n_groups:
+                here = (pos, user, use.operand_number)
                 if cloned_from is not None:
-                    if cloned_from not in clone_pos[g]:
-                        clone_pos[g][cloned_from] = len(clones[g])
-                        clones[g].append(cloned_from)
-                elif value not in input_pos[g]:
-                    input_pos[g][value] = len(inputs[g])
-                    inputs[g].append(value)
-                what = cloned_from if cloned_from is not None else value
-                known = first_use[g].get(what)
-                if known is None or pos < known[0]:
-                    first_use[g][what] = (pos, user, use.operand_number)
-                elif pos == known[0]:
-                    first_use[g][what] = min(known, (pos, user, use.operand_number), key=lambda u: _use_key(u, ops, walk_order))
+                    first_clone[g][cloned_from] = earlier(first_clone[g].get(cloned_from), here)
+                else:
+                    first_input[g][value] = earlier(first_input[g].get(value), here)
             if def_group >= 0 and value not in output_pos[def_group]:
                 output_pos[def_group][value] = len(outputs[def_group])
                 outputs[def_group].append(value)
@@ -556,9 +558,8 @@ def outline_function(fn: ir.Operation, max_ops: int = DEFAULT_MAX_OPS, *, lift_e
     # defines them: two repetitions of a layer read the same values in the same order, while
     # the caller may define them in another (a residual block's input and its shortcut come
     # from earlier parts in either order), which made equal layers differ and not merge.
-    for g in range(n_groups):
-        inputs[g].sort(key=lambda v, g=g: _use_key(first_use[g][v], ops, walk_order))
-        clones[g].sort(key=lambda c, g=g: _use_key(first_use[g][c], ops, walk_order))
+    inputs = [sorted(first, key=lambda v, first=first: _use_key(first[v], ops, walk_order)) for first in first_input]
+    clones = [sorted(first, key=lambda c, first=first: _use_key(first[c], ops, walk_order)) for first in first_clone]
 
     views = [_return_view_roots(outputs[g], g, group_of, index) for g in range(n_groups)]
 
@@ -619,7 +620,7 @@ def outline_function(fn: ir.Operation, max_ops: int = DEFAULT_MAX_OPS, *, lift_e
 
 
 
-def _use_key(use: tuple[int, ir.Operation, int], ops: list[ir.Operation], walk_order: dict[int, dict[ir.Operation, int]]) -> tuple[int, int, int]:
+def _use_key(use: _Use, ops: list[ir.Operation], walk_order: dict[int, dict[ir.Operation, int]]) -> tuple[int, int, int]:
     """Where a use (top-level position, user, operand number) comes in its function: the
     top-level op, then the user's place in that op's pre-order walk (computed once per top-level
     op, and only for ties: nested users of one loop nest), then the operand."""
