@@ -133,6 +133,7 @@ def compile_stages(model: Any, options: Any = None) -> list[StageTime]:
         return value
 
     module = timed("import", lambda: import_model(model))
+    _bind_defaults(module)  # as `onnxc.compile` does: initializers that are inputs are constants
     entry = jit.select_entry(module, None).name
     timed("onnx passes", lambda: lower_onnx_module(module, "onnx"))
     timed("to linalg", lambda: run_pipeline(module, rest, reraise=True))
@@ -227,10 +228,27 @@ def _instrument(module: ir.Module, entry: str) -> list[PartTime]:
     return parts
 
 
-def profile(model: Any, arrays: Sequence[np.ndarray], iterations: int, warmup: int, options: Any = None) -> list[PartTime]:
+def _bind_defaults(module: ir.Module) -> None:
+    """Make the inputs that have an initializer constants, as ``onnxc.compile`` does when no call
+    overrides them (`onnx-bind-default-inputs`): what is timed is then the code a model runs (an
+    IR-3 model lists every weight as an input; kept as arguments, its weights would be filled,
+    packed and folded on every run, which the compiled model never does)."""
+    from onnxc.transforms.onnx_bind_defaults import OnnxBindDefaultInputsPass
+
+    with module.context:
+        OnnxBindDefaultInputsPass().run(module.operation)
+
+
+def profile(
+    model: Any, arrays: Sequence[np.ndarray], iterations: int, warmup: int, options: Any = None, bind_defaults: bool = False
+) -> list[PartTime]:
     """Compile ``model`` with its function outlined into parts of ``PROFILE_MAX_OPS`` region ops
     and a timing hook around each part's call, run it on ``arrays`` (in input order), and return
     the time of each part per run.
+
+    With ``bind_defaults`` the inputs that have an initializer are constants (``_bind_defaults``)
+    and ``arrays`` holds the other inputs only: the code ``onnxc.compile`` runs when a call keeps
+    every default.
 
     The hook is a Python callback (``ExecutionEngine.register_runtime``) that reads a clock: it
     adds about a microsecond per part, so the parts' times sum to slightly more than a run."""
@@ -246,6 +264,8 @@ def profile(model: Any, arrays: Sequence[np.ndarray], iterations: int, warmup: i
 
     opts = options or CpuPipelineOptions()
     module = import_model(model)
+    if bind_defaults:
+        _bind_defaults(module)
     lower_onnx_module(module, "linalg")
     signature = jit.select_entry(module, None)
     with module.context:
@@ -335,8 +355,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(f"latency ms: median {stats.median:.3f}  p90 {stats.p90:.3f}  mean {stats.mean:.3f}  min {min(stats.times_ms):.3f}  max {max(stats.times_ms):.3f}")
     print(f"throughput: {stats.throughput:.2f} runs/s")
     if args.profile:
-        arrays = [feeds[s.name] if s.name in feeds else s.default for s in model.inputs]
-        parts = profile(args.model, arrays, args.iterations, args.warmup, options)
+        # The code the model ran: its defaults bound unless the command line overrides one.
+        # (`_bind_inputs` feeds a defaulted input only when --input gives it.)
+        bind = not any(s.default is not None and s.name in feeds for s in model.inputs)
+        arrays = [feeds[s.name] if s.name in feeds else s.default for s in model.inputs if not (bind and s.default is not None)]
+        parts = profile(args.model, arrays, args.iterations, args.warmup, options, bind_defaults=bind)
         total = sum(p.median for p in parts)
         print(f"profile: {len(parts)} generated function(s) of up to {PROFILE_MAX_OPS} kernels, median ms per run (slowest first):")
         for p in sorted(parts, key=lambda p: -p.median)[: args.profile_top]:

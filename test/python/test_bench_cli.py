@@ -75,6 +75,43 @@ def test_profile_parts_cover_every_node() -> None:
     assert {f"{n.name} ({n.op_type})" for n in model.graph.node} <= named, named
 
 
+def _ir3_model(path: Path) -> None:
+    """An IR-3 model (every initializer also a graph input): its weight is filled from a shape
+    that is an input with an initializer, as in the ONNX wheel's `light` models."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    shape = numpy_helper.from_array(np.array([64, 64], np.int64), "w_shape")
+    fill = numpy_helper.from_array(np.array([0.5], np.float32))
+    nodes = [
+        helper.make_node("ConstantOfShape", ["w_shape"], ["w"], name="fill", value=fill),
+        helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+        helper.make_node("Relu", ["m"], ["y"], name="relu"),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 64]), helper.make_tensor_value_info("w_shape", TensorProto.INT64, [2])]
+    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 64])], [shape])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=3), str(path))
+
+
+def test_profile_times_the_code_the_model_runs(tmp_path: Path) -> None:
+    """`--profile` profiles what `onnxc.compile` runs: inputs with an initializer bound as
+    constants (the weight fill folded at compile time) unless --input overrides one, and then
+    the general code, which fills the weight on every call."""
+    import numpy as np
+
+    model = tmp_path / "ir3.onnx"
+    _ir3_model(model)
+    bound = onnxc("bench", str(model), "--iterations", "2", "--warmup", "1", "--profile")
+    assert bound.returncode == 0, bound.stderr
+    assert "mm (MatMul)" in bound.stdout and "fill (ConstantOfShape)" not in bound.stdout, bound.stdout
+    shape = tmp_path / "shape.npy"
+    np.save(shape, np.array([64, 64], np.int64))
+    general = onnxc("bench", str(model), "--iterations", "2", "--warmup", "1", "--profile", "--input", f"w_shape={shape}")
+    assert general.returncode == 0, general.stderr
+    assert "fill (ConstantOfShape)" in general.stdout, general.stdout
+
+
 def test_bad_iterations_is_one_message() -> None:
     proc = onnxc("bench", str(SAMPLE), "--iterations", "0")
     assert proc.returncode == 1
