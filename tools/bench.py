@@ -329,7 +329,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.compile_stages:
         from onnxc.targets.cpu.pipeline import CpuPipelineOptions
 
-        stages = compile_stages(args.model, CpuPipelineOptions(jit_opt_level=args.opt_level))
+        stages = compile_stages(args.model, CpuPipelineOptions() if args.opt_level is None else CpuPipelineOptions(jit_opt_level=args.opt_level))
         total = sum(s.seconds for s in stages)
         print(f"compile stages of {args.model} (ISA {host_cpu().isa}):")
         for s in stages:
@@ -378,7 +378,7 @@ def add_subparser(sub: Any) -> argparse.ArgumentParser:
     b.add_argument("--input", "-i", action="append", metavar="NAME=FILE", help="an input (.npy/.pb); others get random data")
     b.add_argument("--seed", type=int, default=0, help="seed of the generated random inputs (default 0)")
     b.add_argument("--compile-stages", action="store_true", help="time each compile stage instead of running")
-    b.add_argument("--opt-level", type=int, choices=(0, 1, 2, 3), default=3, help="LLVM level for --compile-stages (default 3)")
+    b.add_argument("--opt-level", type=int, choices=(0, 1, 2, 3), default=None, help="LLVM level for --compile-stages (default: the CPU target's, CpuPipelineOptions.jit_opt_level)")
     b.add_argument("--profile", action="store_true", help="also time each generated function, naming the ONNX nodes it runs")
     b.add_argument("--profile-top", type=int, default=15, help="functions listed by --profile (default 15)")
     b.add_argument("--target", default="cpu", help="the target to time (cpu, vulkan, cuda; default cpu)")

@@ -2,7 +2,7 @@
 
 What: ``compile_module(module, entry=None)`` lowers a copy of ``module`` through the CPU
 stage passes (``passes.cpu_pipeline_text``, run by ``onnxc.transforms.pipeline``), builds an ``mlir.execution_engine.ExecutionEngine`` at
-``opt_level=3`` (``CpuPipelineOptions.jit_opt_level``; host CPU features), and returns a ``CompiledFunction``: call it with numpy
+``CpuPipelineOptions.jit_opt_level`` (2 by default; host CPU features), and returns a ``CompiledFunction``: call it with numpy
 arrays, get a list of numpy arrays back.
 
 Why like this: arguments are validated against the tensor-level signature *before* native code
