@@ -109,12 +109,16 @@ def compile_stages(model: Any, options: Any = None) -> list[StageTime]:
     ``onnx-passes`` pipeline, the rest of ``onnx-to-linalg`` (the registry's pipeline without
     its leading ``onnx-passes``), then the CPU target's ``lower_to_vector``, ``bufferize`` and
     ``lower_to_llvm``, the ExecutionEngine's LLVM IR optimisation at ``options.jit_opt_level``
-    (its constructor) and machine-code generation (ORC's lazy compile at the first lookup)."""
+    (its constructor) and machine-code generation (ORC's lazy compile at the first lookup). With
+    ``options.split_codegen`` (the default) a large module's parts are compiled by a child process
+    meanwhile (``split_codegen.py``): its start, and the wait for it after the engine's half, are
+    stages of their own."""
     from mlir.execution_engine import ExecutionEngine
 
     from onnxc.importers import import_model
     from onnxc.targets.cpu import jit
     from onnxc.targets.cpu.pipeline import CpuPipelineOptions, bufferize, lower_to_llvm, lower_to_vector
+    from onnxc.targets.cpu.split_codegen import start_split
     from onnxc.targets.cpu.weights import externalize_weights
     from onnxc.transforms import registry
     from onnxc.transforms.named_pipelines import lower_onnx_module
@@ -143,10 +147,18 @@ def compile_stages(model: Any, options: Any = None) -> list[StageTime]:
         timed("to LLVM dialect", lambda: lower_to_llvm(module))
         weights = timed("weights out of the code", lambda: externalize_weights(module))
         libs = _load_runtimes(opts)
-        engine = timed(f"LLVM IR O{opts.jit_opt_level} (ExecutionEngine)", lambda: ExecutionEngine(module, opt_level=opts.jit_opt_level, shared_libs=libs))
+        level = opts.jit_opt_level
+        # As compile_module: a large module's parts go to a child process (split_codegen.py).
+        split = timed("child process started", lambda: start_split(module, level, {entry, "_mlir_ciface_" + entry})) if opts.split_codegen else None
+        half = ", the parent's half" if split else ""
+        engine = timed(f"LLVM IR O{level} (ExecutionEngine{half})", lambda: ExecutionEngine(split.parent if split else module, opt_level=level, shared_libs=libs))
         weights.register(engine)
+        if split is not None:
+            split.register(engine)
         # ORC compiles to machine code lazily, on the first lookup of a symbol.
-        timed("machine code (first lookup)", lambda: engine.raw_lookup("_mlir_ciface_" + entry))
+        timed(f"machine code (first lookup{half})", lambda: engine.raw_lookup("_mlir_ciface_" + entry))
+        if split is not None and not timed("waiting for the child (opt, llc, link)", lambda: split.finish(engine)):
+            raise RuntimeError(f"the code generator's child process failed:\n{split.error}")
     del engine
     return out
 
@@ -333,7 +345,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         total = sum(s.seconds for s in stages)
         print(f"compile stages of {args.model} (ISA {host_cpu().isa}):")
         for s in stages:
-            print(f"  {s.stage:<40} {s.seconds:8.2f} s  {100.0 * s.seconds / total if total else 0.0:5.1f}%")
+            print(f"  {s.stage:<48} {s.seconds:8.2f} s  {100.0 * s.seconds / total if total else 0.0:5.1f}%")
         print(f"  {'total':<40} {total:8.2f} s")
         return 0
     import onnxc

@@ -6,7 +6,8 @@ external data, each data file's name, size and modification time), the target's 
 CPU the code is generated for, onnxc's version and a fingerprint of onnxc's own source files
 (so a change to the compiler never loads code the old compiler made), and the MLIR/LLVM version.
 ``store`` writes the object code the JIT has already generated
-(``ExecutionEngine.dump_to_object_file``; no second code generation) linked with the AOT entry
+(``ExecutionEngine.dump_to_object_file``; no second code generation), with the object of the
+parts a child process compiled (``split_codegen.py``) when there is one, linked with the AOT entry
 stub of ``aot.py`` into ``<key>.so`` (+ ``<key>.so.json``, the signature); ``lookup`` loads it
 with ``aot.load_library`` (no MLIR, no LLVM), so a hit costs milliseconds. Entries are written
 to a temporary name and renamed (two processes compiling the same model both succeed), a library
@@ -214,12 +215,20 @@ class ModelCache:
                 return None
             if not os.path.exists(obj):
                 return None
-            Path(stub).write_text(_stub_source(signature, metadata) + _weights_source(getattr(function, "weights", None), tmp))
+            source = _stub_source(signature, metadata) + _weights_source(getattr(function, "weights", None), tmp)
+            objects = [obj]
+            split = getattr(function, "split", None)
+            if split is not None:  # parts compiled by a child process (split_codegen.py): its object too
+                from .split_codegen import library_source
+
+                source += library_source(split)
+                objects.append(split.object_path)
+            Path(stub).write_text(source)
             # The runtime libraries the JIT linked against, so their symbols resolve at load.
             libs = [x for p in runtime_libraries() + threaded_runtime_libraries(options) for x in (p, f"-Wl,-rpath,{os.path.dirname(p)}")]
             import subprocess
 
-            proc = subprocess.run([cc, "-O2", "-fPIC", "-shared", "-Wl,-z,notext", "-o", lib, stub, obj, *libs, "-lm"], capture_output=True, text=True)
+            proc = subprocess.run([cc, "-O2", "-fPIC", "-shared", "-Wl,-z,notext", "-o", lib, stub, *objects, *libs, "-lm"], capture_output=True, text=True)
             if proc.returncode != 0:
                 return None
             try:

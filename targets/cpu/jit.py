@@ -3,7 +3,8 @@
 What: ``compile_module(module, entry=None)`` lowers a copy of ``module`` through the CPU
 stage passes (``passes.cpu_pipeline_text``, run by ``onnxc.transforms.pipeline``), builds an ``mlir.execution_engine.ExecutionEngine`` at
 ``CpuPipelineOptions.jit_opt_level`` (2 by default; host CPU features), and returns a ``CompiledFunction``: call it with numpy
-arrays, get a list of numpy arrays back.
+arrays, get a list of numpy arrays back. A large module's outlined parts are compiled by a child
+process meanwhile and called from its library (``split_codegen.py``).
 
 Why like this: arguments are validated against the tensor-level signature *before* native code
 runs (a wrong shape would otherwise read out of bounds); results come back as memrefs the
@@ -33,6 +34,7 @@ from .pipeline import runtime_libraries as cpu_runtime_libraries
 from .runtime_checks import StatusChannel, status_address_from_engine
 from .runtime_hooks import register as register_hooks
 from .runtime_hooks import run_with_hooks
+from .split_codegen import start_split
 from .strings import load_runtime, module_uses_runtime
 from .threads import resolve_thread_runtime
 from .weights import ExternalWeights, externalize_weights
@@ -209,20 +211,38 @@ def compile_module(
         # Large weights become external symbols resolved to numpy buffers (weights.py): LLVM
         # would otherwise optimise and emit every byte of them (most of a big model's compile).
         weights = externalize_weights(lowered) if external_weights else ExternalWeights()
-        try:
-            engine = ExecutionEngine(lowered, opt_level=level, shared_libs=libs)
-        except RuntimeError as e:  # translation to LLVM IR failed: a pipeline bug
-            raise CpuTargetError(
-                f"JIT: cannot create the execution engine for @{signature.name}: {e}"
-            ) from None
-        weights.register(engine)
-        register_hooks(engine, lowered)  # Python run-time functions the code calls (before any lookup)
         opts = options or CpuPipelineOptions()
+        # Part of the functions compiled in a child process meanwhile (split_codegen.py).
+        split = None
+        if opts.split_codegen and external_weights:
+            split = start_split(lowered, level, {signature.name, "_mlir_ciface_" + signature.name})
+        engine = _engine(split.parent if split else lowered, level, libs, signature.name)
+        weights.register(engine)
+        if split is not None:
+            split.register(engine)
+        register_hooks(engine, lowered)  # Python run-time functions the code calls (before any lookup)
+        function = CompiledFunction(signature, engine, lowered, string_runtime=strings)  # machine code
+        if split is not None and not split.finish(engine):
+            # The child failed: the whole module in this process (slower, the same code).
+            split = None
+            engine = _engine(lowered, level, libs, signature.name)
+            weights.register(engine)
+            register_hooks(engine, lowered)
+            function = CompiledFunction(signature, engine, lowered, string_runtime=strings)
         if opts.threads > 1 and resolve_thread_runtime(opts.thread_runtime) == "async":
             _ASYNC_ENGINES.append(engine)  # see _ASYNC_ENGINES
-    function = CompiledFunction(signature, engine, lowered, string_runtime=strings)
     function.weights = weights  # the code reads these buffers: they live as long as the function
+    function.split = split  # the child's library (its code is called): lives as long as the function
     return function
+
+
+def _engine(module: ir.Module, level: int, libs: list[str], name: str) -> ExecutionEngine:
+    """An ExecutionEngine for ``module`` (translated and optimised to LLVM IR here; machine
+    code at the first lookup)."""
+    try:
+        return ExecutionEngine(module, opt_level=level, shared_libs=libs)
+    except RuntimeError as e:  # translation to LLVM IR failed: a pipeline bug
+        raise CpuTargetError(f"JIT: cannot create the execution engine for @{name}: {e}") from None
 
 
 def run(module: ir.Module, *arrays: np.ndarray, entry: str | None = None) -> list[np.ndarray]:
