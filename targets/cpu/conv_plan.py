@@ -9,18 +9,38 @@ Why this shape of plan: upstream MLIR (LLVM 22) vectorizes convolutions only in 
 (``conv_1d_nwc_wcf``, ``depthwise_conv_1d_nwc_wc``, ``pooling_nwc_*``), with static shapes and no
 masking. So each op is tiled to one output row (n = oh = 1) and one kernel row (kh = 1), which
 ``transform.structured.decompose`` turns into the 1-D op, then vectorized without vector sizes.
-Every tile size divides its loop (a partial tile would be dynamic and stay scalar). The register
+The channel tile divides its loop (a partial tile would be dynamic and stay scalar). The register
 tile is (ow_t output pixels) x (f_t channels): channels fill the vector lanes (two registers'
-worth when the channel count allows), output pixels as many as keep the accumulators within half
-the register file (AVX2: 16 ymm -> 4 x 16 f32; AVX-512: 32 zmm -> 8 x 32 f32), or the whole file
-where half holds fewer than ``FMA_DEPTH`` (`_register_tile`); the reduction over
-input channels goes one channel per step (see `plan_conv`). Kernel width is left whole (tile 0).
-The figures scale with the ISA's lanes and registers, not with one machine.
+worth when the channel count allows), output pixels as many as the register file holds beside
+the filter vectors and the broadcasts, up to 2 x ``FMA_DEPTH`` accumulators (AVX2: 16 ymm ->
+5 x 16 f32; AVX-512: 32 zmm -> 8 x 32 f32), the count that costs an output row the fewest issue
+slots (`_register_tile`). The pixel tile need not divide the output width: the plan's sequence
+leaves the last, partial tile dynamic and scalar, and `peel_tiles.peel_conv_tiles` peels it off
+the pixel loop and vectorizes both parts at their static sizes (13 = 2 x 5 + 3). Widths too short
+to fill such a tile keep a divisor (`_divisor_tile`, the whole file where half holds fewer than
+``FMA_DEPTH``). The reduction over input channels goes one channel per step (see `plan_conv`).
+Kernel width is left whole (tile 0). The figures scale with the ISA's lanes and registers, not
+with one machine.
+
+Measured (one process, interleaved runs, medians of 40-80; AVX2 Zen 3 shared with other work;
+Conv + BN + Relu, channels-last, divisor tiles -> peeled tiles, onnxruntime alongside), 1 thread:
+3x3 64->256 at 13x13 0.902 -> 0.727 ms (55 -> 69 GFLOP/s; onnxruntime 0.637), 3x3 64->64 at
+13x13 0.269 -> 0.213, 3x3 16->64 at 55x55 0.870 -> 0.728, 3x3 32->128 at 27x27 0.977 -> 0.874,
+3x3/2 64->128 from 27x27 0.528 -> 0.516, depthwise 3x3 96 at 13x13 0.092 -> 0.077, depthwise
+3x3/2 96 from 27x27 0.107 -> 0.092; ResNet widths (5 x 2 vectors beat 4 x 2 even with a peeled
+tile): 3x3 64->64 at 56x56 3.550 -> 3.201, 128->128 at 28x28 3.104 -> 2.981, 256->256 at 14x14
+3.288 -> 2.803, 512->512 at 7x7 3.188 -> 3.224 (noise). 2 threads: 3x3 64->256 at 13x13
+0.509 -> 0.410, 256->256 at 14x14 3.499 -> 2.996. SqueezeNet (light model, random weights)
+1 thread 14.09 -> 10.72 ms (onnxruntime 8.89), 2 threads 17.00 -> 13.58 ms (onnxruntime 9.27,
+on a loaded machine); ResNet-50 1 thread 128.2 -> 120.7 ms (onnxruntime 102.3). AVX-512 was not
+measured: there the plan changes only at widths 9, 11, 13, 17, 26, 27, 35, 55 (two-vector tiles
+with a peeled last tile instead of one-vector divisor tiles).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from mlir import ir
@@ -87,22 +107,90 @@ def _best_tile(ow: int, channels: int, lanes: int, cap: Callable[[int], int]) ->
     return best
 
 
+#: Let the register tile's pixel count not divide the output width (`_peeled_tile`): the last,
+#: partial tile is peeled off the pixel loop (`peel_tiles.peel_conv_tiles`). A module flag for
+#: one-process A/Bs; off, the pixel count divides the width (`_divisor_tile`).
+PARTIAL_PIXEL_TILES: bool = True
+
+
+def _issue_cost(ow: int, o: int, vectors: int) -> int:
+    """Issue slots one reduction step of an output row costs in tiles of ``o`` pixels x
+    ``vectors`` vectors (the last tile partial when ``o`` does not divide ``ow``): a tile of
+    ``a`` accumulators takes ``max(a, FMA_DEPTH)`` FMA slots (fewer wait on their own chains),
+    plus ``FMA_DEPTH`` for what each tile pays once per step whatever its size (the filter
+    vectors' loads, the loop, the accumulators' reads and writes: fitted to the AVX2 timings
+    in this module's docstring, where 5 x 2 vectors beat 4 x 2 even with a partial tile)."""
+    full, rest = divmod(ow, o)
+    return full * (max(o * vectors, FMA_DEPTH) + FMA_DEPTH) + ((max(rest * vectors, FMA_DEPTH) + FMA_DEPTH) if rest else 0)
+
+
+def _accumulator_budget(registers: int, vectors: int) -> int:
+    """Accumulators a tile of ``vectors`` vectors per pixel may hold: what the register file
+    keeps beside the filter vectors (twice: this tap's and the next's) and two broadcast inputs,
+    up to twice ``FMA_DEPTH``. AVX2 (16 registers): 10 at 2 vectors per pixel, 12 at 1;
+    AVX-512 (32): 16, half the file, as before (a fuller file was measured slower there)."""
+    return min(2 * FMA_DEPTH, registers - 2 * vectors - 2)
+
+
+def _peeled_tile(ow: int, channels: int, lanes: int, registers: int) -> tuple[int, int, int]:
+    """(ow_t, f_t, accumulators of a full tile): ``f_t`` the widest channel tile
+    (`_channel_tile`: two vectors where the channels allow), ``ow_t`` the pixel count within
+    `_accumulator_budget` of ``registers`` that costs a whole output row the fewest issue slots
+    (`_issue_cost`), its last tile partial where ``ow_t`` does not divide ``ow``; a tie goes to a
+    divisor of the width (nothing peeled), then to more accumulators. Why the widest channel
+    tile: a 1-vector tile needs a broadcast per FMA, and every one measured (AVX2, 13 pixels:
+    8, 10, 12 x 1 vector) was slower than 5 x 2 vectors."""
+    f_t = _channel_tile(channels, lanes)
+    vectors = -(-f_t // lanes)
+    best: tuple[tuple[Fraction, bool, int], int] | None = None
+    for o in range(1, max(1, min(ow, _accumulator_budget(registers, vectors) // vectors)) + 1):
+        key = (Fraction(1, _issue_cost(ow, o, vectors)), ow % o == 0, o * vectors)
+        if best is None or key > best[0]:
+            best = (key, o)
+    assert best is not None
+    return best[1], f_t, best[1] * vectors
+
+
 def _register_tile(ow: int, channels: int, lanes: int, budget: int) -> tuple[int, int]:
+    """(ow_t, f_t): output pixels x channels of the register tile; ``budget`` is half the vector
+    registers (the file is ``2 * budget``).
+
+    With ``PARTIAL_PIXEL_TILES`` (the default) `_peeled_tile`: two vectors of channels where the
+    channels allow, and as many pixels as `_accumulator_budget` lets the file hold (AVX2: 5;
+    AVX-512: 8) or fewer where that costs an output row fewer issue slots (`_issue_cost`).
+    ``ow_t`` need not divide the output width: the last, partial tile is peeled off the pixel
+    loop and vectorized at its own, static size (`peel_tiles.peel_conv_tiles`). On AVX2:
+    13 = 2 x 5 + 3, 27 = 5 x 5 + 2, 55 = 11 x 5, 56 = 11 x 5 + 1, 14 = 2 x 5 + 4, 7 = 4 + 3.
+    Where even that tile holds fewer than ``FMA_DEPTH`` accumulators (widths too short to fill
+    it, or one vector of channels at widths below 8), `_divisor_tile` decides, as before.
+
+    Why: with ``ow_t`` a divisor of the width (a partial tile would be dynamic and stay scalar),
+    widths with few small divisors got tiles of 1 to 6 accumulators, latency-bound, or, the
+    fallback of `_divisor_tile`, the whole register file: 13 pixels x 1 vector on AVX2, whose
+    13 accumulators and 15 broadcast inputs spilled (3x3 64->256 at 13x13: 42 GFLOP/s against
+    onnxruntime's 59 on the same machine; 57 now). More accumulators than half of AVX2's file
+    paid at every width measured, ResNet's too. Numbers: this module's docstring."""
+    if PARTIAL_PIXEL_TILES:
+        o, f_t, acc = _peeled_tile(ow, channels, lanes, 2 * budget)
+        if acc >= FMA_DEPTH:
+            return o, f_t
+    return _divisor_tile(ow, channels, lanes, budget)
+
+
+def _divisor_tile(ow: int, channels: int, lanes: int, budget: int) -> tuple[int, int]:
     """(ow_t, f_t): output pixels x channels of the register tile. First choice: the most
     accumulators (``ow_t`` x vectors of ``f_t``) within ``budget`` vector registers (half the
     file: the rest hold the filter vectors and the broadcast inputs). When that gives fewer than
     ``FMA_DEPTH`` accumulators, the whole file minus the filter vectors and two broadcasts.
+    ``ow_t`` divides the output width (the plan before `_peeled_tile`, kept for A/Bs).
 
-    Why: ``ow_t`` must divide the output width (a partial tile would be dynamic and stay scalar),
-    so a width with few small divisors (SqueezeNet's and AlexNet's 13, 26, 27, 55) got tiles of
+    Why: with ``ow_t`` a divisor of the output width, a width with few small divisors (SqueezeNet's and AlexNet's 13, 26, 27, 55) got tiles of
     1 to 6 accumulators within half of AVX2's 16 registers, latency-bound: one-process A/B
     compiled for znver3 (AVX2) on the AVX-512 Zen 4, 1 thread: SqueezeNet 23.4 -> 8.3 ms
     (13 pixels x 1 vector), AlexNet 27.0 -> 21.8 ms, ZFNet-512 73.6 -> 67.2 ms; ResNet-50,
     MobileNetV2, Inception-v2 have no such width (same tiles). With AVX-512's 32 registers half
     the file already holds 8 or more accumulators for these widths, and a fuller file was
-    slower (27 pixels x 1 vector: SqueezeNet 8.2 -> 9.3 ms), hence only as the second choice.
-    Still short: a tile that does not divide the width needs its last, partial tile peeled
-    (``transform.loop.peel`` on the pixel loop, the partial tile vectorized at its own size)."""
+    slower (27 pixels x 1 vector: SqueezeNet 8.2 -> 9.3 ms), hence only as the second choice."""
     acc, f_t, o = _best_tile(ow, channels, lanes, lambda vectors: budget // vectors)
     if acc < FMA_DEPTH:
         registers = 2 * budget
@@ -110,10 +198,26 @@ def _register_tile(ow: int, channels: int, lanes: int, budget: int) -> tuple[int
     return o, f_t
 
 
+#: Let `short_register_tile` follow the peeled tile of `_register_tile` (``PARTIAL_PIXEL_TILES``):
+#: 1x1 convolutions at widths with few small divisors then stay direct instead of becoming packed
+#: matmuls (`conv_filters.pointwise_as_matmul`). Off by default: measured in one process (AVX2
+#: Zen 3, 1 thread, Conv + BN + Relu, matmul -> direct on its peeled tile), 1x1 64->256 at 13x13
+#: 0.200 -> 0.154 ms, 64->16 at 55x55 0.252 -> 0.152, 96->16 at 55x55 0.252 -> 0.236, 32->128
+#: at 27x27 0.177 -> 0.167, 384->64 at 14x14 0.200 -> 0.203; SqueezeNet 12.84 -> 11.88 ms
+#: (0.93); turning it on changes which shapes `test_cpu_pointwise_matmul.test_rule_per_shape`
+#: expects as matmuls (27, 14 wide: the direct tile is no longer short).
+POINTWISE_FOLLOWS_PEELED_TILE: bool = False
+
+
 def short_register_tile(ow: int, channels: int, lanes: int, budget: int) -> bool:
-    """Whether the output width leaves the first choice of `_register_tile` (within ``budget``
-    vector registers) with fewer than ``FMA_DEPTH`` accumulators: widths with few small
-    divisors (7, 13, 14, 27), which then fall back on the whole-file tile."""
+    """Whether a convolution at output width ``ow`` (``budget``: half the vector registers) has
+    a register tile of fewer than ``FMA_DEPTH`` accumulators, so that its FMA pipes wait on
+    their own chains: `conv_filters.pointwise_as_matmul` then runs a 1x1 convolution as a packed
+    matmul. The first choice of `_divisor_tile` (widths with few small divisors: 7, 13, 14, 27),
+    or, with ``POINTWISE_FOLLOWS_PEELED_TILE`` and ``PARTIAL_PIXEL_TILES``, the peeled tile
+    (`_peeled_tile`: only widths too short to fill one)."""
+    if POINTWISE_FOLLOWS_PEELED_TILE and PARTIAL_PIXEL_TILES:
+        return _peeled_tile(ow, channels, lanes, 2 * budget)[2] < FMA_DEPTH
     return _best_tile(ow, channels, lanes, lambda vectors: budget // vectors)[0] < FMA_DEPTH
 
 

@@ -317,16 +317,17 @@ def _named_ops() -> tuple[ir.Context, list[ir.Operation]]:
 @pytest.mark.parametrize(
     "cpu,conv_tiles,dw_tiles",
     [
-        # AVX2 (8 f32 lanes, 16 registers): 4 pixels x 16 channels; depthwise 24 = 3 x 8 lanes.
-        ("x86-64-v3", (1, 1, 4, 16, 1, 0, 1), (1, 1, 7, 8, 1, 0)),
+        # AVX2 (8 f32 lanes, 16 registers): 5 pixels x 16 channels (56 = 11 x 5 + a peeled 1);
+        # depthwise 24 = 3 x 8 lanes, 7 pixels (a peeled tile would not fill FMA_DEPTH).
+        ("x86-64-v3", (1, 1, 5, 16, 1, 0, 1), (1, 1, 7, 8, 1, 0)),
         # AVX-512 (16 lanes, 32 registers): 8 pixels x 32 channels; 24 channels: a half vector (8).
         ("x86-64-v4", (1, 1, 8, 32, 1, 0, 1), (1, 1, 7, 8, 1, 0)),
     ],
 )
 def test_plan_follows_the_isa(cpu: str, conv_tiles: tuple[int, ...], dw_tiles: tuple[int, ...]) -> None:
-    """Tile sizes come from the CPU's lanes and registers and divide every loop (7 pixels and 24
-    channels give divisors, not partial tiles, and no 1.5-vector channel tiles); every plan
-    decomposes to the 1-D form."""
+    """Tile sizes come from the CPU's lanes and registers (24 channels give a divisor, not a
+    partial tile or a 1.5-vector channel tile; the pixel tile may leave a last, partial tile,
+    which is peeled); every plan decomposes to the 1-D form."""
     _ctx, (conv, dw) = _named_ops()
     options = types.SimpleNamespace(cpu=KNOWN_CPUS[cpu])
     p = plan_conv(conv, options)
@@ -338,27 +339,99 @@ def test_plan_follows_the_isa(cpu: str, conv_tiles: tuple[int, ...], dw_tiles: t
 
 
 @pytest.mark.parametrize("cpu", ["x86-64-v3", "x86-64-v4"])
-@pytest.mark.parametrize("ow", [13, 26, 27, 55, 56])
+@pytest.mark.parametrize("ow", [7, 13, 14, 26, 27, 55, 56])
 def test_register_tile_keeps_the_fma_pipes_busy(cpu: str, ow: int) -> None:
-    """Widths with few small divisors (SqueezeNet's and AlexNet's 13, 26, 27, 55): the register
-    tile has at least FMA_DEPTH independent accumulators and fits the register file with its
-    filter vectors and two broadcasts; where half the file already allows FMA_DEPTH (AVX-512, and
-    ResNet's 56 on AVX2), the tile stays within half (a fuller file spilled)."""
+    """Every width, those with few small divisors too (SqueezeNet's and AlexNet's 13, 26, 27,
+    55), gets a register tile of two vectors of channels and at least FMA_DEPTH independent
+    accumulators that fits the register file beside its filter vectors (twice) and two
+    broadcasts; on AVX-512 within half the file (a fuller file spilled)."""
     from onnxc.targets.cpu.conv_plan import FMA_DEPTH, _register_tile
 
     feats = KNOWN_CPUS[cpu]
     lanes, registers = feats.lanes(32), feats.vector_registers
     o, f_t = _register_tile(ow, 64, lanes, registers // 2)
     vectors = f_t // lanes
-    assert ow % o == 0 and f_t % lanes == 0
-    assert o * vectors >= FMA_DEPTH and o * vectors + vectors + 2 <= registers
-    if registers == 32 or ow == 56:
+    assert f_t == 2 * lanes and o <= ow
+    assert o * vectors >= FMA_DEPTH and o * vectors + 2 * vectors + 2 <= registers
+    if registers == 32:
         assert o * vectors <= registers // 2
 
 
+@pytest.mark.parametrize(
+    ("ow", "channels", "tile"),
+    [
+        (13, 64, (5, 16)),  # 2 x 5 + a peeled 3 (before: 13 x 1 vector, the whole file, spilling)
+        (27, 64, (5, 16)),  # 5 x 5 + 2 (before: 9 x 1 vector)
+        (55, 64, (5, 16)),  # 11 x 5
+        (13, 24, (8, 8)),  # 24 channels: one vector; 8 + a peeled 5
+        (14, 64, (5, 16)),  # 2 x 5 + 4 (before: 7 x 1 vector)
+        (6, 64, (6, 16)),  # too short to fill a peeled tile: the divisor rule's whole-file tile
+    ],
+)
+def test_avx2_pixel_tile_need_not_divide_the_width(ow: int, channels: int, tile: tuple[int, int]) -> None:
+    """On AVX2 (8 lanes, 16 registers) the pixel tile is the one that costs an output row the
+    fewest issue slots, whether or not it divides the width: its last, partial tile is peeled
+    (peel_tiles.peel_conv_tiles). Off (`PARTIAL_PIXEL_TILES`), the tile divides the width."""
+    from onnxc.targets.cpu import conv_plan
+
+    assert conv_plan._register_tile(ow, channels, 8, 8) == tile
+    assert conv_plan._divisor_tile(ow, channels, 8, 8)[0] in [d for d in range(1, ow + 1) if ow % d == 0]
+
+
+def _odd_width_model(kind: str) -> onnx.ModelProto:
+    """A 13- or 27-wide block of `kind`: a 3x3 convolution + BatchNormalization + Relu (the
+    epilogue fused into the convolution's tiles), the same at stride 2, a depthwise convolution
+    (stride 1 and 2), or a convolution followed by a 3x3/2 max pool."""
+    g = Graph()
+    if kind == "conv_bn_relu":
+        return g.model([1, 16, 13, 13], g.op("Relu", [g.bn(g.conv("x", 16, 32, 3, pads=[1, 1, 1, 1]), 32)]))
+    if kind == "stride2":
+        return g.model([1, 16, 27, 27], g.op("Relu", [g.bn(g.conv("x", 16, 32, 3, strides=[2, 2], pads=[1, 1, 1, 1]), 32)]))
+    if kind == "depthwise":
+        return g.model([1, 32, 13, 13], g.op("Relu", [g.conv("x", 32, 32, 3, group=32, pads=[1, 1, 1, 1])]))
+    if kind == "depthwise_stride2":
+        return g.model([1, 32, 27, 27], g.conv("x", 32, 32, 3, group=32, strides=[2, 2], pads=[1, 1, 1, 1]))
+    assert kind == "pool"
+    y = g.op("Relu", [g.conv("x", 16, 16, 1)])
+    return g.model([1, 16, 27, 27], g.op("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2]))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("kind", ["conv_bn_relu", "stride2", "depthwise", "depthwise_stride2", "pool"])
+def test_odd_width_peeled_tiles_vectorize_and_match_reference(kind: str, threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compiled for AVX2 (znver3), the convolutions and poolings of 13- and 27-wide blocks get
+    a pixel tile that does not divide their width; both the whole tiles and the peeled last one
+    are vectorized (no linalg op is left after the vector stage), with one thread and with the
+    rows split over two (`scf.forall`), and the results match onnx.reference."""
+    from onnxc.targets.cpu import CpuPipelineOptions
+
+    monkeypatch.setattr(sys.modules[__name__], "RNG", np.random.default_rng(13))
+    model = _odd_width_model(kind)
+    cpu = KNOWN_CPUS["znver3"]
+    module = lower(model, "linalg", target_cpu="znver3")
+    widths: list[tuple[int, int]] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        plan = plan_conv(op, CpuPipelineOptions(target_cpu="znver3", threads=threads))
+        if plan is not None and plan.decompose:
+            widths.append((ir.RankedTensorType(op.results[0].type).get_dim_size(2), plan.tile_sizes[2]))
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    assert widths and any(ow % o for ow, o in widths), widths
+    assert cpu.vector_registers == 16
+    vector_ir = str(lower(model, "vector", target_cpu="znver3", threads=threads))
+    assert "linalg." not in vector_ir
+    x = _r(*[d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim])
+    (got,) = onnxc.compile(model, cpu_options=CpuPipelineOptions(target_cpu="znver3", threads=threads))(x)
+    ref = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, ref, rtol=RTOL, atol=ATOL * max(1.0, float(np.abs(ref).max())))
+
+
 def test_prime_width_conv_on_avx2_matches_reference() -> None:
-    """A 3x3 convolution to a 13-pixel-wide output compiled for AVX2 (znver3: its register tile is
-    13 pixels x 1 vector, the whole register file) against onnx.reference."""
+    """A 3x3 convolution to a 13-pixel-wide output compiled for AVX2 (znver3: 24 channels are
+    one vector, and its register tile is 8 pixels x 1 vector, the last 5 pixels peeled) against
+    onnx.reference."""
     x, w = _r(1, 16, 15, 15), _r(24, 16, 3, 3)
     g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[0, 0, 0, 0])], "g",
                           [helper.make_tensor_value_info("x", TP.FLOAT, [1, 16, 15, 15])],
