@@ -215,9 +215,12 @@ def pointwise_as_matmul(module: ir.Module, cpu: CpuFeatures, threads: int = 1) -
     faster on every CNN (transforms/lowering/conv.py, ``ONE_BY_ONE_AS_MATMUL``), and its plans
     are kept.
 
-    Why: the direct convolution's register tile must divide the output width, so widths such
-    as 13, 27, 14 or 7 get few accumulators (or the whole-file tile, bound by one broadcast per
-    FMA), while the matmul's pixels are one dimension tiled by the tile table's m0. The packed
+    Why: the direct convolution's register tile had to divide the output width, so widths such
+    as 13, 27, 14 or 7 got few accumulators (or the whole-file tile, bound by one broadcast per
+    FMA), while the matmul's pixels are one dimension tiled by the tile table's m0. (Since the
+    direct tile may leave a peeled partial tile, conv_plan.py, only widths too short to fill a
+    tile count as short; the measurements below predate that, and the channel rule still sends
+    the wide 1x1s to the matmul.) The packed
     matmul packs the pixels at run time (a read and write of n*h*w x c per call), which pays
     when that is spread over enough output channels and the reduction is long enough for the
     mmt4d loop. One-process A/B per convolution with Relu, AVX2 Zen 3, 1 thread (direct /

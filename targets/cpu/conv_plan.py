@@ -204,9 +204,12 @@ def _divisor_tile(ow: int, channels: int, lanes: int, budget: int) -> tuple[int,
 #: Zen 3, 1 thread, Conv + BN + Relu, matmul -> direct on its peeled tile), 1x1 64->256 at 13x13
 #: 0.200 -> 0.154 ms, 64->16 at 55x55 0.252 -> 0.152, 96->16 at 55x55 0.252 -> 0.236, 32->128
 #: at 27x27 0.177 -> 0.167, 384->64 at 14x14 0.200 -> 0.203; SqueezeNet 12.84 -> 11.88 ms
-#: (0.93); turning it on changes which shapes `test_cpu_pointwise_matmul.test_rule_per_shape`
-#: expects as matmuls (27, 14 wide: the direct tile is no longer short).
-POINTWISE_FOLLOWS_PEELED_TILE: bool = False
+#: (0.93). On by default since a second one-process A/B (light models, random weights, same
+#: machine, median ms off -> on, onnxruntime beside): SqueezeNet 1 thread 13.82 -> 12.64 (ORT
+#: 10.29), 2 threads 8.08 -> 7.57 (7.52); Inception-v1 47.9 -> 46.8, Inception-v2 61.0 -> 61.6,
+#: ShuffleNet 9.82 -> 9.68 (1 thread; within noise); wide 1x1s (ResNet's, DenseNet's) are
+#: matmuls by the channel rule either way.
+POINTWISE_FOLLOWS_PEELED_TILE: bool = True
 
 
 def short_register_tile(ow: int, channels: int, lanes: int, budget: int) -> bool:

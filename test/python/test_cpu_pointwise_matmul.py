@@ -77,11 +77,15 @@ def test_threads_rewrite_only_a_direct_conv_that_runs_alone() -> None:
 
 
 def test_rule_per_shape() -> None:
-    """AVX2 (8 lanes): short direct tiles (widths 13, 27, 14, 7) and wide convolutions with at
-    least 96 output and 64 input channels go to the matmul; the rest stay direct."""
+    """AVX2 (8 lanes): wide convolutions with at least 96 output and 64 input channels go to the
+    matmul at any width; the rest stay direct, narrow ones at widths 13, 27 and 14 too (their
+    direct tile is 5 pixels x 2 vectors with a peeled last tile, conv_plan's
+    POINTWISE_FOLLOWS_PEELED_TILE), except widths too short to fill a tile of FMA_DEPTH
+    accumulators (3)."""
     avx2 = CpuFeatures.for_target("znver3")
     pays = conv_filters._pointwise_pays
-    assert pays(512, 1000, 13, avx2) and pays(32, 128, 27, avx2) and pays(384, 64, 14, avx2) and pays(960, 160, 7, avx2)
-    assert pays(64, 256, 56, avx2) and pays(512, 128, 28, avx2)
+    assert pays(512, 1000, 13, avx2) and pays(960, 160, 7, avx2) and pays(64, 256, 56, avx2) and pays(512, 128, 28, avx2)
+    assert pays(64, 64, 3, avx2)
+    assert not pays(32, 128, 27, avx2) and not pays(384, 64, 14, avx2) and not pays(64, 64, 13, avx2)
     assert not pays(256, 64, 56, avx2) and not pays(32, 192, 28, avx2) and not pays(24, 144, 56, avx2)
     assert not pays(16, 96, 112, avx2) and not pays(64, 64, 56, avx2)
