@@ -6,6 +6,8 @@ this host, and code built from the AVX2 table (256-bit tiles) runs on an AVX-512
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from mlir import ir
@@ -91,6 +93,29 @@ def test_numpy_pack_matches_layout() -> None:
     for k in range(5):
         for n in range(8):
             assert p[n // 4, k, n % 4, 0] == (b[k, n] if n < 7 else 0.0)
+
+
+def test_large_pack_copied_in_slices_matches_layout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A constant above PARALLEL_COPY_BYTES is copied in slices on several threads (forced to 3
+    here, whatever the host has): the same layout as `test_numpy_pack_matches_layout`, padding
+    included, for a 2-D weight and a batch of them with an outer permutation."""
+    from onnxc.targets.cpu import data_tiling
+
+    monkeypatch.setattr(data_tiling, "PARALLEL_COPY_BYTES", 0)
+    monkeypatch.setattr(data_tiling, "host_cpu", lambda: dataclasses.replace(host_cpu(), cores=3))
+    monkeypatch.setattr(data_tiling, "_copy_pool", None)
+    b = RNG.standard_normal((37, 70)).astype(np.float32)
+    p = numpy_pack(b, [1, 0], [16, 1], [1, 0])
+    want = np.zeros((5, 37, 16, 1), np.float32)
+    for k in range(37):
+        for n in range(70):
+            want[n // 16, k, n % 16, 0] = b[k, n]
+    np.testing.assert_array_equal(p, want)
+    batch = RNG.standard_normal((3, 20, 33)).astype(np.float32)
+    q = numpy_pack(batch, [2, 1], [8, 1], [0, 2, 1])
+    assert q.shape == (3, 5, 20, 8, 1)
+    for i in range(3):
+        np.testing.assert_array_equal(q[i], numpy_pack(batch[i], [1, 0], [8, 1], [1, 0]))
 
 
 def test_packed_weight_becomes_a_blob_without_a_copy() -> None:
