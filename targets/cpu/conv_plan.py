@@ -127,9 +127,21 @@ def _issue_cost(ow: int, o: int, vectors: int) -> int:
 def _accumulator_budget(registers: int, vectors: int) -> int:
     """Accumulators a tile of ``vectors`` vectors per pixel may hold: what the register file
     keeps beside the filter vectors (twice: this tap's and the next's) and two broadcast inputs,
-    up to twice ``FMA_DEPTH``. AVX2 (16 registers): 10 at 2 vectors per pixel, 12 at 1;
+    up to twice ``FMA_DEPTH``, and to ``FMA_DEPTH`` at one vector per pixel
+    (``ONE_VECTOR_FMA_DEPTH``). AVX2 (16 registers): 10 at 2 vectors per pixel, 8 at 1;
     AVX-512 (32): 16, half the file, as before (a fuller file was measured slower there)."""
+    if vectors == 1 and ONE_VECTOR_FMA_DEPTH:
+        return min(FMA_DEPTH, registers - 2 * vectors - 2)
     return min(2 * FMA_DEPTH, registers - 2 * vectors - 2)
+
+
+#: Hold a one-vector channel tile (channels a multiple of 8 but not 16 on AVX2: 24, 40, 136...)
+#: to ``FMA_DEPTH`` accumulators. Each of its FMAs needs its own broadcast input, and LLVM keeps
+#: the kernel row's filter vectors in registers, so 12 pixels spilled accumulators inside the
+#: reduction loop: ShuffleNet's and MobileNetV2's stem (3x3/2, 3 -> 24 channels at 112 wide),
+#: one process, AVX2 Zen 3, 1 thread, median ms: 12 pixels 2.85, 10: 0.64, 8: 0.60, 6: 0.63,
+#: 4: 0.71 (onnxruntime 0.53). A module flag for one-process A/Bs.
+ONE_VECTOR_FMA_DEPTH: bool = True
 
 
 def _peeled_tile(ow: int, channels: int, lanes: int, registers: int) -> tuple[int, int, int]:

@@ -364,6 +364,8 @@ def test_register_tile_keeps_the_fma_pipes_busy(cpu: str, ow: int) -> None:
         (27, 64, (5, 16)),  # 5 x 5 + 2 (before: 9 x 1 vector)
         (55, 64, (5, 16)),  # 11 x 5
         (13, 24, (8, 8)),  # 24 channels: one vector; 8 + a peeled 5
+        (112, 24, (8, 8)),  # one vector at FMA_DEPTH (the 3x3/2 stem: 12 pixels spilled, 4.7x slower)
+        (112, 136, (8, 8)),  # ShuffleNet's 136 channels: one vector as well
         (14, 64, (5, 16)),  # 2 x 5 + 4 (before: 7 x 1 vector)
         (6, 64, (6, 16)),  # too short to fill a peeled tile: the divisor rule's whole-file tile
     ],
