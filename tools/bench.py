@@ -144,7 +144,7 @@ def compile_stages(model: Any, options: Any = None) -> list[StageTime]:
     with module.context:
         timed("to vector", lambda: lower_to_vector(module, opts))
         timed("bufferize", lambda: bufferize(module))
-        timed("to LLVM dialect", lambda: lower_to_llvm(module))
+        timed("to LLVM dialect", lambda: lower_to_llvm(module, opts))
         weights = timed("weights out of the code", lambda: externalize_weights(module))
         libs = _load_runtimes(opts)
         level = opts.jit_opt_level
@@ -341,12 +341,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.compile_stages:
         from onnxc.targets.cpu.pipeline import CpuPipelineOptions
 
-        stages = compile_stages(args.model, CpuPipelineOptions() if args.opt_level is None else CpuPipelineOptions(jit_opt_level=args.opt_level))
+        # The options the timed stages use: --opt-level and --threads where given, else the defaults.
+        given = {k: v for k, v in (("jit_opt_level", args.opt_level), ("threads", args.threads)) if v is not None}
+        stages = compile_stages(args.model, CpuPipelineOptions(**given))
         total = sum(s.seconds for s in stages)
         print(f"compile stages of {args.model} (ISA {host_cpu().isa}):")
         for s in stages:
             print(f"  {s.stage:<48} {s.seconds:8.2f} s  {100.0 * s.seconds / total if total else 0.0:5.1f}%")
-        print(f"  {'total':<40} {total:8.2f} s")
+        print(f"  {'total':<48} {total:8.2f} s")
         return 0
     import onnxc
     import onnxc.compiler

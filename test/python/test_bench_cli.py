@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from onnxc.tools.bench import LatencyStats
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,6 +43,23 @@ def test_compile_stages_lists_every_stage() -> None:
     assert proc.returncode == 0, proc.stderr
     for stage in ("import", "onnx passes", "to linalg", "to vector", "bufferize", "to LLVM dialect", "LLVM IR O1", "machine code", "total"):
         assert re.search(rf"^  {re.escape(stage)}.* {NUMBER} s", proc.stdout, re.M), (stage, proc.stdout)
+
+
+def test_compile_stages_use_the_given_threads_and_level(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--compile-stages` times the compile that `--threads` and `--opt-level` ask for (the
+    threads were dropped: the stages always ran with the host's cores)."""
+    import argparse
+
+    from onnxc.tools import bench
+
+    seen: list[object] = []
+    monkeypatch.setattr(bench, "compile_stages", lambda model, options=None: seen.append(options) or [bench.StageTime("import", 0.1)])
+    parser = argparse.ArgumentParser()
+    bench.add_subparser(parser.add_subparsers())
+    args = parser.parse_args(["bench", str(SAMPLE), "--compile-stages", "--threads", "1", "--opt-level", "1"])
+    assert bench.cmd_bench(args) == 0
+    (options,) = seen
+    assert options.threads == 1 and options.jit_opt_level == 1
 
 
 def test_profile_names_generated_functions_and_nodes() -> None:
