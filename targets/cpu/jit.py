@@ -216,12 +216,17 @@ def compile_module(
         split = None
         if opts.split_codegen and external_weights:
             split = start_split(lowered, level, {signature.name, "_mlir_ciface_" + signature.name})
-        engine = _engine(split.parent if split else lowered, level, libs, signature.name)
-        weights.register(engine)
-        if split is not None:
-            split.register(engine)
-        register_hooks(engine, lowered)  # Python run-time functions the code calls (before any lookup)
-        function = CompiledFunction(signature, engine, lowered, string_runtime=strings)  # machine code
+        try:
+            engine = _engine(split.parent if split else lowered, level, libs, signature.name)
+            weights.register(engine)
+            if split is not None:
+                split.register(engine)
+            register_hooks(engine, lowered)  # Python run-time functions the code calls (before any lookup)
+            function = CompiledFunction(signature, engine, lowered, string_runtime=strings)  # machine code
+        except BaseException:
+            if split is not None:
+                split.cancel()  # no child left compiling for a compile that failed
+            raise
         if split is not None and not split.finish(engine):
             # The child failed: the whole module in this process (slower, the same code).
             split = None

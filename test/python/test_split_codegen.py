@@ -125,6 +125,31 @@ def test_failed_child_leaves_the_module_to_the_engine(split_everything: None, mo
     np.testing.assert_allclose(compiled(X, SHAPE)[0], expected(model), rtol=1e-4, atol=1e-6)
 
 
+def test_failed_engine_stops_the_child(split_everything: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compile that fails in the parent (here: the engine cannot be created) stops its child
+    instead of leaving it compiling, and the error reaches the caller."""
+    from onnxc.targets.cpu import jit
+    from onnxc.targets.cpu.abi import CpuTargetError
+
+    started: list[split_codegen.SplitCodegen] = []
+    start = split_codegen.start_split
+
+    def recording_start(*args: object, **kwargs: object) -> split_codegen.SplitCodegen | None:
+        split = start(*args, **kwargs)  # type: ignore[arg-type]
+        if split is not None:
+            started.append(split)
+        return split
+
+    def no_engine(*args: object) -> None:
+        raise CpuTargetError("JIT: cannot create the execution engine (test)")
+
+    monkeypatch.setattr(jit, "start_split", recording_start)
+    monkeypatch.setattr(jit, "_engine", no_engine)
+    with pytest.raises(OnnxcError, match="cannot create the execution engine"):
+        onnxc.compile(layered_model(), cache_dir=False)
+    assert len(started) == 1 and started[0].process.poll() is not None
+
+
 def test_cache_links_the_childs_object(split_everything: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A split compile is stored with the child's object linked in (its slots and cells set up by
     the library's constructor); a fresh process loads it without compiling, computes the
