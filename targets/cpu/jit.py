@@ -223,7 +223,7 @@ def compile_module(
                 split.register(engine)
             register_hooks(engine, lowered)  # Python run-time functions the code calls (before any lookup)
             function = CompiledFunction(signature, engine, lowered, string_runtime=strings)  # machine code
-        except BaseException:
+        except BaseException:  # any exit, Ctrl-C included, stops the child; the error goes on as it was
             if split is not None:
                 split.cancel()  # no child left compiling for a compile that failed
             raise

@@ -66,6 +66,8 @@ from typing import Any
 from mlir import ir
 from mlir.dialects import llvm as llvm_dialect
 
+from onnxc.transforms.onnx_utils import collect_ops
+
 from .isa import host_cpu
 from .runtime_checks import STATUS_FUNCTION
 
@@ -213,6 +215,11 @@ def _ptr(context: ir.Context) -> ir.Type:
         return llvm_dialect.PointerType.get()
 
 
+def _external(context: ir.Context) -> ir.Attribute:
+    """The ``#llvm.linkage<external>`` of every symbol that crosses between the halves."""
+    return ir.Attribute.parse("#llvm.linkage<external>", context)
+
+
 def _flat(name: str, context: ir.Context) -> ir.Attribute:
     return ir.FlatSymbolRefAttr.get(name, context)
 
@@ -222,19 +229,13 @@ def _calls_through_slots(module: ir.Module, moved: set[str]) -> None:
     external global ``@f__onnxc_slot`` (declared here, resolved to memory this process fills)."""
     ctx = module.context
     ptr = _ptr(ctx)
-    external = ir.Attribute.parse("#llvm.linkage<external>", ctx)
+    external = _external(ctx)
     with ctx, module.operation.location:
         top = ir.InsertionPoint.at_block_begin(module.body)
         for name in sorted(moved):
             llvm_dialect.GlobalOp(ptr, name + SLOT_SUFFIX, external, ip=top)
-    calls: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "llvm.call" and "callee" in op.attributes and ir.FlatSymbolRefAttr(op.attributes["callee"]).value in moved:
-            calls.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
+    calls = collect_ops(module.operation, lambda op: op.name == "llvm.call" and "callee" in op.attributes
+                        and ir.FlatSymbolRefAttr(op.attributes["callee"]).value in moved)
     skip = {"callee", "operandSegmentSizes", "op_bundle_sizes", "var_callee_type"}
     for call in calls:
         name = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
@@ -257,20 +258,14 @@ def _globals_through_cells(module: ir.Module, moved: set[str]) -> None:
     pointer in ``@G__onnxc_ref``, an exported cell of the library that the parent fills."""
     ctx = module.context
     ptr = _ptr(ctx)
-    external = ir.Attribute.parse("#llvm.linkage<external>", ctx)
+    external = _external(ctx)
     with ctx, module.operation.location:
         i64 = ir.IntegerType.get_signless(64)
         top = ir.InsertionPoint.at_block_begin(module.body)
         for name in sorted(moved):
             llvm_dialect.GlobalOp(i64, name + REF_SUFFIX, external, value=ir.IntegerAttr.get(i64, 0), ip=top)
-    uses: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "llvm.mlir.addressof" and ir.FlatSymbolRefAttr(op.attributes["global_name"]).value in moved:
-            uses.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
+    uses = collect_ops(module.operation, lambda op: op.name == "llvm.mlir.addressof"
+                       and ir.FlatSymbolRefAttr(op.attributes["global_name"]).value in moved)
     for op in uses:
         name = ir.FlatSymbolRefAttr(op.attributes["global_name"]).value
         with ctx, op.location:
@@ -289,7 +284,7 @@ def _export_function(module: ir.Module, moved: list[str]) -> None:
     with ctx, module.operation.location:
         fn_type = ir.Type.parse(f"!llvm.func<void ({', '.join(['ptr'] * len(moved))})>")
         fn = llvm_dialect.LLVMFuncOp(EXPORT_FUNCTION, ir.TypeAttr.get(fn_type),
-                                     linkage=ir.Attribute.parse("#llvm.linkage<external>"),
+                                     linkage=_external(ctx),
                                      ip=ir.InsertionPoint(module.body))
         block = fn.body.blocks.append(*([ptr] * len(moved)))
         ip = ir.InsertionPoint(block)
@@ -308,7 +303,7 @@ def _child_module(module: ir.Module, plan: _Plan) -> ir.Module:
     for name in attributes:
         child.operation.attributes[name] = attributes[name]
     wanted = set(plan.functions) | set(plan.copied) | set(plan.declared)
-    external = ir.Attribute.parse("#llvm.linkage<external>", module.context)
+    external = _external(module.context)
     block = child.body
     for op in module.body.operations:
         op = op.operation
