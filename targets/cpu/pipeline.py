@@ -180,6 +180,15 @@ class CpuPipelineOptions:
 
 
 # --- native pipeline strings ------------------------------------------------------------------
+#
+# Passes that look at one function at a time are nested under `func.func(...)` (`llvm.func`
+# once functions are LLVM): the pass manager then runs them on the outlined parts in parallel
+# on the context's thread pool, where a pass anchored on the module walks every function on one
+# thread. Passes that see across functions (one-shot bufferization across function boundaries,
+# ownership-based deallocation, conversions that declare functions: math-to-funcs/libm,
+# memref-to-llvm's malloc, func-to-llvm, cf-to-llvm's assert) stay on the module. BERT-base,
+# AVX2 Zen 3, 2 cores, median of 3 compiles alternated in one process: 10.15 -> 7.91 s;
+# ResNet-50 6.96 -> 6.42 s.
 
 #: Tensor-level cleanups before tiling. Elementwise fusion is optional (see options).
 VECTOR_PRE_PIPELINE: str = "builtin.module(canonicalize,cse)"
@@ -199,17 +208,22 @@ VECTOR_POST_PIPELINE: str = "builtin.module(canonicalize,cse,loop-invariant-code
 #: (H15, bench/dynamic_shapes.py). In an outlined part the chain stops at the part's
 #: arguments (1.1 s). No `cse` here: it would merge equal padding buffers again
 #: (pad_in_place.py); bufferization's own clean-up runs one after one-shot bufferization.
-HOIST_PIPELINE: str = "builtin.module(loop-invariant-subset-hoisting,canonicalize)"
+HOIST_PIPELINE: str = "builtin.module(func.func(loop-invariant-subset-hoisting,canonicalize))"
 
 #: Bufferization. `empty-tensor-to-alloc-tensor` first because one-shot-bufferize refuses
 #: `tensor.empty` that survive `eliminate-empty-tensors`; function arguments are marked
 #: read-only by `bufferize()` before this runs so callers' arrays are never written.
 BUFFERIZE_PIPELINE: str = (
-    "builtin.module(eliminate-empty-tensors,empty-tensor-to-alloc-tensor,"
+    "builtin.module(func.func(eliminate-empty-tensors,empty-tensor-to-alloc-tensor),"
     "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
     "function-boundary-type-conversion=identity-layout-map},"
-    "canonicalize,cse,buffer-deallocation-pipeline,"
-    "convert-bufferization-to-memref,canonicalize,cse)"
+    "func.func(canonicalize,cse),"
+    # buffer-deallocation-pipeline, spelled out so its per-function passes run in parallel
+    "func.func(expand-realloc{emit-deallocs=false},canonicalize),"
+    "ownership-based-buffer-deallocation,"
+    "func.func(canonicalize,buffer-deallocation-simplification),"
+    "bufferization-lower-deallocations,func.func(cse,canonicalize),"
+    "convert-bufferization-to-memref,func.func(canonicalize,cse))"
 )
 
 #: Everything to the LLVM dialect. Order matters: linalg->loops before vector->scf (loops may
@@ -220,26 +234,26 @@ BUFFERIZE_PIPELINE: str = (
 #: LLVM_PIPELINE in two halves: `runtime_checks.insert_failure_exits` (the run-time status
 #: channel: allocation tests and early exits) runs between them, on memrefs in CFG form.
 LLVM_PIPELINE_HEAD: str = (
-    "func.func(convert-vector-to-scf{full-unroll=true target-rank=1}),"
+    "func.func(convert-vector-to-scf{full-unroll=true target-rank=1},"
     "canonicalize,"
     "expand-strided-metadata,lower-affine,"
     "arith-expand{include-bf16=true},"
-    "convert-scf-to-cf"
+    "convert-scf-to-cf)"
 )
 LLVM_PIPELINE_TAIL: str = (
     "convert-math-to-funcs{min-width-of-fpowi-exponent=1},"
-    "convert-math-to-llvm,convert-math-to-libm,"
-    "convert-vector-to-llvm{vector-contract-lowering=outerproduct},"
+    "func.func(convert-math-to-llvm),convert-math-to-libm,"
+    "func.func(convert-vector-to-llvm{vector-contract-lowering=outerproduct}),"
     "finalize-memref-to-llvm,"
-    "convert-arith-to-llvm,convert-index-to-llvm,convert-cf-to-llvm,"
-    "convert-func-to-llvm,convert-openmp-to-llvm,convert-ub-to-llvm,"
-    "canonicalize,reconcile-unrealized-casts"
+    "func.func(convert-arith-to-llvm,convert-index-to-llvm),convert-cf-to-llvm,"
+    "convert-func-to-llvm,convert-openmp-to-llvm,"
+    "llvm.func(convert-ub-to-llvm,canonicalize),reconcile-unrealized-casts"
 )
 LLVM_PIPELINE: str = f"builtin.module({LLVM_PIPELINE_HEAD},{LLVM_PIPELINE_TAIL})"
 
 #: Runs before LLVM_PIPELINE: the remaining (unvectorized) linalg ops on memrefs become loops,
 #: so that `_widen_i1_memrefs` sees only memref.load/store on i1 buffers.
-LOOPS_ON_MEMREFS_PIPELINE: str = "builtin.module(convert-linalg-to-loops,canonicalize)"
+LOOPS_ON_MEMREFS_PIPELINE: str = "builtin.module(func.func(convert-linalg-to-loops,canonicalize))"
 
 #: Loops-only lowering of linalg on tensors (debug option, `vectorize=False`): bufferize as
 #: usual; `convert-linalg-to-loops` in LLVM_PIPELINE then produces scalar loops.
