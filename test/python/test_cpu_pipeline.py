@@ -118,6 +118,28 @@ def test_large_pack_copied_in_slices_matches_layout(monkeypatch: pytest.MonkeyPa
         np.testing.assert_array_equal(q[i], numpy_pack(batch[i], [1, 0], [8, 1], [1, 0]))
 
 
+@pytest.mark.parametrize(
+    "shape, pos, tiles, perm",
+    [((37, 70), [1, 0], [16, 1], [1, 0]), ((3, 20, 33), [2, 1], [8, 1], [0, 2, 1]), ((37, 45), [0, 1], [8, 4], None),
+     ((5, 7, 9), [1, 2], [4, 1], [2, 0, 1]), ((64, 3, 3, 3), [0], [8], [1, 2, 3, 0]), ((16, 16), [0, 1], [16, 16], None),
+     ((0, 16), [1], [16], None)],
+)
+def test_pack_as_records_matches_element_copy(shape: tuple[int, ...], pos: list[int], tiles: list[int],
+                                              perm: list[int] | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Packing copies whole inner tiles as void records (`_as_records`); the result is the
+    element-wise strided copy's, for contiguous and transposed (non-contiguous) constants."""
+    from onnxc.targets.cpu import data_tiling
+
+    x = RNG.standard_normal(shape).astype(np.float32)
+    for arr in (x, np.ascontiguousarray(x.T).T):
+        fast = numpy_pack(arr, pos, tiles, perm, padding=-1.0)
+        with monkeypatch.context() as m:
+            m.setattr(data_tiling, "_as_records", lambda out, src, base: (out, src))
+            plain = numpy_pack(arr, pos, tiles, perm, padding=-1.0)
+        assert fast.shape == plain.shape
+        np.testing.assert_array_equal(fast, plain)
+
+
 def test_packed_weight_becomes_a_blob_without_a_copy() -> None:
     """A weight packed at compile time is on a cache line already, so the importer's blob takes
     its memory as it is instead of copying it once more (BERT-base: a second copy of every
