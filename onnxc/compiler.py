@@ -12,6 +12,7 @@ integers of the same width) are passed as views, so no data is copied.
 from __future__ import annotations
 
 import os
+import pathlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -71,6 +72,11 @@ def _load(model: onnx.ModelProto | str | os.PathLike[str] | bytes) -> onnx.Model
     if isinstance(model, bytes):
         return onnx.load_from_string(model)
     return onnx.load(str(model), load_external_data=False)
+
+
+def _model_dir(model: Any) -> pathlib.Path | None:
+    """The folder a model given by path keeps its external data in (None: given in memory)."""
+    return pathlib.Path(model).resolve().parent if isinstance(model, (str, os.PathLike)) else None
 
 
 def _import_source(model: Any, proto: onnx.ModelProto) -> Any:
@@ -501,7 +507,7 @@ def lower(
     text = "onnx-passes" if stage == "onnx" else _ONNX_STAGE
     if stage not in ("onnx", "linalg"):
         text += "," + settings.target.pipeline(settings.options, stop_after=stage)
-    module = import_model(_import_source(model, _load(model)), context=context)
+    module = import_model(_load(model), context=context, base_dir=_model_dir(model))
     try:
         run_pipeline(module, text, instrumentation=_for(settings.instrumentation, text), reraise=True)
     except OnnxcError as e:
@@ -590,7 +596,7 @@ def compile(  # noqa: A001 - the public name the design asks for
     bound = tuple(s.name for s in inputs if s.default is not None) if settings.target.name == "cpu" else ()
 
     def build(bind: bool) -> Any:
-        module = import_model(_import_source(model, proto))
+        module = import_model(proto, base_dir=_model_dir(model))  # parsed once, by _load
         if bind:
             from onnxc.transforms.onnx_bind_defaults import OnnxBindDefaultInputsPass
 
