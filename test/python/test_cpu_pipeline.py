@@ -26,10 +26,11 @@ RNG = np.random.default_rng(3)
 
 
 def test_general_tiles_per_isa() -> None:
-    """8x32 f32 on AVX-512 (16 accumulators, fewer loads per FMA than IREE's 16x16); 4x16 on
-    AVX2; both fit the register file with a B row and an A broadcast to spare."""
+    """8x32 f32 on AVX-512 (16 accumulators, fewer loads per FMA than IREE's 16x16); 5x16 on
+    AVX2 (10 accumulators: two FMA pipes of latency 4 need 8 in flight); both fit the register
+    file with a B row and an A broadcast to spare."""
     assert matmul_tile(AVX512) == MatmulTile(8, 32)
-    assert matmul_tile(AVX2) == MatmulTile(4, 16)
+    assert matmul_tile(AVX2) == MatmulTile(5, 16)
     for cpu in (AVX512, AVX2, KNOWN_CPUS["x86-64-v3"], KNOWN_CPUS["skylake-avx512"]):
         for m in (None, 1, 2, 3, 5, 8, 64):
             t = matmul_tile(cpu, 32, m)
@@ -45,7 +46,9 @@ def test_skinny_tiles() -> None:
     """M = 1..8 (decode steps, classifier heads): no padded rows, wider n0."""
     assert matmul_tile(AVX2, 32, 1) == MatmulTile(1, 64)
     assert matmul_tile(AVX2, 32, 2) == MatmulTile(2, 32)
-    assert matmul_tile(AVX2, 32, 3) == MatmulTile(4, 16)  # general tile from 3 rows up
+    assert matmul_tile(AVX2, 32, 3) == MatmulTile(4, 16)  # 4 rows of 2 vectors: the accumulators of 5x16 or fewer
+    assert matmul_tile(AVX2, 32, 4) == MatmulTile(4, 16)
+    assert matmul_tile(AVX2, 32, 5) == MatmulTile(5, 16)  # general tile from 5 rows up
     assert matmul_tile(AVX512, 32, 1) == MatmulTile(1, 32)  # memory-bound: 2 vectors stream fastest
     assert matmul_tile(AVX512, 32, 4) == MatmulTile(4, 64)
     assert matmul_tile(AVX512, 32, 8) == MatmulTile(8, 32)
@@ -59,8 +62,8 @@ def test_narrow_n_takes_one_vector_per_row() -> None:
     assert matmul_tile(AVX512, 32, None, 34) == MatmulTile(16, 16)
     assert matmul_tile(AVX512, 32, 784, 1536) == MatmulTile(8, 32)  # no padding either way
     assert matmul_tile(AVX512, 32, 49, 136) == MatmulTile(8, 32)  # 56 x 160 beats 64 x 144
-    assert matmul_tile(AVX2, 32, 784, 34) == MatmulTile(8, 8)  # 40 columns instead of 48
-    assert matmul_tile(AVX2, 32, 784, 64) == MatmulTile(4, 16)
+    assert matmul_tile(AVX2, 32, 784, 34) == MatmulTile(8, 8)  # 40 columns instead of 48; 8 rows, not 10
+    assert matmul_tile(AVX2, 32, 784, 64) == MatmulTile(5, 16)
     for n in (1, 17, 34, 68, 100, 1000):
         t = matmul_tile(AVX512, 32, 200, n)
         assert t.accumulators(AVX512.lanes(32)) == 16
@@ -210,12 +213,12 @@ def test_constant_weight_is_packed_at_compile_time(op: str) -> None:
                and str(o.results[0].type) == packed_type for o in ops)
 
 
-@pytest.mark.parametrize(("m", "columns_outer"), [(128, True), (2048, False)])
+@pytest.mark.parametrize(("m", "columns_outer"), [(120, True), (2048, False)])
 def test_row_tiles_innermost_while_the_a_slice_fits_l2(m: int, columns_outer: bool) -> None:
     """The mmt4d's register tiles run columns outer, rows inner (a B micro-panel stays in L1
     across the row tiles) while the packed A k-slice (rows x kc floats) fits in a quarter of
-    znver3's 512 KB L2; 2048 rows keep the rows outer. (K = 384 stays one reduction: longer
-    ones are split into partial sums, a batch_mmt4d.)"""
+    znver3's 512 KB L2 (120 rows: 120 KB); 2048 rows keep the rows outer. (K = 384 stays one
+    reduction: longer ones are split into partial sums, a batch_mmt4d.)"""
     from onnxc.compiler import lower
     from onnxc.targets.cpu.data_tiling import plan_packed
 
