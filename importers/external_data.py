@@ -32,6 +32,7 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 import onnx
+from google.protobuf.message import DecodeError
 
 from onnxc.importers.errors import ImportError_
 
@@ -217,6 +218,19 @@ def external_extent(tensor: onnx.TensorProto, base_dir: Path | None) -> tuple[Pa
     return path, info.offset, length
 
 
+def _parse_mapped(p: Path, size: int) -> onnx.ModelProto:
+    """Parse a binary model file from a read-only memory map of it (what ``onnx.load`` does,
+    without first reading the whole file into a bytes object: BERT-base's 440 MB took 0.7 s
+    to read and parse that way, 0.4 s mapped). Protobuf copies every field out of the buffer
+    while parsing, so the map is closed before this returns."""
+    with open(p, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
+        model = onnx.ModelProto()
+        decoded = model.ParseFromString(view)
+    if decoded is not None and decoded != size:  # onnx.load's own check
+        raise DecodeError(f"Protobuf decoding consumed too few bytes: {decoded} out of {size}")
+    return model
+
+
 def load_model_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:
     """Load a model file without its external data (which stays on disk to be memory-mapped).
 
@@ -234,7 +248,9 @@ def load_model_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:
             [f"The file '{p}' is {size} bytes, above protobuf's 2 GB limit; save the weights as external data."],
         )
     try:
-        return onnx.load(str(p), load_external_data=False)
+        if size and onnx.serialization.registry.get_format_from_file_extension(p.suffix) in (None, "protobuf"):
+            return _parse_mapped(p, size)
+        return onnx.load(str(p), load_external_data=False)  # a text format (.onnxtxt, .json), or empty
     except Exception as e:  # protobuf raises DecodeError, RuntimeWarning-ish and others for corrupt files
         raise ImportError_(
             f"cannot read the model file '{p}'",

@@ -71,7 +71,9 @@ def _load(model: onnx.ModelProto | str | os.PathLike[str] | bytes) -> onnx.Model
         return model
     if isinstance(model, bytes):
         return onnx.load_from_string(model)
-    return onnx.load(str(model), load_external_data=False)
+    from onnxc.importers.external_data import load_model_proto
+
+    return load_model_proto(model)  # the importer's loader: a memory-mapped parse, clear errors
 
 
 def _model_dir(model: Any) -> pathlib.Path | None:

@@ -122,9 +122,12 @@ def test_compile_from_a_path_parses_the_file_once(tmp_path, monkeypatch: pytest.
                [helper.make_tensor_value_info("y", T.FLOAT, [2, 8])], [w])
     path = tmp_path / "m.onnx"
     onnx.save(m, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location="w.bin", size_threshold=0)
+    from onnxc.importers import external_data
+
     loads = []
-    real = onnx.load
-    monkeypatch.setattr(onnx, "load", lambda *a, **k: loads.append(a[0]) or real(*a, **k))
+    real_load, real_mapped = onnx.load, external_data._parse_mapped
+    monkeypatch.setattr(onnx, "load", lambda *a, **k: loads.append(str(a[0])) or real_load(*a, **k))
+    monkeypatch.setattr(external_data, "_parse_mapped", lambda p, size: loads.append(str(p)) or real_mapped(p, size))
     x = np.random.default_rng(3).random((2, 8), dtype=np.float32)
     np.testing.assert_allclose(onnxc.compile(path, cache_dir=False)(x)[0], x @ onnx.numpy_helper.to_array(w), rtol=1e-5)
     assert loads == [str(path)]

@@ -381,6 +381,12 @@ def test_load_model_proto(tmp_path: Path) -> None:
         load_model_proto(tmp_path / "bad.onnx")
     with pytest.raises(ImportError_, match="cannot be opened"):
         load_model_proto(tmp_path / "missing.onnx")
+    # Binary files are parsed from a memory map; a text format by its extension, as onnx.load does.
+    onnx.save(good, tmp_path / "ok.onnxtxt", format="onnxtxt")
+    assert load_model_proto(tmp_path / "ok.onnx") == good
+    assert load_model_proto(tmp_path / "ok.onnxtxt") == onnx.load(tmp_path / "ok.onnxtxt")
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    assert load_model_proto(tmp_path / "empty.onnx") == onnx.ModelProto()  # what onnx.load gives
     huge = tmp_path / "huge.onnx"
     with open(huge, "wb") as f:  # a sparse file: nothing is written or read
         f.truncate(2**31)
