@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from mlir import ir
 from onnx import TensorProto as TP
 from onnx import helper
 from onnx import numpy_helper as nh
@@ -78,3 +79,35 @@ def test_fusion_applies() -> None:
     """Each Conv's bias initializer and elementwise consumer join its loop nest: at least one
     nest fewer per fused Conv (five of them) than with the fusion off."""
     assert _loop_nests(True) <= _loop_nests(False) - 5
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_input_transposed_straight_into_the_padded_buffer(threads: int) -> None:
+    """The model's input, transposed to channels-last, feeds a padded 3x3/2 convolution and a
+    padded MaxPool (a CNN stem): the transpose (a `linalg.transpose`, whose destination the
+    views name `init`, not `outputs`) and the Relu write straight into the padded buffers, so the
+    bufferized code copies nothing, with one thread and with the transpose split over two (a
+    forall, whose result was copied, strided and on one thread, before); and the answer is
+    onnx.reference's."""
+    rng = np.random.default_rng(5)
+    w = nh.from_array((rng.standard_normal((8, 3, 3, 3)) / 5).astype(np.float32), "w")
+    b = nh.from_array(rng.standard_normal(8).astype(np.float32), "b")
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "stem", [helper.make_tensor_value_info("x", TP.FLOAT, [1, 3, 224, 224])],
+                              [helper.make_tensor_value_info("y", TP.FLOAT, None)], [w, b])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    module = lower(model, "bufferize", options=CpuPipelineOptions(threads=threads))
+    copies: list[str] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "memref.copy":
+            copies.append(str(op))
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    assert copies == []
+    x = rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
+    (expected,) = ReferenceEvaluator(model).run(None, {"x": x})
+    np.testing.assert_allclose(onnxc.compile(model, threads=threads, cache_dir=False)(x)[0], expected, rtol=1e-4, atol=1e-5)
