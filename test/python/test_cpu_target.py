@@ -855,7 +855,9 @@ def test_split_reduction_factor() -> None:
     assert factor(4, 4096, 1000) == 0  # partial (masked) n tiles: kept whole (speed)
     assert factor(4, 4096, 8, max_sequential_reduction=0) == 0
     assert factor(4, 4096, 8, max_sequential_reduction=256) == 16
-    assert factor(64, 4096, 64, max_partial_elements=4 * 4096) == 4  # memory cap
+    # Memory cap (80 rows: whole register tiles on every ISA's table, 4, 5, 8 or 16 rows).
+    assert factor(80, 4096, 64, max_partial_elements=4 * 80 * 64) == 4
+    assert factor(80, 4096, 64, max_partial_elements=2 * 80 * 64) == 2
 
 
 def test_jit_opt_level_option() -> None:
