@@ -112,9 +112,11 @@ def import_model(
     has parsed the file once need not parse it again; BERT-base's 440 MB took 0.7 s to load).
     """
     config = config or ImportConfig()
-    proto, base_dir = load_model(model) if base_dir is None else (load_model(model)[0], pathlib.Path(base_dir).resolve())
+    proto, folder = load_model(model)
+    if base_dir is not None:
+        folder = pathlib.Path(base_dir).resolve()
     ctx = context or import_context()
-    importer = ModelImporter(proto, base_dir, config, ctx)
+    importer = ModelImporter(proto, folder, config, ctx)
     module = importer.run()
     if config.verify:
         _verify_imported(module, config.strict_verify)

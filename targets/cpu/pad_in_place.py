@@ -43,8 +43,9 @@ def defining_op(value: ir.Value) -> ir.Operation | None:
 def _inits(op: ir.Operation) -> list[ir.Value] | None:
     """The destination operands of a linalg op, one per result, or None. Structured ops name
     them ``outputs``, ``linalg.reduce`` ``inits``, ``linalg.transpose`` and ``broadcast``
-    ``init``, ``linalg.pack`` and ``unpack`` ``dest`` (the model's input transposed to channels-last before the first
-    convolution was missed, and copied into its padded buffer)."""
+    ``init``, ``linalg.pack`` and ``unpack`` ``dest`` (reading only ``outputs`` missed the
+    model's input transposed to channels-last before the first convolution, which was then
+    copied into its padded buffer)."""
     view = op.opview
     for name in ("outputs", "inits", "init", "dest"):
         if hasattr(view, name):

@@ -10,8 +10,9 @@ inside the innermost loop (the old plain-layout 8x32 tile needed 32 registers an
 of BLAS on a 16-register AVX2 machine). The rows follow IREE's x86 choices
 (``enumerateMatmulTileX86_64`` in ``CPUEncodingExternalModels.cpp``: 16x16 f32 on AVX-512) and
 a prototype measured on an AVX2 Zen 3 (a 4x16 tile ran a 1024^3 f32 GEMM at 0.98x single-thread
-OpenBLAS; 5x16, BLIS's choice of 6x16 shortened to keep two spare registers, ran faster still). Skinny products (M = 1..8: decode steps, classifier heads) get a narrow-M tile whose
-n0 is widened so the same accumulator budget is used (1x64 on AVX2 reached 1.02x OpenBLAS on
+OpenBLAS; 5x16, BLIS's choice of 6x16 shortened to keep two spare registers, ran faster
+still). Skinny products (M = 1..8: decode steps, classifier heads) get a narrow-M tile whose n0
+is widened so the same accumulator budget is used (1x64 on AVX2 reached 1.02x OpenBLAS on
 1x2048x1000), except a single row on AVX-512, which streams B fastest two vectors wide (1x32);
 a single block of rows gets no cache tiles (B has no reuse to keep).
 """
