@@ -53,6 +53,7 @@ from .epilogue import EpiloguePlan, align_unpack_epilogues, epilogue_steps, forw
 from .pad_in_place import PAD_BUFFER_ATTR, hoist_pad_fills
 from .peel_tiles import peel_masked_tiles
 from .split_masked_memory import split_wide_masked_memory
+from .strided_transfers import unroll_strided_transfers
 from .conv_filters import pack_conv_filters, pad_conv_channels, pointwise_as_matmul
 from .data_tiling import ACC_BUFFER_ATTR, PACKED_OPS, fills_to_constants, pack_contractions, plan_packed
 from .isa import CpuFeatures, host_cpu
@@ -1552,6 +1553,11 @@ def runtime_libraries(options: CpuPipelineOptions | None = None) -> list[str]:
     return runtime_libraries_for(opts.thread_runtime, opts.threads)
 
 
+#: Unroll short non-contiguous 1-D transfers into scalar loads and stores
+#: (`strided_transfers.py`); a module flag for one-process A/Bs.
+UNROLL_STRIDED_TRANSFERS: bool = True
+
+
 def lower_to_llvm(module: ir.Module, options: CpuPipelineOptions | None = None) -> ir.Module:
     """Stage 3: memref/vector/scf/math/arith/cf/func -> LLVM dialect (C interfaces marked); the
     threaded loops become calls of ``options.thread_runtime`` (``threads.py``)."""
@@ -1560,6 +1566,8 @@ def lower_to_llvm(module: ir.Module, options: CpuPipelineOptions | None = None) 
         with module.context:
             contracts_to_outer_products(module)
         _apply_transform_script(module, _CONTRACTION_LOWERING, "contraction lowering", _TAG)
+    if UNROLL_STRIDED_TRANSFERS:
+        unroll_strided_transfers(module)
     _mark_c_interface(module)
     lower_strided_copies(module)
     _run(module, LOOPS_ON_MEMREFS_PIPELINE, "linalg-to-loops")

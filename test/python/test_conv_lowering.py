@@ -444,6 +444,36 @@ def test_prime_width_conv_on_avx2_matches_reference() -> None:
     np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
 
 
+_STRIDED_IR = """
+func.func @s(%x: tensor<1x57x57x128xf32>, %w: tensor<3x3x128x128xf32>, %o: tensor<1x28x28x128xf32>) -> tensor<1x28x28x128xf32> {
+  %r = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+    ins(%x, %w : tensor<1x57x57x128xf32>, tensor<3x3x128x128xf32>) outs(%o : tensor<1x28x28x128xf32>) -> tensor<1x28x28x128xf32>
+  return %r : tensor<1x28x28x128xf32>
+}
+func.func @p(%x: tensor<1x113x113x64xf32>, %w: tensor<3x3xf32>, %o: tensor<1x56x56x64xf32>) -> tensor<1x56x56x64xf32> {
+  %r = linalg.pooling_nhwc_max {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+    ins(%x, %w : tensor<1x113x113x64xf32>, tensor<3x3xf32>) outs(%o : tensor<1x56x56x64xf32>) -> tensor<1x56x56x64xf32>
+  return %r : tensor<1x56x56x64xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("cpu", ["x86-64-v3", "x86-64-v4"])
+def test_strided_windows_step_one_tap_at_a_time(cpu: str) -> None:
+    """A stride-2 convolution or pooling tiles its kernel width by 1 (`conv_plan._kw_steps`: the
+    taps' shared pixels spilled the accumulators); stride 1 keeps the kernel row whole."""
+    ctx = ir.Context()
+    module = ir.Module.parse(_STRIDED_IR, ctx)
+    ops = [op for f in module.body.operations for op in f.regions[0].blocks[0].operations if op.name.startswith("linalg.")]
+    options = types.SimpleNamespace(cpu=KNOWN_CPUS[cpu])
+    conv, pool = (plan_conv(op.operation, options) for op in ops)
+    assert conv is not None and conv.tile_sizes[4:] == (1, 1, 1)  # kh, kw, c
+    assert pool is not None and pool.tile_sizes[4:] == (1, 1)  # kh, kw
+    _ctx, (unit_stride, _dw) = _named_ops()
+    whole = plan_conv(unit_stride, options)
+    assert whole is not None and whole.tile_sizes[4:] == (1, 0, 1)
+
+
 def test_plan_ignores_other_ops() -> None:
     ctx = ir.Context()
     module = ir.Module.parse(
