@@ -34,7 +34,7 @@ from mlir.dialects import arith, linalg, scf, tensor
 
 from onnxc.transforms.lowering.common import extract_slice, filled, insert_slice
 
-from .conv_plan import conv_register_tile, filter_outgrows_l2, short_register_tile
+from .conv_plan import FMA_DEPTH, conv_register_tile, filter_outgrows_l2, mean_accumulators, short_register_tile
 from .data_tiling import _constant_array, _packed_constant
 from .isa import CpuFeatures
 
@@ -187,13 +187,23 @@ def pad_conv_channels(module: ir.Module, cpu: CpuFeatures) -> int:
     return count
 
 
-def _pointwise_pays(c: int, f: int, ow: int, cpu: CpuFeatures) -> bool:
+#: Keep wide 1x1 convolutions direct where their direct tile is strong (two vectors of channels,
+#: tiles averaging FMA_DEPTH accumulators or more), one thread; a module flag for A/Bs.
+WIDE_POINTWISE_DIRECT: bool = True
+
+
+def _pointwise_pays(c: int, f: int, ow: int, cpu: CpuFeatures, wide_direct: bool = True) -> bool:
     """Whether a stride-1 1x1 convolution with `c` input and `f` output channels at output width
     `ow` runs faster as a packed matmul over its pixels (see `pointwise_as_matmul`)."""
     lanes = cpu.lanes(32)
-    if short_register_tile(ow, f, lanes, cpu.vector_registers // 2):
+    budget = cpu.vector_registers // 2
+    if short_register_tile(ow, f, lanes, budget):
         return True
-    return f >= 12 * lanes and c >= 8 * lanes
+    if not (f >= 12 * lanes and c >= 8 * lanes):
+        return False
+    if not (WIDE_POINTWISE_DIRECT and wide_direct):
+        return True
+    return f % (2 * lanes) != 0 or mean_accumulators(ow, f, lanes, budget) < FMA_DEPTH
 
 
 def _direct_runs_alone(op: ir.Operation, cpu: CpuFeatures, threads: int) -> bool:
@@ -231,6 +241,19 @@ def pointwise_as_matmul(module: ir.Module, cpu: CpuFeatures, threads: int = 1) -
     Hence the rule: a short direct tile, or at least 12 vectors of output channels and 8 of
     input channels.
 
+    Since the direct tile became 5 pixels x 2 vectors with a peeled last tile, the channel rule
+    sends only the wide convolutions whose direct tile is still weak to the matmul: one vector
+    of channels (SqueezeNet's 1000-channel classifier: direct 4.02 ms, matmul 2.63), or widths
+    whose tiles average fewer than FMA_DEPTH accumulators (`conv_plan.mean_accumulators`:
+    width 7 is a 4- and a 3-pixel tile). One-process A/B, AVX2 Zen 3, 1 thread, NHWC kernels,
+    median ms direct / matmul: 64->256 at 56 2.03 / 2.65, 256->128 at 56 3.17 / 4.41, 320->128
+    at 28 1.03 / 1.20, 576->192 at 14 0.73 / 0.81, 1024->256 at 14 1.30 / 1.43; at width 7:
+    1024->352 0.73 / 0.69, 512->2048 2.05 / 1.96. Models, the rule against the channel rule
+    alone: ResNet-50 0.95, MobileNetV2 0.93 (its 14-wide expansions, whose unpacked result was
+    copied into the next depthwise convolution's padded buffer, now write it in place),
+    ShuffleNet 0.98, Inception-v1 0.99, Inception-v2, DenseNet, SqueezeNet, light ResNet-50
+    within 1%.
+
     With several threads the packed matmul's phases (pack, product, unpack) each split over the
     threads, and the same A/B at 2 threads (a loaded machine) favoured the direct convolution's
     single split: 96->576 at 14 0.71x, 64->256 at 56 0.73-0.90x, 512->128 at 28 0.83x, 384->64 at 14
@@ -253,7 +276,9 @@ def pointwise_as_matmul(module: ir.Module, cpu: CpuFeatures, threads: int = 1) -
                 continue
             n, h, wd, c = (int(d) for d in xt.shape)
             f = int(wt.get_dim_size(3))
-            if _constant_array(w) is None or not _pointwise_pays(c, f, wd, cpu):
+            # With threads only a direct convolution that would run on one thread is rewritten
+            # (below), and then the channel rule alone decides: its split is the matmul's gain.
+            if _constant_array(w) is None or not _pointwise_pays(c, f, wd, cpu, wide_direct=threads <= 1):
                 continue
             if threads > 1 and not _direct_runs_alone(op, cpu, threads):
                 continue

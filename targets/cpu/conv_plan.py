@@ -51,7 +51,7 @@ from onnxc.targets.cpu.isa import CpuFeatures, host_cpu
 if TYPE_CHECKING:
     from onnxc.targets.cpu.pipeline import TilePlan
 
-__all__ = ["plan_conv", "CONV_OPS", "conv_register_tile", "filter_outgrows_l2", "short_register_tile"]
+__all__ = ["plan_conv", "CONV_OPS", "conv_register_tile", "filter_outgrows_l2", "mean_accumulators", "short_register_tile"]
 
 #: Op name -> (loop index of output width, of the vectorized channel loop, of the input-channel
 #: reduction or None, number of loops). Loop orders are linalg's: conv (n, oh, ow, f, kh, kw, c),
@@ -235,6 +235,16 @@ def short_register_tile(ow: int, channels: int, lanes: int, budget: int) -> bool
     if POINTWISE_FOLLOWS_PEELED_TILE and PARTIAL_PIXEL_TILES:
         return _peeled_tile(ow, channels, lanes, 2 * budget)[2] < FMA_DEPTH
     return _best_tile(ow, channels, lanes, lambda vectors: budget // vectors)[0] < FMA_DEPTH
+
+
+def mean_accumulators(ow: int, channels: int, lanes: int, budget: int) -> float:
+    """Accumulators per register tile of an output row, averaged over its tiles (the peeled
+    last one included), of a convolution at output width ``ow`` (``budget``: half the vector
+    registers): 7 pixels on AVX2 are a 4-pixel and a 3-pixel tile of two vectors, 7 on average,
+    where 56 pixels average 9.8."""
+    o, f_t = _register_tile(ow, channels, lanes, budget)
+    vectors = -(-f_t // lanes)
+    return ow * vectors / -(-ow // o)
 
 
 def _cpu(options: Any) -> CpuFeatures:

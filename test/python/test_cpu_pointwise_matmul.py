@@ -77,14 +77,18 @@ def test_threads_rewrite_only_a_direct_conv_that_runs_alone() -> None:
 
 
 def test_rule_per_shape() -> None:
-    """AVX2 (8 lanes): wide convolutions with at least 96 output and 64 input channels go to the
-    matmul at any width; the rest stay direct, narrow ones at widths 13, 27 and 14 too (their
-    direct tile is 5 pixels x 2 vectors with a peeled last tile, conv_plan's
-    POINTWISE_FOLLOWS_PEELED_TILE), except widths too short to fill a tile of FMA_DEPTH
-    accumulators (3)."""
+    """AVX2 (8 lanes), one thread: wide convolutions (at least 96 output and 64 input channels)
+    go to the matmul where the direct tile is weak: one vector of channels (1000 = 125 x 8), or
+    widths whose tiles average fewer than FMA_DEPTH accumulators (7 = a 4- and a 3-pixel tile);
+    at widths 13, 14, 28, 56 (5-pixel tiles of two vectors, conv_plan's peeled tiles) they stay
+    direct. Narrow ones stay direct at every width but those too short to fill a tile of
+    FMA_DEPTH accumulators (3). With threads, the channel rule alone decides (only a direct
+    convolution that would run alone is asked, `test_threads_rewrite_only_a_direct_conv_that_runs_alone`)."""
     avx2 = CpuFeatures.for_target("znver3")
     pays = conv_filters._pointwise_pays
-    assert pays(512, 1000, 13, avx2) and pays(960, 160, 7, avx2) and pays(64, 256, 56, avx2) and pays(512, 128, 28, avx2)
+    assert pays(512, 1000, 13, avx2) and pays(960, 160, 7, avx2) and pays(1024, 352, 7, avx2)
+    assert not pays(64, 256, 56, avx2) and not pays(512, 128, 28, avx2) and not pays(1024, 256, 14, avx2)
+    assert pays(64, 256, 56, avx2, wide_direct=False) and pays(512, 128, 28, avx2, wide_direct=False)
     assert pays(64, 64, 3, avx2)
     assert not pays(32, 128, 27, avx2) and not pays(384, 64, 14, avx2) and not pays(64, 64, 13, avx2)
     assert not pays(256, 64, 56, avx2) and not pays(32, 192, 28, avx2) and not pays(24, 144, 56, avx2)
