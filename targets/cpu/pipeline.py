@@ -54,7 +54,7 @@ from .pad_in_place import PAD_BUFFER_ATTR, hoist_pad_fills
 from .peel_tiles import peel_masked_tiles
 from .split_masked_memory import split_wide_masked_memory
 from .strided_transfers import unroll_strided_transfers
-from .conv_filters import pack_conv_filters, pad_conv_channels, pointwise_as_matmul
+from .conv_filters import pack_conv_filters, pad_conv_channels, pointwise_as_matmul, subsample_strided_pointwise
 from .data_tiling import ACC_BUFFER_ATTR, PACKED_OPS, fills_to_constants, pack_contractions, plan_packed
 from .isa import CpuFeatures, host_cpu
 from .threads import ASYNC_PIPELINE, THREAD_RUNTIMES, forall_pipeline, openmp_library, runtime_libraries_for
@@ -1089,7 +1089,9 @@ def lower_to_vector(module: ir.Module, options: CpuPipelineOptions | None = None
     # so they are packed at compile time like initializers.
     fills_to_constants(module)
     if opts.vectorize and opts.data_tiling:
-        # 1x1 convolutions the packed matmul runs faster (conv_filters.py), packed with the rest.
+        # Strided 1x1 convolutions read a compact copy of their pixels; 1x1 convolutions the
+        # packed matmul runs faster become matmuls, packed with the rest (conv_filters.py).
+        subsample_strided_pointwise(module)
         pointwise_as_matmul(module, opts.cpu, opts.threads)
         pack_contractions(module, opts.cpu, opts.max_sequential_reduction, opts.max_partial_elements)
         # Convolutions with constant filters: output channels padded to whole vectors, filters

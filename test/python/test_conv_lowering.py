@@ -144,6 +144,23 @@ def test_one_by_one_as_matmul(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "linalg.matmul" in _ir(model2, "linalg")
 
 
+@pytest.mark.parametrize("strides", [[2, 2], [3, 2]])
+def test_strided_pointwise_reads_a_compact_copy(strides: list[int]) -> None:
+    """A strided 1x1 convolution becomes a copy of the pixels it reads and a stride-1
+    convolution of it (`conv_filters.subsample_strided_pointwise`), and is still right (odd
+    sizes: the last row and column are read or skipped as the stride says)."""
+    g = Graph()
+    model = g.model([1, 16, 11, 13], g.op("Relu", [g.conv("x", 16, 24, 1, strides=strides)]))
+    _check(model, {"x": _r(1, 16, 11, 13)})
+    from onnxc.targets.cpu import conv_filters
+
+    module = lower(model, "linalg")
+    with module.context:
+        assert conv_filters.subsample_strided_pointwise(module) == 1
+    text = str(module)
+    assert "linalg.copy" in text and "strides = dense<1> : tensor<2xi64>" in text, text
+
+
 @pytest.mark.parametrize("stride", [1, 2])
 def test_mobilenet_depthwise_separable_block(stride: int) -> None:
     """1x1 expand -> depthwise 3x3 -> 1x1 project, Clip(0, 6) activations, residual at stride 1."""
