@@ -34,7 +34,7 @@ from mlir.dialects import arith, linalg, scf, tensor
 
 from onnxc.transforms.lowering.common import extract_slice, filled, insert_slice
 
-from .conv_plan import FMA_DEPTH, conv_register_tile, filter_outgrows_l2, mean_accumulators, short_register_tile
+from .conv_plan import FMA_DEPTH, conv_register_tile, filter_outgrows_l2, mean_accumulators, short_register_tile, window_ints
 from .data_tiling import _constant_array, _packed_constant
 from .isa import CpuFeatures
 
@@ -56,10 +56,6 @@ def _tiles(op: ir.Operation, cpu: CpuFeatures) -> int | None:
     return tile[1]
 
 
-def _ints(op: ir.Operation, name: str) -> list[int]:
-    return [int(v) for v in ir.DenseIntElementsAttr(op.attributes[name])] if name in op.attributes else [1, 1]
-
-
 def _rewrite(op: ir.Operation, f_t: int, threads: int, name: str) -> bool:
     """Replace `op` by the loop over its channel tiles (see the module docstring)."""
     x, w, init = op.operands[0], op.operands[1], op.operands[2]
@@ -70,7 +66,7 @@ def _rewrite(op: ir.Operation, f_t: int, threads: int, name: str) -> bool:
     count = f // f_t
     out = ir.RankedTensorType(op.results[0].type)
     n, oh, ow = out.get_dim_size(0), out.get_dim_size(1), out.get_dim_size(2)
-    strides, dilations = _ints(op, "strides"), _ints(op, "dilations")
+    strides, dilations = window_ints(op, "strides"), window_ints(op, "dilations")
     # The largest thread count that splits the tiles evenly (a forall of one iteration per thread).
     split = max(t for t in range(1, max(1, threads) + 1) if count % t == 0)
     per_thread = count // split
@@ -150,7 +146,7 @@ def _pad_channels(op: ir.Operation, lanes: int) -> bool:
         wide[..., :f] = arr
         wp = _packed_constant(wide, "padded_filter")  # MLIR makes resource names unique
         acc = insert_slice(init, filled([n, oh, ow, padded], f32, 0.0), [0, 0, 0, 0])
-        y = linalg.conv_2d_nhwc_hwcf(x, wp, outs=[acc], strides=_ints(op, "strides"), dilations=_ints(op, "dilations"))
+        y = linalg.conv_2d_nhwc_hwcf(x, wp, outs=[acc], strides=window_ints(op, "strides"), dilations=window_ints(op, "dilations"))
         result = extract_slice(y, [0, 0, 0, 0], [n, oh, ow, f])
     op.results[0].replace_all_uses_with(result)
     op.erase()
@@ -192,6 +188,22 @@ def pad_conv_channels(module: ir.Module, cpu: CpuFeatures) -> int:
 SUBSAMPLE_STRIDED_POINTWISE: bool = True
 
 
+def _static_pointwise_convs(module: ir.Module) -> list[ir.Operation]:
+    """The module's ``linalg.conv_2d_nhwc_hwcf``s with a 1x1 filter, static shapes and f32
+    results (the ones `subsample_strided_pointwise` and `pointwise_as_matmul` rewrite)."""
+    from onnxc.transforms.onnx_utils import collect_ops
+
+    f32 = ir.F32Type.get(module.context)
+
+    def wanted(op: ir.Operation) -> bool:
+        if op.name != "linalg.conv_2d_nhwc_hwcf":
+            return False
+        xt, wt, out = (ir.RankedTensorType(v.type) for v in (op.operands[0], op.operands[1], op.results[0]))
+        return xt.has_static_shape and wt.has_static_shape and out.has_static_shape and out.element_type == f32 and list(wt.shape[:2]) == [1, 1]
+
+    return collect_ops(module.operation, wanted)
+
+
 def subsample_strided_pointwise(module: ir.Module) -> int:
     """Rewrite each static f32 1x1 ``linalg.conv_2d_nhwc_hwcf`` with a stride above 1 as a copy
     of the pixels it reads (a strided ``tensor.extract_slice`` into a compact tensor) and a
@@ -209,21 +221,16 @@ def subsample_strided_pointwise(module: ir.Module) -> int:
         return 0
     from mlir.dialects import tensor as tensor_d
 
-    from onnxc.transforms.onnx_utils import collect_ops
-
     count = 0
     f32 = ir.F32Type.get(module.context)
     with module.context:
-        for op in collect_ops(module.operation, lambda o: o.name == "linalg.conv_2d_nhwc_hwcf"):
+        for op in _static_pointwise_convs(module):
             x, w, init = op.operands[0], op.operands[1], op.operands[2]
-            xt, wt, out = (ir.RankedTensorType(v.type) for v in (x, w, op.results[0]))
-            if not (xt.has_static_shape and wt.has_static_shape and out.has_static_shape) or out.element_type != f32:
+            strides, dilations = window_ints(op, "strides"), window_ints(op, "dilations")
+            if strides == [1, 1]:
                 continue
-            strides, dilations = _ints(op, "strides"), _ints(op, "dilations")
-            if list(wt.shape[:2]) != [1, 1] or strides == [1, 1]:
-                continue
-            n, oh, ow, _f = (int(d) for d in out.shape)
-            c = int(xt.get_dim_size(3))
+            n, oh, ow, _f = (int(d) for d in ir.RankedTensorType(op.results[0].type).shape)
+            c = int(ir.RankedTensorType(x.type).get_dim_size(3))
             with op.location, ir.InsertionPoint(op):
                 compact = ir.RankedTensorType.get([n, oh, ow, c], f32)
                 picked = tensor_d.extract_slice(compact, x, [], [], [], [0, 0, 0, 0], [n, oh, ow, c], [1, strides[0], strides[1], 1])
@@ -310,17 +317,13 @@ def pointwise_as_matmul(module: ir.Module, cpu: CpuFeatures, threads: int = 1) -
     """
     if not POINTWISE_AS_MATMUL or cpu.vector_bits >= 512:
         return 0
-    from onnxc.transforms.onnx_utils import collect_ops
-
     count = 0
     f32 = ir.F32Type.get(module.context)
     with module.context:
-        for op in collect_ops(module.operation, lambda o: o.name == "linalg.conv_2d_nhwc_hwcf"):
+        for op in _static_pointwise_convs(module):
             x, w, init = op.operands[0], op.operands[1], op.operands[2]
             xt, wt, out = (ir.RankedTensorType(v.type) for v in (x, w, op.results[0]))
-            if not (xt.has_static_shape and wt.has_static_shape and out.has_static_shape) or out.element_type != f32:
-                continue
-            if list(wt.shape[:2]) != [1, 1] or _ints(op, "strides") != [1, 1] or list(xt.shape[:3]) != list(out.shape[:3]):
+            if window_ints(op, "strides") != [1, 1] or list(xt.shape[:3]) != list(out.shape[:3]):
                 continue
             n, h, wd, c = (int(d) for d in xt.shape)
             f = int(wt.get_dim_size(3))

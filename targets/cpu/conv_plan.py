@@ -51,7 +51,7 @@ from onnxc.targets.cpu.isa import CpuFeatures, host_cpu
 if TYPE_CHECKING:
     from onnxc.targets.cpu.pipeline import TilePlan
 
-__all__ = ["plan_conv", "CONV_OPS", "conv_register_tile", "filter_outgrows_l2", "mean_accumulators", "short_register_tile"]
+__all__ = ["plan_conv", "CONV_OPS", "conv_register_tile", "filter_outgrows_l2", "mean_accumulators", "short_register_tile", "window_ints"]
 
 #: Op name -> (loop index of output width, of the vectorized channel loop, of the input-channel
 #: reduction or None, number of loops). Loop orders are linalg's: conv (n, oh, ow, f, kh, kw, c),
@@ -62,6 +62,11 @@ CONV_OPS: dict[str, tuple[int, int, int | None, int]] = {
     "linalg.pooling_nhwc_max": (2, 3, None, 6),
     "linalg.pooling_nhwc_sum": (2, 3, None, 6),
 }
+
+
+def window_ints(op: ir.Operation, name: str) -> list[int]:
+    """A convolution's or pooling's ``strides`` or ``dilations`` (1 per spatial dim when absent)."""
+    return [int(v) for v in ir.DenseIntElementsAttr(op.attributes[name])] if name in op.attributes else [1, 1]
 
 
 def _largest_divisor(extent: int, at_most: int) -> int:
@@ -347,8 +352,7 @@ def _kw_steps(op: ir.Operation, window: ir.RankedTensorType) -> bool:
     """
     if not STRIDED_KW_STEPS or op.name == "linalg.depthwise_conv_2d_nhwc_hwc" or window.get_dim_size(1) < 2:
         return False
-    strides = list(ir.DenseIntElementsAttr(op.attributes["strides"])) if "strides" in op.attributes else [1, 1]
-    return int(strides[1]) > 1
+    return window_ints(op, "strides")[1] > 1
 
 
 def _touched_extent(out_extent: int, stride: int, kernel: int, in_extent: int) -> int:
@@ -375,7 +379,7 @@ def _channels_outermost(op: ir.Operation, cpu: CpuFeatures) -> tuple[int, ...] |
         return None
     inp, window = ir.RankedTensorType(op.operands[0].type), ir.RankedTensorType(op.operands[1].type)
     out = ir.RankedTensorType(op.results[0].type)
-    strides = list(ir.DenseIntElementsAttr(op.attributes["strides"])) if "strides" in op.attributes else [1, 1]
+    strides = window_ints(op, "strides")
     rows = _touched_extent(out.get_dim_size(1), int(strides[0]), window.get_dim_size(0), inp.get_dim_size(1))
     cols = _touched_extent(out.get_dim_size(2), int(strides[1]), window.get_dim_size(1), inp.get_dim_size(2))
     input_bytes = max(1, (_elem_bits(op) or 32) // 8) * inp.get_dim_size(0) * rows * cols * inp.get_dim_size(3)

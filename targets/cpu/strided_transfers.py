@@ -74,14 +74,9 @@ def _lane_indices(indices: list[ir.Value], dim: int, lanes: int) -> list[list[ir
 def unroll_strided_transfers(module: ir.Module) -> int:
     """Unroll the module's short non-contiguous 1-D transfers into scalar loads and stores (see
     the module docstring); returns how many it rewrote."""
-    found: list[ir.Operation] = []
+    from onnxc.transforms.onnx_utils import collect_ops
 
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name in ("vector.transfer_read", "vector.transfer_write"):
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
+    found = collect_ops(module.operation, lambda op: op.name in ("vector.transfer_read", "vector.transfer_write"))
     count = 0
     with module.context:
         for op in found:
