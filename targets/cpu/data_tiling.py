@@ -376,7 +376,13 @@ def _packed_init(c: ir.Value, shape: list[int | ir.Value], inner_dims_pos: list[
             # Dims of the packed accumulator the packed input lacks: the broadcast's outer dims,
             # then its inner tiles.
             dims = [i for i, d in enumerate(order) if d in added] + [rank + i for i, d in enumerate(pos) if d in added]
-            return linalg.broadcast(packed, outs=[tensor.empty(shape, f32)], dimensions=dims).results[0]
+            # Tagged like a fill's buffer: CSE merged the equal bias broadcasts of two products
+            # (ShuffleNet's constant-weight layers), and a shared initializer is no longer fused
+            # into its product's tiles (`epilogue._plan_unpack_epilogue` wants a single use), so
+            # it was written whole, once, and read back by both.
+            empty = tensor.empty(shape, f32)
+            empty.owner.attributes[ACC_BUFFER_ATTR] = ir.StringAttr.get(name)
+            return linalg.broadcast(packed, outs=[empty], dimensions=dims).results[0]
     zero = arith.constant(f32, 0.0)
     return linalg.pack(c, tensor.empty(shape, f32), inner_dims_pos, inner_tiles, padding_value=zero)
 

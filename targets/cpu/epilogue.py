@@ -73,6 +73,13 @@ FUSE_UNPACK_EPILOGUES: bool = True
 #: unpacks have no elementwise consumer, so its code is otherwise unchanged).
 MAX_UNPACK_EPILOGUE_VALUES: int = 4
 
+#: A convolution with no elementwise consumer to fuse into still computes its accumulator's
+#: initializer (the bias broadcast, a zero fill) in its own output tiles (`EpiloguePlan.lone`),
+#: where it was a pass of its own over the whole output that the convolution then read back:
+#: ShuffleNet's depthwise convolutions (BatchNormalization folded, no activation after them) and
+#: MobileNetV2's linear projections. A module flag for one-process A/Bs.
+LONE_INIT_FUSION: bool = True
+
 #: Fuse the packed product (mmt4d) and its accumulator's initializer into the unpack epilogue's
 #: tiles as well (only products without cache tiles: small K and N), so each accumulator tile
 #: goes from the FMAs through the unpack and the epilogue in registers. A module flag for A/Bs.
@@ -105,6 +112,9 @@ class EpiloguePlan:
     # reduction tile and vector sizes), and whether its accumulator's initializer is fused too.
     product: "TilePlan | None" = None
     product_init: bool = False
+    # No consumer: the convolution is the root of its own plan and only its initializer is
+    # fused into its tiles (``operand`` unused; see `LONE_INIT_FUSION`).
+    lone: bool = False
 
 
 def _single_use(value: ir.Value) -> ir.OpOperand | None:
@@ -173,12 +183,6 @@ def plan_epilogues(
         conv_plan = plan_of(op)
         if conv_plan is None or not conv_plan.decompose:
             continue
-        found = _elementwise_consumer(op.results[0])
-        if found is None:
-            continue
-        consumer, operand = found
-        if consumer in fused or consumer in absorbed or plan_of(consumer) is None:
-            continue
         init_operand = len(list(op.opview.inputs))
         init_value = op.operands[init_operand]
         init_owner = defining_op(init_value)
@@ -189,6 +193,14 @@ def plan_epilogues(
             and plan_of(init_owner) is not None
         )
         rank = ir.RankedTensorType(op.results[0].type).rank
+        found = _elementwise_consumer(op.results[0])
+        if found is None or found[0] in fused or found[0] in absorbed or plan_of(found[0]) is None:
+            if (LONE_INIT_FUSION and fuse_init and op not in fused and init_owner not in absorbed
+                    and any(conv_plan.tile_sizes[:rank])):
+                fused[op] = EpiloguePlan(conv_plan, -1, init_operand, True, rank, lone=True)
+                absorbed.add(init_owner)
+            continue
+        consumer, operand = found
         fused[consumer] = EpiloguePlan(conv_plan, operand, init_operand, fuse_init, rank)
         absorbed.add(op)
         if fuse_init:
@@ -538,6 +550,8 @@ def epilogue_steps(plan: EpiloguePlan) -> str:
 
     if plan.unpack:
         return _unpack_steps(plan)
+    if plan.lone:
+        return _lone_init_steps(plan)
     rank = plan.rank
     steps = [f"    %p0 = transform.get_producer_of_operand %o[{plan.operand}] : (!transform.any_op) -> !transform.any_op"]
     if plan.fuse_init:
@@ -570,5 +584,41 @@ def epilogue_steps(plan: EpiloguePlan) -> str:
         steps.append(step)
     steps.append(_DECOMPOSE_STEP.substitute(target="%r" if step else "%p2"))
     for handle in ("%d", "%i2", "%t") if plan.fuse_init else ("%d", "%t"):
+        steps.append(_VECTORIZE_STEP.substitute(target=handle, sizes="", attrs=""))
+    return "\n".join(steps)
+
+
+def _lone_init_steps(plan: EpiloguePlan) -> str:
+    """Transform steps of a convolution that is its own root (``%o``) with its initializer fused
+    into its output tiles: the threads' forall and the output tile loops as the convolution's plan
+    has them, the initializer fused into each, then the reduction tiles, the 1-D decomposition and
+    the vectorization of both, as in `epilogue_steps`."""
+    from onnxc.targets.cpu.pipeline import _DECOMPOSE_STEP, _FORALL_STEP, _VECTORIZE_STEP, _ints, tile_step
+
+    rank = plan.rank
+    steps = [f"    %i0 = transform.get_producer_of_operand %o[{plan.init_operand}] : (!transform.any_op) -> !transform.any_op"]
+    target, init = "%o", "%i0"
+    forall = plan.producer.forall_threads
+    if forall and any(forall):
+        steps.append(_FORALL_STEP.substitute(target="%o", counts=_ints(forall)))
+        steps.append(_fuse(init, "%fl", "%i1", "%fl1"))
+        target, init = "%f", "%i1"
+    # `fuse_into_containing_op` cannot reach an initializer through `scf.for` iter_args (only
+    # through a forall's shared outputs): `structured.fuse` tiles the convolution and fuses the
+    # producers of its tiles' slices, following the loops' iter_args to the initializer.
+    sizes = list(plan.producer.tile_sizes[:rank]) + [0] * (len(plan.producer.tile_sizes) - rank)
+    n = sum(1 for s in sizes if s)
+    order = plan.producer.interchange
+    interchange = f" interchange [{_ints(order)}]" if order else ""
+    loops = ", ".join(["!transform.any_op"] * n)
+    steps.append(f"    %t, %l:{n} = transform.structured.fuse {target} tile_sizes [{_ints(sizes)}]{interchange}"
+                 f" : (!transform.any_op) -> (!transform.any_op, {loops})")
+    steps.append(f"    %i2 = transform.get_producer_of_operand %t[{plan.init_operand}] : (!transform.any_op) -> !transform.any_op")
+    reduction = [0] * rank + list(plan.producer.tile_sizes[rank:])
+    step = tile_step("%r", "%rl", "%t", reduction)
+    if step:
+        steps.append(step)
+    steps.append(_DECOMPOSE_STEP.substitute(target="%r" if step else "%t"))
+    for handle in ("%d", "%i2"):
         steps.append(_VECTORIZE_STEP.substitute(target=handle, sizes="", attrs=""))
     return "\n".join(steps)

@@ -73,7 +73,8 @@ def matmul_tile(cpu: CpuFeatures, element_bits: int = 32, m: int | None = None, 
     vector per row (twice or more the rows) when that pads the M x N work at least a tenth less
     (the narrower tile's loop is a few percent slower per FMA): ShuffleNet's grouped 1x1
     convolutions have N = 34 or 68 columns per group, padded to 64 or 96 with n0 = 32 and to 48
-    or 80 with n0 = 16.
+    or 80 with n0 = 16. Only where the narrow tile's broadcasts need no registers of their own
+    (`_fits_registers`): AVX2 keeps its general tile.
 
     A static M smaller than the general tile's m0 gets the smallest power of two >= M as m0
     (no wasted padded rows) and a wider n0: as many B vectors per row as half the vector
@@ -84,11 +85,10 @@ def matmul_tile(cpu: CpuFeatures, element_bits: int = 32, m: int | None = None, 
     if m is None or m >= general.m0:
         vectors = general.n0 // lanes
         if n is not None and vectors > 1:
-            # A power of two of rows, at most the general tile's accumulators: AVX2's 5x16 gives
-            # 8x8, not 10x8 (ShuffleNet's grouped 1x1 convolutions, whose pixel counts 784, 196
-            # are multiples of 4, ran 15% slower with 10 rows).
+            # A power of two of rows, at most the general tile's accumulators (AVX-512's 8x32
+            # gives 16x16).
             narrow = MatmulTile(1 << (general.m0 * vectors).bit_length() - 1, lanes)
-            if 10 * _padded(narrow, m, n) <= 9 * _padded(general, m, n):
+            if _fits_registers(cpu, narrow, lanes) and 10 * _padded(narrow, m, n) <= 9 * _padded(general, m, n):
                 return narrow
         return general
     m0 = 1
@@ -103,6 +103,20 @@ def matmul_tile(cpu: CpuFeatures, element_bits: int = 32, m: int | None = None, 
         # with 2; onnxruntime 22-25 GB/s). AVX2 keeps 8 (1x64 measured at 1.02x OpenBLAS).
         vectors = min(vectors, 2)
     return MatmulTile(m0, lanes * vectors)
+
+
+def _fits_registers(cpu: CpuFeatures, tile: MatmulTile, lanes: int) -> bool:
+    """Whether a one-vector-wide tile's accumulators, its B vector and its m0 broadcasts of A
+    fit the vector registers. AVX-512 (and NEON's lane-indexed FMA) read the broadcast from memory
+    inside the FMA; AVX2 broadcasts into a register first, and LLVM schedules the m0 broadcasts of
+    a step (two, once it unrolls the k loop) ahead of their FMAs: the 8x8 tile that AVX2's 5x16
+    narrows to spilled an accumulator inside its innermost loop (ShuffleNet's grouped 1x1
+    convolutions, k = 34-136), where 5x16 does not. Measured in one process, AVX2 Zen 3, 1
+    thread: ShuffleNet 10.64 -> 9.09 ms with 5x16 for those products (4x16 8.58, 3x16 8.97,
+    6x8 10.0); 136 -> 136 in 4 groups at 28x28 0.306 -> 0.258 ms."""
+    if cpu.vector_bits >= 512 or cpu.arch == "aarch64":
+        return True
+    return tile.accumulators(lanes) + tile.m0 + 1 <= cpu.vector_registers
 
 
 def _padded(tile: MatmulTile, m: int | None, n: int) -> int:

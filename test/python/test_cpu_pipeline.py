@@ -57,12 +57,14 @@ def test_skinny_tiles() -> None:
 
 def test_narrow_n_takes_one_vector_per_row() -> None:
     """The same accumulators as one B vector per row when that pads the work a tenth less: a
-    ShuffleNet group of 34 output channels pads to 48 with n0 = 16, to 64 with n0 = 32."""
+    ShuffleNet group of 34 output channels pads to 48 with n0 = 16, to 64 with n0 = 32; not
+    where the narrow tile's broadcasts would not fit the registers (AVX2)."""
     assert matmul_tile(AVX512, 32, 784, 34) == MatmulTile(16, 16)
     assert matmul_tile(AVX512, 32, None, 34) == MatmulTile(16, 16)
     assert matmul_tile(AVX512, 32, 784, 1536) == MatmulTile(8, 32)  # no padding either way
     assert matmul_tile(AVX512, 32, 49, 136) == MatmulTile(8, 32)  # 56 x 160 beats 64 x 144
-    assert matmul_tile(AVX2, 32, 784, 34) == MatmulTile(8, 8)  # 40 columns instead of 48; 8 rows, not 10
+    # AVX2 broadcasts A into registers: 8 accumulators + 8 broadcasts + B spill 16 registers.
+    assert matmul_tile(AVX2, 32, 784, 34) == MatmulTile(5, 16)
     assert matmul_tile(AVX2, 32, 784, 64) == MatmulTile(5, 16)
     for n in (1, 17, 34, 68, 100, 1000):
         t = matmul_tile(AVX512, 32, 200, n)

@@ -146,3 +146,44 @@ def test_padded_concatenations_get_their_own_buffers() -> None:
     x = rng.standard_normal((1, 8, 16, 16)).astype(np.float32)
     (expected,) = ReferenceEvaluator(model).run(None, {"x": x})
     np.testing.assert_allclose(onnxc.compile(model, threads=1, cache_dir=False)(x)[0], expected, rtol=1e-4, atol=1e-5)
+
+
+def _lone_depthwise_model() -> onnx.ModelProto:
+    """A depthwise Conv with a bias and nothing elementwise after it (ShuffleNet's pattern:
+    BatchNormalization folded, a grouped 1x1 Conv next), at a size the two-thread plan splits."""
+    rng = np.random.default_rng(3)
+    c = 48
+    inits = [nh.from_array(rng.uniform(-0.5, 0.5, (c, 1, 3, 3)).astype(np.float32), "w"),
+             nh.from_array(rng.uniform(-0.5, 0.5, (c,)).astype(np.float32), "b")]
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["y"], group=c, pads=[1, 1, 1, 1])], "lone",
+        [helper.make_tensor_value_info("x", TP.FLOAT, [1, c, 40, 40])],
+        [helper.make_tensor_value_info("y", TP.FLOAT, [1, c, 40, 40])], initializer=inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_lone_convolution_computes_its_bias_in_its_tiles(threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no consumer to fuse into, the convolution's bias broadcast is computed in the
+    convolution's own tiles (`epilogue.LONE_INIT_FUSION`): one top-level loop nest fewer than
+    with the flag off, and the values still match onnx.reference."""
+    from onnxc.targets.cpu import epilogue
+
+    model = _lone_depthwise_model()
+    x = np.random.default_rng(0).standard_normal((1, 48, 40, 40)).astype(np.float32)
+    (expected,) = ReferenceEvaluator(model).run(None, {"x": x})
+    got = onnxc.compile(model, threads=threads, cache_dir=False)(x=x)
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-4, atol=1e-5)
+
+    def nests() -> int:
+        module = lower(model, "vector", options=CpuPipelineOptions(threads=threads))
+        return sum(
+            1 for fn in module.body.operations if fn.operation.name == "func.func"
+            for op in fn.regions[0].blocks[0].operations if op.operation.name in ("scf.for", "scf.forall")
+        )
+
+    fused = nests()
+    monkeypatch.setattr(epilogue, "LONE_INIT_FUSION", False)
+    assert fused == nests() - 1
