@@ -2,7 +2,7 @@
 `--set shufflenet`, ShuffleNet's grouped 1x1 and depthwise ones), onnxc vs onnxruntime.
 
 What: for each shape, a one-node ONNX model (Conv with bias and random weights, a depthwise Conv,
-MaxPool, GlobalAveragePool; batch 1, NCHW as ONNX has it) is compiled by `onnxc.compile` (the
+MaxPool, AveragePool, GlobalAveragePool; batch 1, NCHW as ONNX has it) is compiled by `onnxc.compile` (the
 channels-last lowering, layout transposes at the model boundary, the ISA-derived tile plan) and
 run by onnxruntime with one intra-op thread, in the same process. Each output is checked against
 onnxruntime (1e-4 relative to the output's largest magnitude, so a fast wrong answer cannot
@@ -69,7 +69,7 @@ class Kernel:
             ]
             inputs += ["w", "b"]
             attrs = {"strides": [self.stride] * 2, "pads": [self.pad] * 4, "group": self.group}
-        elif self.op == "MaxPool":
+        elif self.op in ("MaxPool", "AveragePool"):
             attrs = {"kernel_shape": [self.kernel] * 2, "strides": [self.stride] * 2, "pads": [self.pad] * 4}
         node = helper.make_node(self.op, inputs, ["y"], **attrs)
         graph = helper.make_graph(
@@ -93,7 +93,7 @@ class Kernel:
     def flops(self, out: np.ndarray) -> float:
         if self.op == "Conv":
             return 2.0 * out.size * (self.shape[1] // self.group) * self.kernel**2
-        if self.op == "MaxPool":
+        if self.op in ("MaxPool", "AveragePool"):
             return float(out.size * self.kernel**2)
         return float(np.prod(self.shape))
 
@@ -125,7 +125,10 @@ def _shufflenet() -> list[Kernel]:
     136 channels: not multiples of a vector) and depthwise 3x3 ones, at the sizes it runs them."""
     g4 = lambda c, f, hw: Kernel(f"group4 1x1 {c}->{f} @{hw}", "Conv", (1, c, hw, hw), f, 1, 1, 0, group=4)  # noqa: E731
     dw = lambda c, hw, s=1: Kernel(f"depthwise 3x3{'/2' if s > 1 else ''} {c} @{hw}", "Conv", (1, c, hw, hw), c, 3, s, 1, group=c)  # noqa: E731
-    return [g4(24, 112, 56), g4(136, 136, 28), g4(272, 272, 14), g4(544, 544, 7),
+    return [Kernel("conv 3x3/2 3->24 @224", "Conv", (1, 3, 224, 224), 24, 3, 2, 1),
+            Kernel("maxpool 3x3/2 24 @112", "MaxPool", (1, 24, 112, 112), 0, 3, 2, 1),
+            Kernel("avgpool 3x3/2 24 @56", "AveragePool", (1, 24, 56, 56), 0, 3, 2, 1),
+            g4(24, 112, 56), g4(136, 136, 28), g4(272, 272, 14), g4(544, 544, 7),
             dw(112, 56, 2), dw(136, 28), dw(272, 14), dw(544, 7)]
 
 

@@ -1152,6 +1152,11 @@ def _mark_args_readonly(module: ir.Module) -> None:
         f.attributes["arg_attrs"] = ir.ArrayAttr.get(new, module.context)
 
 
+#: Allocate a per-tile scratch buffer once per sequential loop nest (`hoist_tile_buffers.py`)
+#: instead of once per tile. A module flag for one-process A/Bs.
+HOIST_TILE_BUFFERS: bool = True
+
+
 def bufferize(module: ir.Module) -> ir.Module:
     """Stage 2: one-shot bufferization + deallocation; results come back caller-owned."""
     # Long functions in parts (bufferization is quadratic in a function's length), repeated
@@ -1163,6 +1168,10 @@ def bufferize(module: ir.Module) -> ir.Module:
     outline_functions(module, dedupe=True)
     _run(module, HOIST_PIPELINE, "hoist")
     _run(module, BUFFERIZE_PIPELINE, "bufferize")
+    if HOIST_TILE_BUFFERS:
+        from .hoist_tile_buffers import hoist_tile_buffers
+
+        hoist_tile_buffers(module)
     return module
 
 

@@ -57,8 +57,13 @@ def _block_model() -> onnx.ModelProto:
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_fused_block_matches_reference(threads: int) -> None:
-    model = _block_model()
-    x = np.random.default_rng(0).standard_normal((1, 16, 12, 12)).astype(np.float32)
+    _check_against_reference(_block_model(), (1, 16, 12, 12), threads)
+
+
+def _check_against_reference(model: onnx.ModelProto, shape: tuple[int, ...], threads: int) -> None:
+    """Compile `model` with `threads` threads and compare its output on a random `x` of
+    `shape` with onnx.reference."""
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     (expected,) = ReferenceEvaluator(model).run(None, {"x": x})
     got = onnxc.compile(model, threads=threads, cache_dir=False)(x=x)
     got = got[0] if isinstance(got, (list, tuple)) else got
@@ -171,11 +176,7 @@ def test_lone_convolution_computes_its_bias_in_its_tiles(threads: int, monkeypat
     from onnxc.targets.cpu import epilogue
 
     model = _lone_depthwise_model()
-    x = np.random.default_rng(0).standard_normal((1, 48, 40, 40)).astype(np.float32)
-    (expected,) = ReferenceEvaluator(model).run(None, {"x": x})
-    got = onnxc.compile(model, threads=threads, cache_dir=False)(x=x)
-    got = got[0] if isinstance(got, (list, tuple)) else got
-    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-4, atol=1e-5)
+    _check_against_reference(model, (1, 48, 40, 40), threads)
 
     def nests() -> int:
         module = lower(model, "vector", options=CpuPipelineOptions(threads=threads))
