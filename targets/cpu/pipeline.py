@@ -976,13 +976,15 @@ def _renumber_buffer_tags(part: ir.Operation) -> None:
     part.walk(visit)
 
 
-def tile_and_vectorize(module: ir.Module, options: CpuPipelineOptions | None = None, outline_max_ops: int | None = None) -> ir.Module:
+def tile_and_vectorize(module: ir.Module, options: CpuPipelineOptions | None = None, outline_max_ops: int | None = None,
+                       pad_bonds: Sequence[tuple[ir.Operation, ir.Operation]] = ()) -> ir.Module:
     """Tile and vectorize every linalg op of ``module`` (the Python step of the vector stage).
 
     A long function with fused convolutions is first outlined into parts (``outline.py``:
     ``outline_max_ops`` region ops each; None: the default sizes; 0: not outlined), equal parts
     (repeated blocks) merged, a convolution never cut from the consumer it is tiled with
-    (``fusion_bonds``). Why before tiling: `transform.structured.fuse_into_containing_op` prints
+    (``fusion_bonds``), nor a padding buffer's border fills from the insert of the data they pad
+    (``pad_bonds``, from ``hoist_pad_fills``). Why before tiling: `transform.structured.fuse_into_containing_op` prints
     its producer and container into a diagnostic it drops unless the fusion fails, which
     numbers and verifies the whole enclosing function: once per fusion, quadratic in a model's
     length (1.4 of ResNet-50's 2.0 s of tiling); and each merged block is tiled, vectorized and
@@ -999,7 +1001,7 @@ def tile_and_vectorize(module: ir.Module, options: CpuPipelineOptions | None = N
     # kept its first and last layers apart from the others (one op of the first layer its own,
     # the last followed by the pooler) and gave LLVM 30% more code.
     if outline_max_ops != 0 and plan.bonds:
-        outline_functions(module, outline_max_ops, dedupe=True, bonds=plan.bonds, normalize=_renumber_buffer_tags)
+        outline_functions(module, outline_max_ops, dedupe=True, bonds=[*plan.bonds, *pad_bonds], normalize=_renumber_buffer_tags)
     _apply_transform_script(module, plan.script, "tiling/vectorization", _TAG)
     forward_masked_tiles(module)  # a fused unpack's tile goes to its epilogue in registers (epilogue.py)
     peel_masked_tiles(module, (options or CpuPipelineOptions()).cpu)  # whole tiles without masks, the partial one peeled (peel_tiles.py)
@@ -1109,8 +1111,8 @@ def lower_to_vector(module: ir.Module, options: CpuPipelineOptions | None = None
     if not opts.vectorize:
         return module
     # Padded inputs of convolutions/poolings written in place by their producer (pad_in_place.py).
-    hoist_pad_fills(module)
-    tile_and_vectorize(module, opts, outline_max_ops)
+    pad_bonds = hoist_pad_fills(module)
+    tile_and_vectorize(module, opts, outline_max_ops, pad_bonds)
     # Masked tail reductions lower with a wrong neutral value for max in LLVM 22.1.8 (ReduceMax
     # of an all-negative row of 17 gave -1.4e-45): select the identity, reduce unmasked.
     from onnxc.targets.cpu.masked_reductions import unmask_reductions

@@ -188,3 +188,38 @@ def test_lone_convolution_computes_its_bias_in_its_tiles(threads: int, monkeypat
     fused = nests()
     monkeypatch.setattr(epilogue, "LONE_INIT_FUSION", False)
     assert fused == nests() - 1
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_padding_fills_only_the_border(threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A padded buffer's pad value is written around the data only (`pad_in_place._border_fill`):
+    the block's padded layers get one fill per padded side (two per padded dim) and no fill of a
+    whole padded shape, nothing is copied that is not copied without it, and the answer, where
+    MaxPool pads with -inf and the depthwise convolutions with 0, is onnx.reference's."""
+    from onnxc.targets.cpu import pad_in_place
+
+    model = _block_model()
+    _check_against_reference(model, (1, 16, 12, 12), threads)
+    padded = {(1, 14, 14, 32)}  # the inputs of both depthwise convolutions, the 3x3 one and MaxPool
+
+    def fills() -> list[tuple[int, ...]]:
+        module = lower(model, "linalg")
+        with module.context:
+            pad_in_place.hoist_pad_fills(module)
+        found: list[tuple[int, ...]] = []
+
+        def visit(op: ir.Operation) -> ir.WalkResult:
+            if op.name == "linalg.fill":
+                found.append(tuple(ir.RankedTensorType(op.results[0].type).shape))
+            return ir.WalkResult.ADVANCE
+
+        module.operation.walk(visit)
+        return found
+
+    border = fills()
+    assert not padded & set(border)
+    assert sum(1 for s in border if s in {(1, 1, 14, 32), (1, 12, 1, 32)}) == 16  # 4 sides x 4 padded layers
+    copies = _copies(lower(model, "bufferize", options=CpuPipelineOptions(threads=threads)))
+    monkeypatch.setattr(pad_in_place, "BORDER_FILLS", False)
+    assert padded <= set(fills())
+    assert len(copies) <= len(_copies(lower(model, "bufferize", options=CpuPipelineOptions(threads=threads))))

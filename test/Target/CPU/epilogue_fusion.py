@@ -6,8 +6,8 @@ inserted into a zero-padded buffer, and a depthwise convolution with a Relu on t
 
 After the vector stage each convolution and its consumer are one loop nest (the convolution's
 FMAs and the Clip/Relu in the same tile) and the bias broadcast is in it too; the padding
-buffer is filled before the first nest, so after bufferization the Clip writes into its
-interior and no copy is left."""
+buffer's border is filled before the first nest (the interior is the Clip's to write), so after
+bufferization the Clip writes into its interior and no copy is left."""
 
 from mlir import ir
 
@@ -77,12 +77,23 @@ with ir.Context():
     # An AVX-512 target CPU and one thread, so the plan does not depend on the machine.
     lower_to_vector(m, CpuPipelineOptions(target_cpu="x86-64-v4", threads=1))
     summary(m)
-    # The padding buffer's fill first (ahead of the data it pads), then the 1x1 convolution and
+    # The padding buffer first (ahead of the data it pads) with its border filled, one slab
+    # per padded side (its own empty, fill nest and insert), then the 1x1 convolution and
     # the Clip in one nest (the bias broadcast fused too: its read is loop-invariant and hoisted
     # out of the nest), the insert that the Clip will write in place, then the depthwise
     # convolution with its zero initializer and the Relu in one nest.
     # CHECK: top: tensor.empty
     # CHECK: top: scf.for{{ *$}}
+    # CHECK-NEXT: top: tensor.insert_slice
+    # CHECK-NEXT: top: tensor.empty
+    # CHECK-NEXT: top: scf.for{{ *$}}
+    # CHECK-NEXT: top: tensor.insert_slice
+    # CHECK-NEXT: top: tensor.empty
+    # CHECK-NEXT: top: scf.for{{ *$}}
+    # CHECK-NEXT: top: tensor.insert_slice
+    # CHECK-NEXT: top: tensor.empty
+    # CHECK-NEXT: top: scf.for{{ *$}}
+    # CHECK-NEXT: top: tensor.insert_slice
     # CHECK-NEXT: top: vector.transfer_read
     # CHECK-NEXT: top: scf.for vector.contract arith.maximumf arith.minimumf
     # CHECK-NEXT: top: tensor.insert_slice
