@@ -50,7 +50,7 @@ from onnxc.targets.cpu.pad_in_place import defining_op
 if TYPE_CHECKING:
     from onnxc.targets.cpu.pipeline import TilePlan
 
-__all__ = ["EpiloguePlan", "plan_epilogues", "epilogue_steps", "align_unpack_epilogues", "forward_masked_tiles",
+__all__ = ["EpiloguePlan", "is_identity_map", "plan_epilogues", "epilogue_steps", "align_unpack_epilogues", "forward_masked_tiles",
            "FUSE_UNPACK_EPILOGUES", "FUSE_UNPACK_PRODUCT", "MAX_UNPACK_EPILOGUE_VALUES"]
 
 #: Compute the elementwise consumer of a data-tiled contraction's `linalg.unpack` in the unpack's
@@ -122,7 +122,7 @@ def _single_use(value: ir.Value) -> ir.OpOperand | None:
     return uses[0] if len(uses) == 1 else None
 
 
-def _is_identity(attr: ir.Attribute, shape: Sequence[int]) -> bool:
+def is_identity_map(attr: ir.Attribute, shape: Sequence[int]) -> bool:
     """Whether an indexing map reads dim i at loop i for every i: ``(d0, .., dn) -> (d0, .., dn)``,
     where a dim of extent 1 may also read index 0 (the elementwise lowerings and the unit-dim
     folding write a broadcast batch of 1 as ``(0, d1, d2, d3)``)."""
@@ -161,7 +161,7 @@ def _elementwise_consumer(value: ir.Value) -> tuple[ir.Operation, int] | None:
     if list(ir.RankedTensorType(result).shape) != shape:
         return None
     maps = list(generic.indexing_maps)
-    if not _is_identity(maps[use.operand_number], shape) or not all(_is_identity(m, shape) for m in maps[n_inputs:]):
+    if not is_identity_map(maps[use.operand_number], shape) or not all(is_identity_map(m, shape) for m in maps[n_inputs:]):
         return None
     return consumer, use.operand_number
 
@@ -364,7 +364,7 @@ def align_unpack_epilogues(module: ir.Module) -> int:
         operands = list(generic.inputs) + list(generic.outputs)
         if not all(
             isinstance(v.type, ir.RankedTensorType) and list(ir.RankedTensorType(v.type).shape) == shape
-            and _is_identity(m, shape)
+            and is_identity_map(m, shape)
             for v, m in zip(operands, generic.indexing_maps)
         ):
             continue

@@ -1158,6 +1158,10 @@ def _mark_args_readonly(module: ir.Module) -> None:
 #: instead of once per tile. A module flag for one-process A/Bs.
 HOIST_TILE_BUFFERS: bool = True
 
+#: Forward whole-tile writes to the reads after them and drop the writes that are then dead
+#: (`tile_forwarding.py`). A module flag for one-process A/Bs.
+FORWARD_TILE_WRITES: bool = True
+
 
 def bufferize(module: ir.Module) -> ir.Module:
     """Stage 2: one-shot bufferization + deallocation; results come back caller-owned."""
@@ -1174,6 +1178,10 @@ def bufferize(module: ir.Module) -> ir.Module:
         from .hoist_tile_buffers import hoist_tile_buffers
 
         hoist_tile_buffers(module)
+    if FORWARD_TILE_WRITES:
+        from .tile_forwarding import forward_tile_writes
+
+        forward_tile_writes(module)
     return module
 
 
