@@ -215,7 +215,8 @@ def forward_tile_writes(module: ir.Module) -> int:
         for region in op.regions:
             blocks.extend(region.blocks)
     total = 0
-    for block in blocks:
-        while _forward_one(block) or _drop_one_dead_write(block):
-            total += 1
+    with module.context:  # the map checks build affine expressions (a caller may hold no context)
+        for block in blocks:
+            while _forward_one(block) or _drop_one_dead_write(block):
+                total += 1
     return total
