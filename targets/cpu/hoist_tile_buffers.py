@@ -22,7 +22,7 @@ from mlir import ir
 
 from onnxc.transforms.onnx_utils import collect_ops
 
-__all__ = ["hoist_tile_buffers"]
+__all__ = ["hoist_tile_buffers", "MEMREF_VIEWS"]
 
 #: Ops a buffer (or a view of it) may not reach for the buffer to stay inside its block:
 #: these pass the value on to somewhere the hoisting cannot see.
@@ -31,8 +31,9 @@ _ESCAPES: frozenset[str] = frozenset({
     "llvm.store", "scf.forall.in_parallel",
 })
 
-#: View-like ops whose result aliases their source (followed when looking for escapes).
-_VIEWS: frozenset[str] = frozenset({
+#: View-like ops whose result aliases their source (operand 0): followed when looking for
+#: escapes here, and to a buffer's allocation in tile_forwarding.py.
+MEMREF_VIEWS: frozenset[str] = frozenset({
     "memref.subview", "memref.cast", "memref.reinterpret_cast", "memref.expand_shape",
     "memref.collapse_shape", "memref.transpose", "memref.view",
 })
@@ -46,7 +47,7 @@ def _escapes(value: ir.Value) -> bool:
             owner = use.owner.operation if hasattr(use.owner, "operation") else use.owner
             if owner.name in _ESCAPES:
                 return True
-            if owner.name in _VIEWS:
+            if owner.name in MEMREF_VIEWS:
                 stack.extend(owner.results)
     return False
 

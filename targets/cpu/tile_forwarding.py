@@ -28,6 +28,8 @@ from mlir import ir
 from mlir.dialects import vector
 
 from onnxc.targets.cpu.epilogue import is_identity_map
+from onnxc.targets.cpu.hoist_tile_buffers import MEMREF_VIEWS
+from onnxc.targets.cpu.pad_in_place import defining_op
 from onnxc.transforms.onnx_utils import block_ops, collect_ops
 
 __all__ = ["forward_tile_writes"]
@@ -48,16 +50,6 @@ _NO_WRITE: frozenset[str] = frozenset({
 #: Ops that read memory: (op name, index of the memref operand).
 _READS: dict[str, int] = {"vector.transfer_read": 0, "vector.load": 0, "memref.load": 0}
 
-_VIEWS: frozenset[str] = frozenset({
-    "memref.subview", "memref.cast", "memref.reinterpret_cast", "memref.expand_shape", "memref.collapse_shape",
-})
-
-
-def _owner(value: ir.Value) -> ir.Operation | None:
-    owner = value.owner
-    return None if isinstance(owner, ir.Block) else owner.operation
-
-
 def _is_full_view(op: ir.Operation) -> bool:
     """A view of all of its source in the same element order: a reshape or cast, or a
     `memref.subview` with zero offsets, whole sizes and unit strides (at most dropping unit
@@ -77,19 +69,19 @@ def _is_full_view(op: ir.Operation) -> bool:
 
 def _tile(value: ir.Value) -> ir.Value:
     """The memref whose whole memory `value` covers, through views of all of it."""
-    op = _owner(value)
+    op = defining_op(value)
     while op is not None and _is_full_view(op):
         value = op.operands[0]
-        op = _owner(value)
+        op = defining_op(value)
     return value
 
 
 def _root(value: ir.Value) -> ir.Value:
     """The allocation, global or argument that `value` is a view of."""
-    op = _owner(value)
-    while op is not None and op.name in _VIEWS:
+    op = defining_op(value)
+    while op is not None and op.name in MEMREF_VIEWS:
         value = op.operands[0]
-        op = _owner(value)
+        op = defining_op(value)
     return value
 
 
@@ -102,8 +94,8 @@ def _whole_tile_access(op: ir.Operation, memref: ir.Value, vec_type: ir.Type) ->
     view = op.opview
     if getattr(view, "mask", None) is not None:
         return False
-    if any(not (isinstance(_owner(i), ir.Operation) and _owner(i).name == "arith.constant"
-                and ir.IntegerAttr(_owner(i).attributes["value"]).value == 0) for i in view.indices):
+    if any(not (isinstance(defining_op(i), ir.Operation) and defining_op(i).name == "arith.constant"
+                and ir.IntegerAttr(defining_op(i).attributes["value"]).value == 0) for i in view.indices):
         return False
     in_bounds = view.attributes["in_bounds"] if "in_bounds" in view.attributes else None
     if in_bounds is None or not all(ir.BoolAttr(b).value for b in ir.ArrayAttr(in_bounds)):
@@ -192,7 +184,7 @@ def _drop_one_dead_write(block: ir.Block) -> bool:
         if not _whole_tile_access(write, dest, write.operands[0].type):
             continue
         root = _root(dest)
-        alloc = _owner(root)
+        alloc = defining_op(root)
         if alloc is None or alloc.name not in ("memref.alloc", "memref.alloca"):
             continue
         tile = _tile(dest)
