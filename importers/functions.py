@@ -19,7 +19,7 @@ from mlir import ir
 
 from onnxc.importers.errors import ModelImportError
 
-__all__ = ["inline_call", "inline_functions"]
+__all__ = ["inline_call", "inline_functions", "remap_operands"]
 
 _MAX_DEPTH = 64
 
@@ -47,7 +47,7 @@ def _calls(root: ir.Operation, funcs: dict[str, ir.Operation]) -> list[ir.Operat
     return found
 
 
-def _remap(op: ir.Operation, mapping: dict[ir.Value, ir.Value]) -> None:
+def remap_operands(op: ir.Operation, mapping: dict[ir.Value, ir.Value]) -> None:
     """Point every operand of `op` and of the ops nested in it at its mapped value."""
 
     def visit(inner: ir.Operation) -> ir.WalkResult:
@@ -71,7 +71,7 @@ def inline_call(call: ir.Operation, callee: ir.Operation) -> None:
             returned = [mapping.get(v, v) for v in op.operands]
             break
         clone = op.operation.clone(ip=ip)
-        _remap(clone, mapping)
+        remap_operands(clone, mapping)
         for old, new in zip(op.operation.results, clone.results):
             mapping[old] = new
     for res, new in zip(call.results, returned):

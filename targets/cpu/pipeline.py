@@ -990,7 +990,10 @@ def tile_and_vectorize(module: ir.Module, options: CpuPipelineOptions | None = N
     length (1.4 of ResNet-50's 2.0 s of tiling); and each merged block is tiled, vectorized and
     bufferized once."""
     from .outline import outline_functions
+    from .row_fusion import fuse_row_chains
 
+    # Softmax / normalization chains one row at a time (row_fusion.py), before the per-op plans.
+    fuse_row_chains(module, (options or CpuPipelineOptions()).threads)
     split_long_reductions(module, options)
     align_unpack_epilogues(module)  # a data-tiled product's epilogue on the unpack's shape (epilogue.py)
     plan = plan_vectorization(module, options)
@@ -1118,6 +1121,10 @@ def lower_to_vector(module: ir.Module, options: CpuPipelineOptions | None = None
     from onnxc.targets.cpu.masked_reductions import unmask_reductions
 
     unmask_reductions(module)
+    # Float sums across a vector in any order (one shuffle tree, not a chain of scalar adds).
+    from onnxc.targets.cpu.reassociate_reductions import reassociate_reductions
+
+    reassociate_reductions(module)
     _run(module, VECTOR_POST_PIPELINE, "vector-post")
     # The padding buffers' numbers (and the packed accumulators' names) kept them apart through
     # the CSEs above; gone now, they would make repeated layers differ and stop outline.py from
