@@ -1,7 +1,8 @@
 """Benchmark: onnxc against onnxruntime on real models, 1 and 2 threads, side by side in one run.
 
 What: for each model, onnxc's compile time and median latency and onnxruntime's median latency
-(``intra_op_num_threads`` = 1 and 2, ``inter_op_num_threads`` = 1, sequential execution), their
+(``intra_op_num_threads`` = 1 and 2, ``inter_op_num_threads`` = 1, sequential execution; each
+runtime measured ``--rounds`` times, alternating with the other, its best median kept), their
 ratio, the peak resident memory of each runtime's process, and a check of every onnxc output
 against onnxruntime's (``|onnxc - ort| <= 1e-4 * (|ort| + max|ort|)``, i.e. 1e-4 relative to the
 element or to the output's scale): a mismatching or failing model is marked and left out of the
@@ -242,25 +243,36 @@ def bench_one(name: str, args: argparse.Namespace, threads: Sequence[int], threa
         del built
     feeds_file = work / "feeds.npz"
     np.savez(feeds_file, **feeds)
-    for t in threads:
-        r = _run_child("ort", t, model_file, feeds_file, work, args, threads_supported)
-        if "error" in r:
-            row.errors.append(r["error"])
-            continue
-        row.ort_ms[t] = r["ms"]
-        row.ort_rss_mb = max(row.ort_rss_mb or 0.0, r["rss_mb"])
-    for t in threads if threads_supported else threads[:1]:
-        r = _run_child("onnxc", t, model_file, feeds_file, work, args, threads_supported)
-        if "error" in r:
-            row.errors.append(r["error"])
+    # Rounds: onnxruntime and onnxc alternate (per thread count, `--rounds` times) and each keeps
+    # its best median. On a shared machine whose speed drifts over minutes, one child per runtime
+    # measured a minute apart put the drift into the ratio (the same model's ratio moved 10-30%
+    # between runs); alternating gives both runtimes the same chances at the quiet windows.
+    onnxc_threads = threads if threads_supported else threads[:1]
+    failed = False
+    for _ in range(max(1, args.rounds)):
+        for t in threads:
+            r = _run_child("ort", t, model_file, feeds_file, work, args, threads_supported)
+            if "error" in r:
+                row.errors.append(r["error"])
+            else:
+                row.ort_ms[t] = min(row.ort_ms.get(t, r["ms"]), r["ms"])
+                row.ort_rss_mb = max(row.ort_rss_mb or 0.0, r["rss_mb"])
+            if t not in onnxc_threads or failed:
+                continue
+            r = _run_child("onnxc", t, model_file, feeds_file, work, args, threads_supported)
+            if "error" in r:
+                row.errors.append(r["error"])
+                failed = True
+                continue
+            row.onnxc_ms[t] = min(row.onnxc_ms.get(t, r["ms"]), r["ms"])
+            row.compile_s = r["compile_s"] if row.compile_s is None else min(row.compile_s, r["compile_s"])
+            row.onnxc_rss_mb = max(row.onnxc_rss_mb or 0.0, r["rss_mb"])
+            ref = work / f"ort{threads[0]}.npz"
+            if ref.exists():
+                check = _compare(work / f"onnxc{t}.npz", ref)
+                row.check = check if row.check in ("-", "ok") else row.check
+        if row.errors:
             break
-        row.onnxc_ms[t] = r["ms"]
-        row.compile_s = r["compile_s"] if row.compile_s is None else min(row.compile_s, r["compile_s"])
-        row.onnxc_rss_mb = max(row.onnxc_rss_mb or 0.0, r["rss_mb"])
-        ref = work / f"ort{threads[0]}.npz"
-        if ref.exists():
-            check = _compare(work / f"onnxc{t}.npz", ref)
-            row.check = check if row.check in ("-", "ok") else row.check
     return row
 
 
@@ -352,7 +364,8 @@ def write_doc(lines: Sequence[str], args: argparse.Namespace, threads_supported:
         f"- onnxc commit {commit or 'unknown (not run from a git checkout)'}, onnxruntime {onnxruntime.__version__}, Python {platform.python_version()}, {datetime.date.today().isoformat()}",
         f"- command: `python bench/models.py {shlex.join(sys.argv[1:])}`",
         *[f"- {h}" for h in header],
-        "- latencies are medians after warm-up; `x Nt` = onnxc / onnxruntime latency at N threads (below 1: onnxc faster);",
+        f"- latencies are medians after warm-up, the best of {max(1, args.rounds)} round(s) in which the two runtimes alternate;"
+        " `x Nt` = onnxc / onnxruntime latency at N threads (below 1: onnxc faster);",
         f"  `check`: every onnxc output against onnxruntime, relative error <= {RTOL:g} (a mismatch is left out of the geomeans);",
         "  MB: peak resident memory of the process (onnxc: import, compile and run; onnxruntime: session and run).",
         "",
@@ -373,6 +386,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=2, help="untimed runs first (default 2)")
     ap.add_argument("--repeat", type=int, default=20, help="timed runs at most (default 20)")
     ap.add_argument("--budget", type=float, default=5.0, help="seconds of timed runs per measurement, at least 3 runs (default 5)")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="times each runtime is measured, alternating with the other; each keeps its best median (default 2)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per child process (compile and runs; default 600)")
     ap.add_argument("--write-doc", action="store_true", help=f"regenerate {DOC.relative_to(ROOT)}")
     ap.add_argument("--note", action="append", default=[], help="a line for the doc's header (e.g. how quiet the machine was); repeat")
