@@ -316,10 +316,17 @@ def _script(chain: RowChain, threads: int) -> str:
     for k, p in enumerate(producers):
         lines.append(f"  %fu{k}, %nl{k} = transform.structured.fuse_into_containing_op {p} into %l#0"
                      " : (!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)")
-    body = "\n".join(lines)
+    # A step that cannot be done (a producer the tiling cannot fuse) ends the sequence there and
+    # is suppressed: every step before it left valid IR (a producer not fused stays a pass of its
+    # own), and the clean-up below still runs.
+    body = "\n".join("  " + line for line in lines)
     return f"""module attributes {{transform.with_named_sequence}} {{
 transform.named_sequence @__transform_main(%fn: !transform.any_op {{transform.readonly}}) {{
-{body}
+  transform.sequence %fn : !transform.any_op failures(suppress) {{
+  ^bb0(%fn_: !transform.any_op):
+{body.replace("%fn ", "%fn_ ")}
+    transform.yield
+  }}
   transform.apply_patterns to %fn {{
     transform.apply_patterns.canonicalization
   }} : !transform.any_op

@@ -148,3 +148,28 @@ def test_float_sums_are_reassociated() -> None:
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     (got,) = onnxc.compile(model, cache_dir=False, threads=1)(x=x)
     np.testing.assert_allclose(got, x.astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-4)
+
+
+def test_a_fusion_that_fails_leaves_the_chain_correct(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step of the script that cannot be done is suppressed, not an error: the chain's ops come
+    back unfused (one loop nest each) and the values are unchanged. Simulated by a split of the
+    chain's handle into more handles than it has ops (a silenceable failure before any fusion)."""
+    script = row_fusion._script
+
+    def failing(chain, threads):
+        text = script(chain, threads)
+        n = len(chain.ops) + 1
+        return text.replace(f"%c:{n} = transform.split_handle", f"%c:{n + 3} = transform.split_handle").replace(
+            "(!transform.any_op) -> (" + ", ".join(["!transform.any_op"] * n) + ")",
+            "(!transform.any_op) -> (" + ", ".join(["!transform.any_op"] * (n + 3)) + ")",
+        )
+
+    monkeypatch.setattr(row_fusion, "_script", failing)
+    model = _softmax([2, 3, 37])
+    with ir.Context():
+        module = lower(model, "vector", options=CpuPipelineOptions(threads=1))
+        assert len([op for op in _top_level(module) if op.name == "scf.for"]) > 1
+    x = np.random.default_rng(0).standard_normal([2, 3, 37]).astype(np.float32)
+    (got,) = onnxc.compile(model, cache_dir=False, threads=1)(x=x)
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
