@@ -28,7 +28,7 @@ the inserted dims dropped from its indexing map (`_fold_unit_expansion`): the sa
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from mlir import ir
 
@@ -69,7 +69,10 @@ def _maps(op: ir.Operation) -> list[ir.AffineMap]:
 
 
 def _iterators(op: ir.Operation) -> list[str]:
-    return [str(a).split("<")[-1].rstrip(">") for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+    """A generic's iterator types, "parallel" or "reduction" (the tile planner's reading)."""
+    from .pipeline import _iterators as iterators
+
+    return iterators(op, [], 0)
 
 
 def _num_inputs(op: ir.Operation) -> int:
@@ -271,8 +274,7 @@ def find_row_chains(module: ir.Module) -> list[RowChain]:
         if not ops:
             continue
         # One block (moved as a whole into a function of its own, `_fuse_isolated`).
-        block = {op.operation for op in root.block.operations}
-        if any(op not in block for op in ops):
+        if any(op.block != root.block for op in ops):
             continue
         taken.add(root)
         taken.update(ops)
@@ -411,10 +413,28 @@ def _fuse_isolated(module: ir.Module, ops: list[ir.Operation], shape: tuple[int,
     fn.operation.erase()
 
 
-def _position_in(root: ir.Operation) -> Callable[[ir.Operation], int]:
-    """A sort key: an op's position in ``root``'s block (the chain's ops all share it)."""
-    index = {op.operation: i for i, op in enumerate(root.block.operations)}
-    return lambda op: index[op]
+def _prepare(chain: RowChain, order: dict[ir.Operation, int]) -> list[ir.Operation] | None:
+    """The chain's ops in program order (root last), tagged for the script, with the unit-dim
+    expansions between them folded into their readers; None when a value of the chain turns out
+    to be read elsewhere (the chain is left alone)."""
+    group = sorted([chain.root, *chain.ops], key=order.__getitem__)
+    for op in group:
+        if op.name == "linalg.generic":
+            for k in range(_num_inputs(op)):
+                _fold_unit_expansion(op, k)
+    # The expansions the chain no longer reads go (they would keep a use of a moved op).
+    for op in group[:-1]:
+        for use in list(op.results[0].uses):
+            user = use.owner.operation
+            if user.name == "tensor.expand_shape" and not list(user.results[0].uses):
+                user.erase()
+    inside = set(group)
+    if any(use.owner.operation not in inside for op in group[:-1] for use in op.results[0].uses):
+        return None
+    for op in group:
+        op.attributes[_CHAIN_TAG] = ir.UnitAttr.get()
+    chain.root.attributes[_ROOT_TAG] = ir.UnitAttr.get()
+    return group
 
 
 def fuse_row_chains(module: ir.Module, threads: int = 1) -> int:
@@ -424,29 +444,15 @@ def fuse_row_chains(module: ir.Module, threads: int = 1) -> int:
         return 0
     with module.context, ir.Location.unknown():
         chains = find_row_chains(module)
-        members: list[list[ir.Operation]] = []
-        shapes = []
-        for i, chain in enumerate(chains):
-            group = sorted([chain.root, *chain.ops], key=_position_in(chain.root))
-            for op in group:
-                if op.name == "linalg.generic":
-                    for k in range(_num_inputs(op)):
-                        _fold_unit_expansion(op, k)
-            # The expansions the chain no longer reads go (they would keep a use of a moved op).
-            for op in group[:-1]:
-                for use in list(op.results[0].uses):
-                    user = use.owner.operation
-                    if user.name == "tensor.expand_shape" and not list(user.results[0].uses):
-                        user.erase()
-            inside = set(group)
-            if any(use.owner.operation not in inside for op in group[:-1] for use in op.results[0].uses):
-                continue  # a value of the chain is read elsewhere after all: leave it alone
-            for op in group:
-                op.attributes[_CHAIN_TAG] = ir.UnitAttr.get()
-            chain.root.attributes[_ROOT_TAG] = ir.UnitAttr.get()
-            members.append(group)
-            shapes.append(chain.shape)
-        del chains
+        # Program order (a pre-order walk; a chain's ops share one block), numbered once: from
+        # Python, iterating a block's ops per chain costs time quadratic in the block's length.
+        order = {op: i for i, op in enumerate(collect_ops(module.operation, lambda o: o.name.startswith("linalg.")))} if chains else {}
+        prepared = [(_prepare(chain, order), chain.shape) for chain in chains]
+        # No reference to an op the scripts erase may outlive them (`_fuse_isolated`): only
+        # `members` holds the chains' ops, and each list is emptied as its chain is fused.
+        members = [group for group, _ in prepared if group is not None]
+        shapes = [shape for group, shape in prepared if group is not None]
+        del chains, order, prepared
         scripts: dict[str, ir.Module] = {}
         for i in range(len(members)):
             ops, members[i] = members[i], []

@@ -18,6 +18,7 @@ import onnxc
 from onnxc.compiler import lower
 from onnxc.targets.cpu import row_fusion
 from onnxc.targets.cpu.pipeline import CpuPipelineOptions
+from onnxc.transforms.onnx_utils import collect_ops
 
 
 def _model(nodes: list, inputs: list, outputs: list, inits: list | None = None, opset: int = 18):
@@ -69,15 +70,7 @@ def _top_level(module: ir.Module) -> list[ir.Operation]:
 
 
 def _count_nested(op: ir.Operation, name: str) -> int:
-    found = 0
-
-    def visit(inner: ir.Operation) -> ir.WalkResult:
-        nonlocal found
-        found += inner.name == name
-        return ir.WalkResult.ADVANCE
-
-    op.walk(visit)
-    return found
+    return len(collect_ops(op, lambda inner: inner.name == name))
 
 
 @pytest.mark.parametrize("build", [_softmax, _layer_norm, _rms_norm], ids=["softmax", "layernorm", "rmsnorm"])
@@ -141,8 +134,7 @@ def test_float_sums_are_reassociated() -> None:
                    [helper.make_tensor_value_info("x", TP.FLOAT, shape)], [helper.make_tensor_value_info("y", TP.FLOAT, [4])], [axes])
     with ir.Context():
         module = lower(model, "vector", options=CpuPipelineOptions(threads=1))
-        reductions: list[ir.Operation] = []
-        module.operation.walk(lambda op: (reductions.append(op) if op.name == "vector.reduction" else None) or ir.WalkResult.ADVANCE)
+        reductions = collect_ops(module.operation, lambda op: op.name == "vector.reduction")
         assert reductions
         assert all("reassoc" in str(op.attributes["fastmath"]) for op in reductions)
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)

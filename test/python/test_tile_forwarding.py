@@ -17,6 +17,7 @@ import onnxc
 from onnxc.compiler import lower
 from onnxc.targets.cpu.pipeline import CpuPipelineOptions
 from onnxc.targets.cpu.tile_forwarding import forward_tile_writes
+from onnxc.transforms.onnx_utils import collect_ops
 
 _SOURCE = """
 func.func @fused(%in: memref<16xf32>, %bias: vector<1x1x4x8xf32>) -> memref<2x4x8xf32> {
@@ -57,15 +58,7 @@ func.func @aliased(%buf: memref<4x8xf32>, %other: memref<4x8xf32>, %v: vector<4x
 
 
 def _count(fn: ir.OpView, name: str) -> int:
-    found = 0
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        nonlocal found
-        found += op.name == name
-        return ir.WalkResult.ADVANCE
-
-    fn.operation.walk(visit)
-    return found
+    return len(collect_ops(fn.operation, lambda op: op.name == name))
 
 
 def test_one_store_per_tile_and_nothing_across_a_possible_alias() -> None:
