@@ -96,7 +96,7 @@ def _run(cmd: Sequence[str], env: dict[str, str] | None = None, dry: bool = Fals
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m onnxc.tools.check_deps", description=__doc__.splitlines()[0])
     ap.add_argument("--venv", type=Path, help="where to make the scratch virtual environment (default: a temporary folder)")
-    ap.add_argument("--extras", default="test,gpu", help="the extras to install, comma separated (default: test,gpu, as README's test command)")
+    ap.add_argument("--extras", default="test,gpu,peers", help="the extras to install, comma separated (default: test,gpu,peers, as README's test command)")
     ap.add_argument("--pytest-args", help="run pytest with these arguments instead of the full README test command")
     ap.add_argument("--dry-run", action="store_true", help="print the steps without running them")
     ap.add_argument("--write-constraints", action="store_true", help="after a green run, rewrite constraints.txt with the tested versions")

@@ -491,12 +491,12 @@ def _plan_transpose(op: ir.Operation, options: Any) -> "TilePlan | None":
 def _forall_transpose(out: ir.RankedTensorType, tiles: list[int], options: Any) -> tuple[int, ...] | None:
     """Thread counts of a large static layout transpose's outer ``scf.forall``: its outermost
     dims that split evenly into whole tiles (`pipeline.forall_split`). None for one thread, a
-    dynamic shape, or fewer than ``pipeline.MIN_THREADED_ELEMENTS`` elements.
+    dynamic shape, or fewer than `pipeline.min_threaded_elements` elements.
 
     Why: a transpose is pure data movement, but left to one thread it is the part of a small
     CNN that does not scale: ShuffleNet's channel shuffles (a transpose per unit) and the
     boundary NCHW <-> NHWC transposes ran on the calling thread while the other waited."""
-    from onnxc.targets.cpu.pipeline import MIN_THREADED_ELEMENTS, forall_split
+    from onnxc.targets.cpu.pipeline import forall_split, min_threaded_elements
 
     threads = int(getattr(options, "threads", 1) or 1)
     if threads <= 1 or not out.has_static_shape:
@@ -505,6 +505,6 @@ def _forall_transpose(out: ir.RankedTensorType, tiles: list[int], options: Any) 
     total = 1
     for extent in shape:
         total *= extent
-    if total < MIN_THREADED_ELEMENTS:
+    if total < min_threaded_elements(options):
         return None
     return forall_split(shape, range(len(shape)), threads, tiles)

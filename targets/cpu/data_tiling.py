@@ -535,27 +535,31 @@ def _columns_outer(lhs: list[int | None], batch: int, cache: tuple[int, int, int
 
 
 def _forall_copy(ranges: list[int | None], candidates: range, tiles: tuple[int, ...], shape: list[int | None],
-                 threads: int) -> tuple[int, ...] | None:
+                 threads: int, min_elements: int) -> tuple[int, ...] | None:
     """Thread counts splitting a large static pack or unpack over ``threads`` (one of its loops
     ``candidates``, in whole tiles: `pipeline.forall_split`); None for one thread, a dynamic
-    shape or fewer than ``pipeline.MIN_THREADED_ELEMENTS`` elements (``shape``).
+    shape or fewer than ``min_elements`` elements (``shape``; `pipeline.min_threaded_elements`).
 
     Why: packing a run-time operand (a grouped 1x1 convolution's input, an activation before a
     product) and unpacking a product nothing fuses with are copies of the whole tensor; on one
     thread they were part of what kept ShuffleNet from scaling to two."""
-    from .pipeline import MIN_THREADED_ELEMENTS, forall_split
+    from .pipeline import forall_split
 
-    if threads <= 1 or None in shape or int(np.prod(shape)) < MIN_THREADED_ELEMENTS:
+    if threads <= 1 or None in shape or int(np.prod(shape)) < min_elements:
         return None
     return forall_split(ranges, candidates, threads, tiles)
 
 
-def plan_packed(op: ir.Operation, cpu: CpuFeatures, threads: int = 1) -> PackedPlan | None:
+def plan_packed(op: ir.Operation, cpu: CpuFeatures, threads: int = 1, min_elements: int | None = None) -> PackedPlan | None:
     """(register tile sizes, vector sizes, cache tile sizes or None, named contraction, forall
     thread counts or None, register-tile loop order or None) of one op made by
     ``pack_contractions``; None for an op of another shape (left to the caller). With
     ``threads > 1`` a mmt4d's outermost parallel loop with enough tiles (N1 where B is wider
-    than A is tall, else M1, else N1) is split over the threads; `_columns_outer` gives the loop order."""
+    than A is tall, else M1, else N1) is split over the threads, and so is a pack or unpack of at
+    least ``min_elements`` elements (`pipeline.min_threaded_elements`; None: OpenMP's
+    `pipeline.MIN_THREADED_ELEMENTS`); `_columns_outer` gives the loop order."""
+    if min_elements is None:
+        from .pipeline import MIN_THREADED_ELEMENTS as min_elements
     if op.name in ("linalg.mmt4d", "linalg.batch_mmt4d"):
         lhs, rhs = _static(op.operands[0].type), _static(op.operands[1].type)
         batch = 1 if op.name == "linalg.batch_mmt4d" else 0
@@ -597,7 +601,7 @@ def plan_packed(op: ir.Operation, cpu: CpuFeatures, threads: int = 1) -> PackedP
         last = dest[rank - 1]
         kt = kt if last is None else max(1, min(kt, last))
         tiles = (1,) * (rank - 1) + (kt,)
-        forall = _forall_copy(dest[:rank], range(rank - 1), tiles, dest, threads)
+        forall = _forall_copy(dest[:rank], range(rank - 1), tiles, dest, threads, min_elements)
         return tiles, tiles + tuple(inner), None, False, forall, None  # vector sizes: one per dest dim
     if op.name == "linalg.unpack":
         src = _static(op.operands[0].type)
@@ -610,6 +614,6 @@ def plan_packed(op: ir.Operation, cpu: CpuFeatures, threads: int = 1) -> PackedP
         # unpack's need not be the last two).
         tile_of = dict(zip(ir.DenseI64ArrayAttr(op.attributes["inner_dims_pos"]), inner))
         tiles = tuple(tile_of.get(d, 1) for d in range(rank))
-        forall = _forall_copy(dest, range(rank), tiles, dest, threads)
+        forall = _forall_copy(dest, range(rank), tiles, dest, threads, min_elements)
         return tiles, (1,) * rank + tuple(inner), None, False, forall, None  # vector sizes: one per source dim
     return None

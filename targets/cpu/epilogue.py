@@ -218,8 +218,6 @@ def _plan_unpack_epilogue(
     iterate over the unpack's shape by `align_unpack_epilogues`): the consumer is tiled on the
     unpack's own tiles (one packed m0 x n0 tile per step), so the tile of the product goes from
     the packed accumulator through the epilogue to the output in one pass."""
-    from onnxc.targets.cpu.pipeline import MIN_THREADED_ELEMENTS
-
     own = plan_of(op)
     found = _elementwise_consumer(op.results[0])
     if own is None or own.vector_sizes is None or found is None:
@@ -247,18 +245,15 @@ def _plan_unpack_epilogue(
         absorbed.add(mm)
         if product_init:
             absorbed.add(init)
-    # Threads: as the consumer's own plan has them for a large output; a fused product split over
-    # threads by its own plan keeps its split whatever the output's size (a classifier's GEMV:
-    # 1 x 1000 outputs, 8 MB of weights).
+    # Threads: as the consumer's own plan has them for a large output (its plan already applied
+    # `pipeline.min_threaded_elements`); a fused product split over threads by its own plan keeps
+    # its split whatever the output's size (a classifier's GEMV: 1 x 1000 outputs, 8 MB of
+    # weights).
     threads = _threads_of(plan_of, consumer)
-    elements = 1
-    for d in shape:
-        elements *= d
-    split_product = product is not None and bool(product.forall_threads)
-    if split_product:
-        threads = max(threads, max(product.forall_threads))  # type: ignore[union-attr, arg-type]
+    if product is not None and product.forall_threads:
+        threads = max(threads, max(product.forall_threads))
     forall = None
-    if threads > 1 and (elements >= MIN_THREADED_ELEMENTS or split_product):
+    if threads > 1:
         forall = _unpack_forall(shape, tiles, threads)
     fused[consumer] = EpiloguePlan(own, operand, 0, False, rank, unpack=True, unpack_forall=forall,
                                    product=product, product_init=product_init)

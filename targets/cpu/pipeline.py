@@ -57,7 +57,7 @@ from .strided_transfers import unroll_strided_transfers
 from .conv_filters import pack_conv_filters, pad_conv_channels, pointwise_as_matmul, subsample_strided_pointwise
 from .data_tiling import ACC_BUFFER_ATTR, PACKED_OPS, fills_to_constants, pack_contractions, plan_packed
 from .isa import CpuFeatures, host_cpu
-from .threads import ASYNC_PIPELINE, THREAD_RUNTIMES, forall_pipeline, openmp_library, runtime_libraries_for
+from .threads import ASYNC_PIPELINE, THREAD_RUNTIMES, forall_pipeline, openmp_library, resolve_thread_runtime, runtime_libraries_for
 from .tiles import matmul_tile
 
 __all__ = [
@@ -484,7 +484,7 @@ def plan_tiles(op: ir.Operation, options: CpuPipelineOptions | None = None) -> T
         return conv
     # The ops of data tiling (pack, mmt4d, unpack) have their own plans (data_tiling.py).
     if op.name in PACKED_OPS:
-        packed = plan_packed(op, opts.cpu, opts.threads)
+        packed = plan_packed(op, opts.cpu, opts.threads, min_threaded_elements(opts))
         if packed is None:
             return None
         tiles, vectors, cache, named, forall, order = packed
@@ -553,7 +553,7 @@ def plan_tiles(op: ir.Operation, options: CpuPipelineOptions | None = None) -> T
     if iters[inner] == "reduction" and ranges[inner] is not None:
         tiles[inner] = _inner_reduction_tile(int(ranges[inner]), lanes)
     del static  # the plan does not depend on it for now
-    return TilePlan(tuple(tiles), tuple(tiles), forall_threads=_forall_for_large(ranges, iters, opts.threads))
+    return TilePlan(tuple(tiles), tuple(tiles), forall_threads=_forall_for_large(ranges, iters, opts.threads, min_threaded_elements(opts)))
 
 
 #: Vectors a row reduction over the innermost loop reads per tile (see `_inner_reduction_tile`).
@@ -573,21 +573,40 @@ def _inner_reduction_tile(extent: int, lanes: int) -> int:
     return -(-want // lanes) * lanes
 
 
-#: Elements an elementwise/reduction op must have before its outer loop is split over threads:
-#: below this, waking a worker costs more than the loop (async task dispatch is microseconds).
-MIN_THREADED_ELEMENTS: int = 1 << 16
+#: Elements an elementwise, reduction or copy op (transpose, pack, unpack) must have before its
+#: outer loop is split over OpenMP threads (`min_threaded_elements`). Handing a region to
+#: libiomp5's spinning workers costs about half a microsecond (measured on the AVX-512 EPYC VM,
+#: 2 threads, `KMP_BLOCKTIME=20`: 0.43-0.6 us per empty `parallel` region), about what one
+#: thread needs to copy or map 8K floats, so from there on the split pays. A serial op also
+#: runs slower than alone, beside a worker spinning on the other core (a 0.35 ms ShuffleNet
+#: subgraph ran 0.47 ms on one thread next to a busy loop on the second core), so small CNNs
+#: gain from threading their mid-size copies: one process, 2 threads, 1<<16 -> 1<<13:
+#: ShuffleNet 4.44 -> 4.32 ms, SqueezeNet 5.76 -> 5.63, MobileNetV2 4.61 -> 4.57 (medians of
+#: 300 interleaved runs); the big models' ops are far above either threshold.
+MIN_THREADED_ELEMENTS: int = 1 << 13
+
+#: The same threshold for MLIR's async runtime, whose task dispatch wakes a sleeping worker
+#: through a futex (tens of microseconds in a VM, threads.py).
+ASYNC_MIN_THREADED_ELEMENTS: int = 1 << 16
 
 
-def _forall_for_large(ranges: list[int | None], iters: list[str], threads: int) -> tuple[int, ...] | None:
+def min_threaded_elements(options: "CpuPipelineOptions | None" = None) -> int:
+    """The elements an elementwise, reduction or copy op needs before its outer loop is split
+    over threads, for the thread runtime ``options`` resolve to (see ``MIN_THREADED_ELEMENTS``)."""
+    runtime = (options or CpuPipelineOptions()).thread_runtime
+    return MIN_THREADED_ELEMENTS if resolve_thread_runtime(runtime) == "openmp" else ASYNC_MIN_THREADED_ELEMENTS
+
+
+def _forall_for_large(ranges: list[int | None], iters: list[str], threads: int, min_elements: int) -> tuple[int, ...] | None:
     """Thread counts for a large elementwise/reduction op (static shape, at least
-    ``MIN_THREADED_ELEMENTS`` iterations): one of its outer parallel loops split over the threads
-    (see `forall_split`; the innermost loop holds the vector and stays whole)."""
+    ``min_elements`` iterations: `min_threaded_elements`): one of its outer parallel loops split
+    over the threads (see `forall_split`; the innermost loop holds the vector and stays whole)."""
     if threads <= 1 or len(ranges) < 2 or any(r is None for r in ranges):
         return None
     total = 1
     for r in ranges:
         total *= int(r)  # type: ignore[arg-type]
-    if total < MIN_THREADED_ELEMENTS:
+    if total < min_elements:
         return None
     candidates = [d for d in range(len(ranges) - 1) if iters[d] == "parallel"]
     return forall_split(ranges, candidates, threads)
@@ -993,7 +1012,8 @@ def tile_and_vectorize(module: ir.Module, options: CpuPipelineOptions | None = N
     from .row_fusion import fuse_row_chains
 
     # Softmax / normalization chains one row at a time (row_fusion.py), before the per-op plans.
-    fuse_row_chains(module, (options or CpuPipelineOptions()).threads)
+    opts = options or CpuPipelineOptions()
+    fuse_row_chains(module, opts.threads, min_threaded_elements(opts))
     split_long_reductions(module, options)
     align_unpack_epilogues(module)  # a data-tiled product's epilogue on the unpack's shape (epilogue.py)
     plan = plan_vectorization(module, options)

@@ -282,9 +282,10 @@ def find_row_chains(module: ir.Module) -> list[RowChain]:
     return chains
 
 
-def _script(chain: RowChain, threads: int) -> str:
-    """The transform script fusing ``chain`` (alone in the function it is applied to, `%fn`)."""
-    from .pipeline import MIN_THREADED_ELEMENTS, forall_split
+def _script(chain: RowChain, threads: int, min_elements: int) -> str:
+    """The transform script fusing ``chain`` (alone in the function it is applied to, `%fn`);
+    its rows are split over ``threads`` when it has at least ``min_elements`` elements."""
+    from .pipeline import forall_split
 
     rows = len(chain.shape) - 1
     sizes = ", ".join(["1"] * rows + ["0"])
@@ -303,7 +304,7 @@ def _script(chain: RowChain, threads: int) -> str:
     total = 1
     for d in chain.shape:
         total *= d
-    counts = forall_split(list(chain.shape), range(rows), threads) if threads > 1 and total >= MIN_THREADED_ELEMENTS else None
+    counts = forall_split(list(chain.shape), range(rows), threads) if threads > 1 and total >= min_elements else None
     if counts:
         lines.append(f"  %ft, %fl = transform.structured.tile_using_forall {target} num_threads"
                      f" [{', '.join(str(c) for c in counts)}] : (!transform.any_op) -> (!transform.any_op, !transform.any_op)")
@@ -363,7 +364,7 @@ def _external_values(ops: Sequence[ir.Operation]) -> list[ir.Value]:
 
 
 def _fuse_isolated(module: ir.Module, ops: list[ir.Operation], shape: tuple[int, ...], threads: int,
-                   scripts: dict[str, ir.Module]) -> None:
+                   min_elements: int, scripts: dict[str, ir.Module]) -> None:
     """Fuse one chain (``ops``: its producers and, last, its root, in program order; the list is
     emptied) in a function of its own: the ops move into a temporary private function (the
     values they read from outside become its arguments), the script runs there, and the
@@ -379,7 +380,7 @@ def _fuse_isolated(module: ir.Module, ops: list[ir.Operation], shape: tuple[int,
     from mlir.dialects import func, ub
     from mlir.dialects.transform import interpreter
 
-    text = _script(RowChain(ops[-1], ops[:-1], shape), threads)
+    text = _script(RowChain(ops[-1], ops[:-1], shape), threads, min_elements)
     external = _external_values(ops)
     result_type = ops[-1].results[0].type
     # The root's users keep a stand-in until the loop comes back.
@@ -437,11 +438,15 @@ def _prepare(chain: RowChain, order: dict[ir.Operation, int]) -> list[ir.Operati
     return group
 
 
-def fuse_row_chains(module: ir.Module, threads: int = 1) -> int:
-    """Tile each row chain's root by rows and fuse the chain into its loop; returns the number of
-    chains fused (see the module docstring)."""
+def fuse_row_chains(module: ir.Module, threads: int = 1, min_elements: int | None = None) -> int:
+    """Tile each row chain's root by rows and fuse the chain into its loop, split over ``threads``
+    when it has at least ``min_elements`` elements (`pipeline.min_threaded_elements`; None:
+    OpenMP's `pipeline.MIN_THREADED_ELEMENTS`); returns the number of chains fused (see the
+    module docstring)."""
     if not ROW_FUSION:
         return 0
+    if min_elements is None:
+        from .pipeline import MIN_THREADED_ELEMENTS as min_elements
     with module.context, ir.Location.unknown():
         chains = find_row_chains(module)
         # Program order (a pre-order walk; a chain's ops share one block), numbered once: from
@@ -457,7 +462,7 @@ def fuse_row_chains(module: ir.Module, threads: int = 1) -> int:
         for i in range(len(members)):
             ops, members[i] = members[i], []
             try:
-                _fuse_isolated(module, ops, shapes[i], threads, scripts)
+                _fuse_isolated(module, ops, shapes[i], threads, min_elements, scripts)
             except ir.MLIRError as e:
                 from .pipeline import CpuPipelineError
 

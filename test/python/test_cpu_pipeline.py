@@ -827,3 +827,32 @@ def test_large_transposes_packs_and_unpacks_are_threaded() -> None:
         assert plans[2].forall_threads == (2, 0)  # 32 row tiles of the packed operand
         assert plans[3].forall_threads == (2, 0)  # 256 rows in tiles of 8: 16 per thread
         assert all(plan_tiles(op, CpuPipelineOptions(threads=1, target_cpu="znver4")).forall_threads is None for op in ops)
+
+
+def test_thread_threshold_follows_the_thread_runtime() -> None:
+    """A mid-size copy (12,544 elements) is split over OpenMP's spinning workers, whose hand-off
+    costs about half a microsecond, but not over the async runtime's, whose tasks wake a sleeping
+    worker (`pipeline.min_threaded_elements`); a small one (6,272) over neither."""
+    from onnxc.targets.cpu.pipeline import ASYNC_MIN_THREADED_ELEMENTS, MIN_THREADED_ELEMENTS, min_threaded_elements, plan_tiles
+
+    assert 6272 < MIN_THREADED_ELEMENTS <= 12544 < ASYNC_MIN_THREADED_ELEMENTS
+    text = """
+    func.func @f(%x: tensor<1x16x28x28xf32>, %s: tensor<1x8x28x28xf32>) -> (tensor<1x28x28x16xf32>, tensor<1x28x28x8xf32>) {
+      %e = tensor.empty() : tensor<1x28x28x16xf32>
+      %t = linalg.transpose ins(%x : tensor<1x16x28x28xf32>) outs(%e : tensor<1x28x28x16xf32>) permutation = [0, 2, 3, 1]
+      %es = tensor.empty() : tensor<1x28x28x8xf32>
+      %ts = linalg.transpose ins(%s : tensor<1x8x28x28xf32>) outs(%es : tensor<1x28x28x8xf32>) permutation = [0, 2, 3, 1]
+      return %t, %ts : tensor<1x28x28x16xf32>, tensor<1x28x28x8xf32>
+    }
+    """
+    openmp = CpuPipelineOptions(threads=2, target_cpu="znver4", thread_runtime="openmp")
+    threads_async = CpuPipelineOptions(threads=2, target_cpu="znver4", thread_runtime="async")
+    assert min_threaded_elements(openmp) == MIN_THREADED_ELEMENTS
+    assert min_threaded_elements(threads_async) == ASYNC_MIN_THREADED_ELEMENTS
+    with ir.Context():
+        module = ir.Module.parse(text)
+        mid, small = [o for o in _ops(module) if o.name == "linalg.transpose"]
+        assert plan_tiles(mid, openmp).forall_threads == (0, 2, 0, 0)  # 28 rows, 14 per thread
+        assert plan_tiles(mid, threads_async).forall_threads is None
+        assert plan_tiles(small, openmp).forall_threads is None
+        assert plan_tiles(small, threads_async).forall_threads is None

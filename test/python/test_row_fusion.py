@@ -148,8 +148,8 @@ def test_a_fusion_that_fails_leaves_the_chain_correct(monkeypatch: pytest.Monkey
     chain's handle into more handles than it has ops (a silenceable failure before any fusion)."""
     script = row_fusion._script
 
-    def failing(chain, threads):
-        text = script(chain, threads)
+    def failing(chain, threads, min_elements):
+        text = script(chain, threads, min_elements)
         n = len(chain.ops) + 1
         return text.replace(f"%c:{n} = transform.split_handle", f"%c:{n + 3} = transform.split_handle").replace(
             "(!transform.any_op) -> (" + ", ".join(["!transform.any_op"] * n) + ")",
