@@ -42,7 +42,7 @@ from mlir.dialects import arith, linalg, tensor
 from onnxc.importers.tensors import BLOB_ALIGNMENT, aligned_empty
 
 from .isa import CpuFeatures, host_cpu
-from .tiles import MatmulTile, matmul_cache_tiles, matmul_tile, pack_tile
+from .tiles import A_SLICE_L2_SHARE, MatmulTile, matmul_cache_tiles, matmul_tile, pack_tile
 
 __all__ = ["fills_to_constants", "pack_contractions", "plan_packed", "numpy_pack", "PACKED_OPS", "ACC_BUFFER_ATTR"]
 
@@ -508,10 +508,6 @@ def _static(t: ir.Type) -> list[int | None]:
 
 
 PackedPlan = tuple[tuple[int, ...], tuple[int, ...], "tuple[int, ...] | None", bool, "tuple[int, ...] | None", "tuple[int, ...] | None"]
-
-
-#: Share of L2 the A panels of one k-slice may fill for `_columns_outer` to put the rows innermost.
-A_SLICE_L2_SHARE: int = 4
 
 
 def _columns_outer(lhs: list[int | None], batch: int, cache: tuple[int, int, int] | None, cpu: CpuFeatures) -> tuple[int, ...] | None:

@@ -83,6 +83,22 @@ def test_cache_tiles_follow_cache_sizes() -> None:
     assert matmul_cache_tiles(big_l2, MatmulTile(4, 16), 2048, wide, 2048)[1] == 4 * n1
 
 
+def test_products_whose_a_fits_l2_run_without_cache_tiles() -> None:
+    """Where all of A (padded rows by all of K) fits A_SLICE_L2_SHARE of L2, the columns-outer
+    order keeps it there and streams B once: no k-slices or B blocks, so the product can run
+    inside its unpack's tiles. GPT-2's LM head (64 x 50257 x 768) on AVX-512's 1 MiB L2 has
+    196 KiB of A and none; on AVX2's 512 KiB (5-row tiles: 65 x 768) it keeps them, and so
+    does a 128-row product with K = 3072 on either."""
+    from onnxc.targets.cpu.tiles import A_SLICE_L2_SHARE
+
+    zen4, zen3 = KNOWN_CPUS["znver4"], KNOWN_CPUS["znver3"]
+    assert 64 * 768 * 4 <= zen4.l2_bytes // A_SLICE_L2_SHARE and 65 * 768 * 4 > zen3.l2_bytes // A_SLICE_L2_SHARE
+    assert matmul_cache_tiles(zen4, MatmulTile(8, 32), 64, 50257, 768) is None
+    assert matmul_cache_tiles(zen3, MatmulTile(5, 16), 64, 50257, 768) is not None
+    assert matmul_cache_tiles(zen4, MatmulTile(8, 32), 128, 768, 3072) is not None
+    assert matmul_cache_tiles(zen3, MatmulTile(5, 16), 128, 768, 3072) is not None
+
+
 def test_options_select_the_cpu() -> None:
     assert CpuPipelineOptions().cpu == host_cpu()
     assert CpuPipelineOptions(target_cpu="znver3").cpu.vector_bits == 256
