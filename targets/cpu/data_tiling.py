@@ -512,7 +512,8 @@ PackedPlan = tuple[tuple[int, ...], tuple[int, ...], "tuple[int, ...] | None", b
 
 def _columns_outer(lhs: list[int | None], batch: int, cache: tuple[int, int, int] | None, cpu: CpuFeatures) -> tuple[int, ...] | None:
     """The register-tile loop order (n1, m1, k1) of a mmt4d whose packed A k-slice (all M rows
-    by the cache tile's kc, or all of K) fits in a quarter of L2; None (m1, n1, k1) else.
+    by the cache tile's kc, or all of K) fits in ``1 / A_SLICE_L2_SHARE`` of L2 (tiles.py); None
+    (m1, n1, k1) else.
 
     Why: in the order m1, n1 each step of the innermost loop loads a new B micro-panel (n0 x kc
     floats, 24 KB for 32 x 192) from L2 while the A micro-panel stays in L1: 128 bytes of B
@@ -522,7 +523,8 @@ def _columns_outer(lhs: list[int | None], batch: int, cache: tuple[int, int, int
     128x3072x768 150 -> 163, 64x8192x768 117 -> 128; 4-layer models, 1 thread: BERT 68.3 -> 64.5 ms,
     GPT-2 96.3 -> 86.7, Llama 62.3 -> 55.0, ViT 31.4 -> 30.5 (2 threads: 2-6% faster);
     ResNet-50 and MobileNetV2 the same. A 1024-row A slice (768 KB) no longer stays in L2
-    beside the B block and 1024^3 ran 5% slower in this order, hence the limit."""
+    beside the B block and 1024^3 ran 5% slower in this order, hence the limit (a quarter then, half
+    since products whose whole A fits it go without cache tiles)."""
     m1, m0, k = lhs[batch], lhs[batch + 2], lhs[batch + 1]
     kc = cache[2] if cache and cache[2] else k
     if m1 is None or m0 is None or kc is None or m1 < 2 or m1 * m0 * kc * 4 > cpu.l2_bytes // A_SLICE_L2_SHARE:

@@ -127,8 +127,13 @@ def _padded(tile: MatmulTile, m: int | None, n: int) -> int:
 
 #: Share of L2 the A panels (all rows of A by one k-slice, or by all of K) may fill for the
 #: register tiles to run columns outermost (`data_tiling._columns_outer`), and for a product whose
-#: whole A fits that share to go without cache tiles (`matmul_cache_tiles`).
-A_SLICE_L2_SHARE: int = 4
+#: whole A fits that share to go without cache tiles (`matmul_cache_tiles`); the two rules share
+#: it so a product that loses its k-slices keeps the columns-outer order. Half: one process,
+#: medians, 1 thread, a quarter -> half, AVX-512 Zen 4: BERT 239 -> 229 ms, ViT 112 -> 109,
+#: GPT-2 166 -> 162 (2 threads: BERT 288 -> 276, ViT 184 -> 170 on a loaded host); ResNet-50,
+#: MobileNetV2, DenseNet-121 the same; compiled for znver3 (AVX2, 512 KiB L2): GPT-2 181 -> 173,
+#: Llama, BERT, ViT the same.
+A_SLICE_L2_SHARE: int = 2
 
 
 def matmul_cache_tiles(cpu: CpuFeatures, tile: MatmulTile, m: int | None, n: int | None, k: int | None,
@@ -138,7 +143,8 @@ def matmul_cache_tiles(cpu: CpuFeatures, tile: MatmulTile, m: int | None, n: int
     k1: a k-slice of one A micro-panel and one B micro-panel fills at most 2/3 of L1 (they are
     streamed through the innermost loop together). n1: the B block of that k-slice used by all
     rows of A fits in half of L2. Shapes where neither limit bites get no cache tiles (None),
-    and so do products whose whole A (padded rows by all of K) fits ``A_SLICE_L2_SHARE`` of L2.
+    and so do products whose whole A (padded rows by all of K) fits ``1 / A_SLICE_L2_SHARE`` of
+    L2.
     """
     if m is not None and m <= tile.m0:
         # One block of rows: every element of B is used once, so there is no reuse for cache
