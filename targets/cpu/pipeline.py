@@ -1121,7 +1121,7 @@ def lower_to_vector(module: ir.Module, options: CpuPipelineOptions | None = None
         pack_contractions(module, opts.cpu, opts.max_sequential_reduction, opts.max_partial_elements)
         # Convolutions with constant filters: output channels padded to whole vectors, filters
         # too large for L2 packed per channel tile (conv_filters.py).
-        pad_conv_channels(module, opts.cpu)
+        pad_conv_channels(module, opts.cpu, opts.threads)
         pack_conv_filters(module, opts.cpu, opts.threads)
     if opts.fuse_elementwise:
         insulate_contractions(module)

@@ -709,6 +709,43 @@ def test_run_time_filter_is_not_packed() -> None:
     assert _packed_convs(model, "haswell", 1) == (0, [[3, 3, 96, 96]], 0)
 
 
+def test_output_channels_are_padded_to_split_evenly_over_threads() -> None:
+    """With 2 threads, SqueezeNet's classifier convolution (1000 channels, AVX-512) is padded to
+    1024 rather than 1008: 63 channel tiles of 16 split 32/31 and the plan split its 13 rows
+    7/6 instead, where 1024 channels split into halves and each thread reads half the filter
+    (2.4% more work). One thread keeps 1008; 20 channels on AVX2 keep 24 (32 would be a third
+    more work). Results match onnx.reference at 2 threads (compiled for AVX2, which every CI host
+    runs: 1004 channels padded to 1024, 64 tiles of 16, where 1008 would be 63)."""
+    from onnxc.targets.cpu import CpuPipelineOptions
+    from onnxc.targets.cpu.conv_filters import _padded_channels, pad_conv_channels
+
+    assert _padded_channels(1000, 16, 2, 16) == 1024
+    assert _padded_channels(1000, 16, 1, 16) == 1008
+    assert _padded_channels(20, 8, 2, 8) == 24
+    g = Graph()
+    m = g.model([1, 64, 13, 13], g.op("Relu", [g.conv("x", 64, 1000, 1)]))
+    for threads, padded in ((1, 1008), (2, 1024)):
+        module = lower(m, "linalg")
+        with module.context:
+            assert pad_conv_channels(module, KNOWN_CPUS["znver4"], threads) == 1
+        shapes = []
+        module.operation.walk(lambda op: (shapes.append(list(ir.RankedTensorType(op.results[0].type).shape))
+                                          if op.name == "linalg.conv_2d_nhwc_hwcf" else None) or ir.WalkResult.ADVANCE)
+        assert shapes == [[1, 13, 13, padded]]
+    g = Graph()
+    m = g.model([1, 64, 13, 13], g.op("Relu", [g.conv("x", 64, 1004, 1)]))
+    module = lower(m, "linalg")
+    with module.context:
+        assert pad_conv_channels(module, KNOWN_CPUS["haswell"], 2) == 1
+    shapes = []
+    module.operation.walk(lambda op: (shapes.append(list(ir.RankedTensorType(op.results[0].type).shape))
+                                      if op.name == "linalg.conv_2d_nhwc_hwcf" else None) or ir.WalkResult.ADVANCE)
+    assert shapes == [[1, 13, 13, 1024]]
+    x = _r(1, 64, 13, 13)
+    got = onnxc.compile(m, cpu_options=CpuPipelineOptions(target_cpu="haswell", threads=2), cache_dir=False)(x)[0]
+    np.testing.assert_allclose(got, ReferenceEvaluator(m).run(None, {"x": x})[0], rtol=RTOL, atol=ATOL)
+
+
 def test_output_channels_are_padded_to_whole_vectors() -> None:
     """A constant-filter convolution with 20 output channels (AVX2: 8 lanes) is computed on 24
     (zero filter columns) and sliced back: its channel tile was 4 (half vectors, a broadcast per
