@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -526,7 +527,7 @@ class Invoker:
                 if 0 in shape:
                     shape = None  # zero-size: the full path (nothing to gain)
                 else:  # what `_sizes_strides` gives for any C-contiguous array of this shape
-                    strides = [_prod(shape[d + 1 :]) if shape[d] > 1 else 1 for d in range(len(shape))]
+                    strides = [math.prod(shape[d + 1 :]) if shape[d] > 1 else 1 for d in range(len(shape))]
                     self._templates.append((words + 3, list(shape) + strides))
             self._inputs.append((words, dtype, shape, _exports_buffer(dtype)))
             words += 3 + 2 * spec.rank
@@ -543,8 +544,8 @@ class Invoker:
             static = None
             if all(d is not None for d in spec.shape):
                 rshape = tuple(int(d) for d in spec.shape)  # type: ignore[arg-type]
-                dense = [_prod(rshape[d + 1 :]) for d in range(len(rshape))]
-                static = (rshape, list(rshape) + dense, _prod(rshape) * dtype.itemsize)
+                dense = [math.prod(rshape[d + 1 :]) for d in range(len(rshape))]
+                static = (rshape, list(rshape) + dense, math.prod(rshape) * dtype.itemsize)
             self._results.append((words - self._res_start, spec.rank, dtype, string, typestr, _exports_buffer(dtype), static))
             words += 3 + 2 * spec.rank
         self._res_end = words
@@ -656,7 +657,7 @@ class Invoker:
                 else:
                     shape = tuple(words[k + 3 : end])
                     strides = words[end : end + rank]
-                    dense, nbytes = _c_contiguous(shape, strides), _prod(shape) * dtype.itemsize
+                    dense, nbytes = _c_contiguous(shape, strides), math.prod(shape) * dtype.itemsize
                 if not nbytes:
                     out = np.empty(shape, dtype=dtype)
                 elif not dense:
@@ -684,11 +685,3 @@ class Invoker:
                     self._free(p)
         del keep  # alive (referenced) during the call and while string outputs were read
         return outs
-
-
-def _prod(shape: Sequence[int]) -> int:
-    """The product of ``shape`` (1 for ())."""
-    n = 1
-    for d in shape:
-        n *= d
-    return n

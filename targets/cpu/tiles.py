@@ -161,13 +161,14 @@ def matmul_cache_tiles(cpu: CpuFeatures, tile: MatmulTile, m: int | None, n: int
         # and can be computed inside the tiles of its unpack and elementwise consumer
         # (`epilogue.FUSE_UNPACK_PRODUCT`, which needs a product without cache tiles): no zero
         # fill, packed C and unpack pass over the whole output. Measured in one process (bench
-        # models, 1 thread, medians, with -> without), AVX-512 Zen 4: GPT-2 183 -> 164 ms,
-        # Llama 65.8 -> 59.5, BERT (K <= 1024) 251 -> 244, ViT 114 -> 111; ResNet-50, MobileNetV2,
-        # Inception-v2 the same. Compiled for znver3 (AVX2, 512 KiB L2) the rule leaves GPT-2's
-        # and Llama's products as they were (188 -> 184, 67.0 -> 67.9 ms), where dropping the
-        # cache tiles of every product with K <= 1024 cost GPT-2 18%: its LM head's A then no
-        # longer fit a quarter of L2 and the rows went outermost, streaming 154 MB of B once per
-        # row tile.
+        # models, medians, with -> without, the share then a quarter), AVX-512 Zen 4, 1 thread:
+        # GPT-2 183 -> 166 ms, Llama 67.2 -> 59.0, BERT 249 -> 243, ViT 109 -> 110; 2 threads
+        # (loaded host): GPT-2 224 -> 199, Llama 85.9 -> 77.8, BERT the same; ResNet-50,
+        # MobileNetV2 and Inception-v2 did not change when every product with K <= 1024 went
+        # without. Compiled for znver3 (AVX2, 512 KiB L2): GPT-2 190 -> 185, Llama and BERT the
+        # same, where dropping the cache tiles of every product with K <= 1024 cost GPT-2 18%:
+        # its LM head's A then no longer fit the share and the rows went outermost, streaming
+        # 154 MB of B once per row tile.
         return None
     kc = (cpu.l1d_bytes * 2 // 3) // ((tile.m0 + tile.n0) * size)
     kc = max(64, kc - kc % 64)

@@ -709,6 +709,14 @@ def test_run_time_filter_is_not_packed() -> None:
     assert _packed_convs(model, "haswell", 1) == (0, [[3, 3, 96, 96]], 0)
 
 
+def _conv_shapes(module: ir.Module) -> list[list[int]]:
+    """The result shapes of the module's `linalg.conv_2d_nhwc_hwcf`s, in program order."""
+    from onnxc.transforms.onnx_utils import collect_ops
+
+    convs = collect_ops(module.operation, lambda op: op.name == "linalg.conv_2d_nhwc_hwcf")
+    return [list(ir.RankedTensorType(op.results[0].type).shape) for op in convs]
+
+
 def test_output_channels_are_padded_to_split_evenly_over_threads() -> None:
     """With 2 threads, SqueezeNet's classifier convolution (1000 channels, AVX-512) is padded to
     1024 rather than 1008: 63 channel tiles of 16 split 32/31 and the plan split its 13 rows
@@ -728,19 +736,13 @@ def test_output_channels_are_padded_to_split_evenly_over_threads() -> None:
         module = lower(m, "linalg")
         with module.context:
             assert pad_conv_channels(module, KNOWN_CPUS["znver4"], threads) == 1
-        shapes = []
-        module.operation.walk(lambda op: (shapes.append(list(ir.RankedTensorType(op.results[0].type).shape))
-                                          if op.name == "linalg.conv_2d_nhwc_hwcf" else None) or ir.WalkResult.ADVANCE)
-        assert shapes == [[1, 13, 13, padded]]
+        assert _conv_shapes(module) == [[1, 13, 13, padded]]
     g = Graph()
     m = g.model([1, 64, 13, 13], g.op("Relu", [g.conv("x", 64, 1004, 1)]))
     module = lower(m, "linalg")
     with module.context:
         assert pad_conv_channels(module, KNOWN_CPUS["haswell"], 2) == 1
-    shapes = []
-    module.operation.walk(lambda op: (shapes.append(list(ir.RankedTensorType(op.results[0].type).shape))
-                                      if op.name == "linalg.conv_2d_nhwc_hwcf" else None) or ir.WalkResult.ADVANCE)
-    assert shapes == [[1, 13, 13, 1024]]
+    assert _conv_shapes(module) == [[1, 13, 13, 1024]]
     x = _r(1, 64, 13, 13)
     got = onnxc.compile(m, cpu_options=CpuPipelineOptions(target_cpu="haswell", threads=2), cache_dir=False)(x)[0]
     np.testing.assert_allclose(got, ReferenceEvaluator(m).run(None, {"x": x})[0], rtol=RTOL, atol=ATOL)
@@ -762,10 +764,7 @@ def test_output_channels_are_padded_to_whole_vectors() -> None:
         module = lower(model(cout), "linalg")
         with module.context:
             assert pad_conv_channels(module, KNOWN_CPUS["haswell"]) == (1 if padded else 0)
-        shapes = []
-        module.operation.walk(lambda op: (shapes.append(list(ir.RankedTensorType(op.results[0].type).shape))
-                                          if op.name == "linalg.conv_2d_nhwc_hwcf" else None) or ir.WalkResult.ADVANCE)
-        assert shapes == [[1, 9, 9, padded or cout]]
+        assert _conv_shapes(module) == [[1, 9, 9, padded or cout]]
     m = model(20)
     x = _r(1, 16, 9, 9)
     got = onnxc.compile(m, cpu_options=CpuPipelineOptions(target_cpu="haswell", threads=1), cache_dir=False)(x)[0]
