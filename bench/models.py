@@ -145,6 +145,8 @@ def child_main(args: argparse.Namespace) -> int:
         kwargs: dict[str, Any] = {}
         if args.threads_supported:
             kwargs.update(onnxc_threads_kwargs(args.threads))
+        if args.target_cpu:
+            kwargs.update(onnxc_target_cpu_kwargs(args.target_cpu, kwargs))
         if "cache_dir" in inspect.signature(onnxc.compiler.compile).parameters:
             kwargs["cache_dir"] = False  # compile time is measured: never load from a cache
         t0 = time.perf_counter()
@@ -290,6 +292,18 @@ def onnxc_threads_kwargs(threads: int) -> dict[str, Any]:
     return {}
 
 
+def onnxc_target_cpu_kwargs(target_cpu: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` for ``onnxc.compile`` extended to generate code for ``target_cpu`` (the field
+    ``CpuPipelineOptions.target_cpu``, next to the threads already asked for). An onnxc without
+    the field is an error: a run that silently measured host code would be mislabelled."""
+    from onnxc.targets.cpu import CpuPipelineOptions
+
+    if "target_cpu" not in {f.name for f in dataclasses.fields(CpuPipelineOptions)}:
+        raise SystemExit("--target-cpu: this onnxc's CpuPipelineOptions has no target_cpu field")
+    options = kwargs.get("options") or CpuPipelineOptions()
+    return {"options": dataclasses.replace(options, target_cpu=target_cpu)}
+
+
 # --- parent side --------------------------------------------------------------------------------
 
 
@@ -353,6 +367,8 @@ def _run_child(kind: str, threads: int, model_file: Path, feeds: Path, work: Pat
         cmd.append("--threads-supported")
     if kind == "iree":
         cmd += [f"--iree-flag={f}" for f in args.iree_flag]
+    if kind == "onnxc" and args.target_cpu:
+        cmd += ["--target-cpu", args.target_cpu]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, start_new_session=True)
     except subprocess.TimeoutExpired:
@@ -548,9 +564,10 @@ def table_lines(rows: Sequence[Row], threads: Sequence[int], threads_supported: 
     return lines
 
 
-def _machine() -> tuple[str, str]:
-    """(CPU model and core count, ISA) of this machine."""
-    from onnxc.targets.cpu.isa import host_cpu
+def _machine(target_cpu: str | None = None) -> tuple[str, str]:
+    """(CPU model and core count, ISA) of this machine; the ISA is that of the code onnxc
+    generates: the host's, or ``target_cpu``'s when the bench asks for another CPU."""
+    from onnxc.targets.cpu.isa import CpuFeatures, host_cpu
 
     model = platform.processor() or platform.machine()
     try:
@@ -560,7 +577,10 @@ def _machine() -> tuple[str, str]:
                 break
     except OSError:
         pass
-    return f"{model}, {os.cpu_count()} logical CPU(s)", host_cpu().isa
+    host = f"{model}, {os.cpu_count()} logical CPU(s)"
+    if target_cpu:
+        return host + f", host ISA {host_cpu().isa}", f"{CpuFeatures.for_target(target_cpu).isa} (onnxc code for --target-cpu {target_cpu})"
+    return host, host_cpu().isa
 
 
 def _iree_header(args: argparse.Namespace) -> str:
@@ -573,7 +593,7 @@ def _iree_header(args: argparse.Namespace) -> str:
 def write_doc(lines: Sequence[str], args: argparse.Namespace, threads_supported: bool, header: Sequence[str]) -> None:
     import onnxruntime
 
-    machine, isa = _machine()
+    machine, isa = _machine(args.target_cpu)
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     except OSError:
@@ -623,6 +643,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help=f"also measure IREE's CPU backend (a third runtime, same rounds and thread counts; needs {PEERS_INSTALL})")
     ap.add_argument("--iree-flag", action="append", default=[], metavar="FLAG",
                     help="an extra iree-compile flag for --peers, written --iree-flag=--iree-opt-level=O3; repeat")
+    ap.add_argument("--target-cpu", metavar="CPU",
+                    help="generate onnxc's code for this CPU (an LLVM CPU name, e.g. znver3 for AVX2 code on an AVX-512 host);"
+                         " it must run on this machine. Default: the host")
     ap.add_argument("--child", choices=("ort", "onnxc", "iree"), help=argparse.SUPPRESS)
     ap.add_argument("--model-file", help=argparse.SUPPRESS)
     ap.add_argument("--feeds", help=argparse.SUPPRESS)
@@ -657,7 +680,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(missing, file=sys.stderr)
         return 1
     threads_supported = bool(onnxc_threads_kwargs(1))
-    machine, isa = _machine()
+    if args.target_cpu:
+        from onnxc.errors import OnnxcError
+        from onnxc.targets.cpu.isa import CpuFeatures, host_cpu
+
+        try:
+            wanted = CpuFeatures.for_target(args.target_cpu)
+        except OnnxcError as e:
+            print(f"--target-cpu: {e}", file=sys.stderr)
+            return 1
+        host = host_cpu()
+        if wanted.arch != host.arch or not wanted.features <= host.features:  # its code must run here to be timed
+            print(f"--target-cpu {args.target_cpu}: its code ({wanted.isa}) does not run on this machine ({host.isa})", file=sys.stderr)
+            return 1
+    machine, isa = _machine(args.target_cpu)
     header = [f"onnxc threads: {'as onnxruntime (threads=N)' if threads_supported else '1 thread (threads option not available)'}", *args.note]
     if args.layers is not None:
         header.append(f"transformers shrunk to {args.layers} layer(s) (--layers)")
