@@ -12,7 +12,10 @@ What it writes (all with a DO-NOT-EDIT header):
   expected failures by `test/python/test_backend.py`), `EXCLUDES` (cases that crash the process or
   run past the time limit; not run at all, each with its reason) and `RUN_INFO` (when, how long).
 - `docs/conformance.md`: passes per group and per op, the overall count and percentage, and every
-  failing case with the first line of its reason.
+  failing case with the first line of its reason; beside the CPU, a column per GPU target (Vulkan
+  run, CUDA PTX assembled, CUDA run) over the float node cases, counted from the expected-failure
+  lists of `test_gpu_backend_vulkan.py` and `test_gpu_backend_cuda.py` (`gpu_columns`), so that a
+  change to either list needs `--docs-only` as a change to this one does.
 - `docs/ops.md`: per op and version of the dialect's op table: imported (the dialect has the op),
   verified (node tests of that version get through import and verification), lowered (the
   lowering registry `onnxc.transforms.lowering.common.PATTERNS` has a pattern for it), tested
@@ -852,14 +855,91 @@ def _op_key(domain: str, op_type: str) -> str:
     return f"{domain}::{op_type}" if domain else op_type
 
 
-def render_conformance(cases: Sequence[Case], failing: Mapping[str, tuple[str, str]], run_info: Mapping[str, Any]) -> str:
-    """The text of docs/conformance.md."""
+#: CPU failure stages that the GPU targets share (the linalg module is their input).
+_BEFORE_LINALG = ("import", "onnx-passes", "lower")
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuColumn:
+    """One GPU target's share of the suite, as its test module defines it: the cases it runs (the
+    float node cases, `test_gpu_backend_vulkan.CASES`, named as the CPU cases are) and its strict
+    expected failures with their reasons (the test module's XFAILS list: a listed case that passes
+    fails that test, so the counts here cannot drift from what CI checks)."""
+
+    target: str  # column header
+    what: str  # what "pass" means for it, one sentence
+    test: str  # the test file and function
+    cases: frozenset[str]
+    xfails: Mapping[str, str]
+
+    def failing(self, cpu_failing: Mapping[str, tuple[str, str]]) -> dict[str, str]:
+        """Case -> reason of the cases of the column that do not pass: its expected failures, and
+        the cases that stop on the CPU before linalg (import, ONNX passes, lowering: the
+        target-independent stages, which the GPU tests skip saying so)."""
+        out = {n: r for n, r in self.xfails.items() if n in self.cases}
+        for n in sorted(self.cases & set(cpu_failing)):
+            if _stage_of(cpu_failing[n][1]) in _BEFORE_LINALG:
+                out.setdefault(n, "does not lower to linalg, on the CPU either (skipped): " + cpu_failing[n][1])
+        return out
+
+
+def gpu_columns() -> list[GpuColumn]:
+    """The Vulkan and CUDA columns, read from `test/python/test_gpu_backend_{vulkan,cuda}.py`."""
+    test_dir = REPO / "test" / "python"
+    added = str(test_dir) not in sys.path
+    if added:  # the test modules import their neighbours (test_gpu_cuda's ptxas fixture)
+        sys.path.insert(0, str(test_dir))
+    try:
+        modules = {}
+        for name in ("test_gpu_backend_vulkan", "test_gpu_backend_cuda"):
+            if name not in sys.modules:  # registered before it runs: the CUDA module imports the Vulkan one
+                spec = importlib.util.spec_from_file_location(name, test_dir / f"{name}.py")
+                assert spec is not None and spec.loader is not None
+                sys.modules[name] = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(sys.modules[name])
+            modules[name] = sys.modules[name]
+    finally:
+        if added:
+            sys.path.remove(str(test_dir))
+    vulkan, cuda = modules["test_gpu_backend_vulkan"], modules["test_gpu_backend_cuda"]
+    names = frozenset(c.name + "_cpu" for c in vulkan.CASES)
+
+    def cpu_names(xfails: Mapping[str, str]) -> dict[str, str]:
+        return {n + "_cpu": r for n, r in xfails.items()}
+
+    return [
+        GpuColumn("Vulkan", "compiled with `onnxc.compile(model, target=\"vulkan\")`, run on lavapipe in CI and compared with the "
+                  "expected outputs at the case's tolerances", "test_gpu_backend_vulkan.py::test_node_case_on_vulkan",
+                  names, cpu_names(vulkan.XFAILS)),
+        GpuColumn("CUDA PTX", "lowered to PTX and every kernel module assembled by NVIDIA's ptxas for sm_80 and sm_90 without "
+                  "spills, in CI (no GPU needed)", "test_gpu_backend_cuda.py::test_node_case_assembles_for_cuda",
+                  names, cpu_names(cuda.XFAILS)),
+        GpuColumn("CUDA run", "compiled with `onnxc.compile(model, target=\"cuda\")` and run on an NVIDIA GPU, compared at the "
+                  "case's tolerances (skipped, saying so, on a machine without one: CI; last run on an H200)",
+                  "test_gpu_backend_cuda.py::test_node_case_runs_on_cuda", names, cpu_names(cuda.RUN_XFAILS)),
+    ]
+
+
+def _target_table(cases: Sequence[Case], failing: Mapping[str, tuple[str, str]], gpus: Sequence[GpuColumn]) -> list[str]:
+    rows = ["| target | cases | pass | fail | pass % | what a pass is |", "|---|---:|---:|---:|---:|---|"]
+    n = len(cases)
+    rows.append(f"| CPU | {n} | {n - len(failing)} | {len(failing)} | {_pct(n - len(failing), n)} | every case of the suite, "
+                "compiled with `onnxc.compile` and run (`test_backend.py`) |")
+    for g in gpus:
+        k, f = len(g.cases), len(g.failing(failing))
+        rows.append(f"| {g.target} | {k} | {k - f} | {f} | {_pct(k - f, k)} | float node cases, {g.what} (`{g.test}`) |")
+    return rows
+
+
+def render_conformance(cases: Sequence[Case], failing: Mapping[str, tuple[str, str]], run_info: Mapping[str, Any],
+                       gpus: Sequence[GpuColumn] = ()) -> str:
+    """The text of docs/conformance.md; `gpus`: the GPU targets' columns (`gpu_columns()`)."""
     total = len(cases)
     passed = total - len(failing)
     out = [
         "<!-- DO NOT EDIT: generated by `python -m onnxc.tools.gen_conformance` (see tools/gen_conformance.py). -->",
         "",
-        "# ONNX backend test suite: onnxc on the CPU",
+        "# ONNX backend test suite: onnxc on the CPU" + (", Vulkan and CUDA" if gpus else ""),
         "",
         f"**{passed} of {total} cases pass ({_pct(passed, total)}).** The suite is onnx's own "
         "(`onnx.backend.test.BackendTest`) over `onnxc.backend`: node tests built in memory (with their "
@@ -881,6 +961,18 @@ def render_conformance(cases: Sequence[Case], failing: Mapping[str, tuple[str, s
         if "only" in info:
             bits.append(f"last partial re-run: `--only {info['only']}`")
         out += ["Last run: " + ", ".join(bits) + ".", ""]
+    if gpus:
+        out += [
+            "## Per target",
+            "",
+            "The GPU targets run the float node cases (float32 or float64 data, bool beside them, int64 where it is index "
+            "data; no `_expanded` variants, which repeat the same kernels): "
+            f"{len(gpus[0].cases)} of the suite's {sum(1 for c in cases if c.group == 'node')} node cases. Their failures "
+            "are listed, with reasons, under \"Failing cases on the GPU targets\".",
+            "",
+            *_target_table(cases, failing, gpus),
+            "",
+        ]
     out += ["## Per group", ""] + _group_table(cases, failing) + [""]
     stages: dict[str, int] = defaultdict(int)
     for kind, reason in failing.values():
@@ -900,14 +992,27 @@ def render_conformance(cases: Sequence[Case], failing: Mapping[str, tuple[str, s
             row[i] += 1
             if c.name not in failing:
                 row[i + 1] += 1
+    # per op and GPU target: [cases, passes] of each column
+    gpu_failing = [g.failing(failing) for g in gpus]
+    per_op_gpu: dict[str, list[list[int]]] = {}
+    for c in cases:
+        if c.group != "node":
+            continue
+        for dom, op_type, _ in c.ops:
+            counts = per_op_gpu.setdefault(_op_key(dom, op_type), [[0, 0] for _ in gpus])
+            for g, gf, count in zip(gpus, gpu_failing, counts):
+                if c.name in g.cases:
+                    count[0] += 1
+                    count[1] += c.name not in gf
     out += [
         "## Per op (node tests)",
         "",
         "Node tests counted for the op at the top of their model; `_expanded` tests (the op's function body, run "
-        "through the ops it is made of) for the op they expand.",
+        "through the ops it is made of) for the op they expand."
+        + (" GPU columns: the op's float node cases on that target (`-`: none of its cases is a float case)." if gpus else ""),
         "",
-        "| op | node pass / cases | expanded pass / cases |",
-        "|---|---:|---:|",
+        "| op | node pass / cases | expanded pass / cases |" + "".join(f" {g.target} pass / cases |" for g in gpus),
+        "|---|---:|---:|" + "---:|" * len(gpus),
     ]
     property_ops = {_op_key(dom, op_type) for c in _by_property(cases, failing) for dom, op_type, _ in c.ops}
     for op in sorted(per_op, key=str.lower):
@@ -915,7 +1020,8 @@ def render_conformance(cases: Sequence[Case], failing: Mapping[str, tuple[str, s
         exp = f"{ep} / {en}" if en else "-"
         mark = "" if p == n and ep == en else " ✗"
         mark += " †" if op in property_ops else ""
-        out.append(f"| {op}{mark} | {p} / {n} | {exp} |")
+        gpu_cells = "".join(f" {cp} / {cn} |" if cn else " - |" for cn, cp in per_op_gpu.get(op, [[0, 0] for _ in gpus]))
+        out.append(f"| {op}{mark} | {p} / {n} | {exp} |{gpu_cells}")
     if property_ops:
         out += ["", "† some of the op's passing cases are checked by property (random), not by value: see below."]
     checked = sorted(_by_property(cases, failing), key=lambda c: c.name)
@@ -948,6 +1054,14 @@ def render_conformance(cases: Sequence[Case], failing: Mapping[str, tuple[str, s
             r = reason.replace("|", "\\|")
             out.append(f"| `{c.name}` | {'(not run) ' if kind == 'exclude' else ''}{r} |")
         out.append("")
+    if gpus:
+        out += ["## Failing cases on the GPU targets", "",
+                "Expected failures of each GPU test (strict, but for the random draws, which can match by chance), with "
+                "the reason written beside each in the test file.", ""]
+        for g, gf in zip(gpus, gpu_failing):
+            out += [f"### {g.target} ({len(gf)})", "", "| case | reason |", "|---|---|"]
+            out += [f"| `{n.removesuffix('_cpu')}` | {_one_line(r).replace('|', chr(92) + '|')} |" for n, r in sorted(gf.items())]
+            out.append("")
     return "\n".join(out)
 
 
@@ -1136,7 +1250,8 @@ def check(cases: Sequence[Case]) -> list[str]:
             if not entries[pattern].strip():
                 problems.append(f"{kind} pattern {pattern!r} has no reason")
     failing = failing_cases(cases, xfails, excludes)
-    for path, text in ((CONFORMANCE_PATH, render_conformance(cases, failing, run_info)), (OPS_PATH, render_ops(cases, failing))):
+    conformance = render_conformance(cases, failing, run_info, gpu_columns())
+    for path, text in ((CONFORMANCE_PATH, conformance), (OPS_PATH, render_ops(cases, failing))):
         rel = path.relative_to(REPO)
         if not path.exists():
             problems.append(f"{rel} is missing")
@@ -1209,7 +1324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         xfails, excludes, run_info = _load_expectations()
         print(f"ran {len(names)} cases in {wall:.0f} s", file=sys.stderr)
     failing = failing_cases(cases, xfails, excludes)
-    _write(CONFORMANCE_PATH, render_conformance(cases, failing, run_info))
+    _write(CONFORMANCE_PATH, render_conformance(cases, failing, run_info, gpu_columns()))
     _write(OPS_PATH, render_ops(cases, failing))
     total = len(cases)
     print(f"{total - len(failing)} of {total} cases pass ({_pct(total - len(failing), total)})")

@@ -33,6 +33,8 @@ from mlir import ir
 from onnxc.errors import OnnxcError
 from onnxc.targets.gpu.mapping import binary_objects, collect, lower_kernels_to_loops, run_pipeline
 
+from .f64_math import f64_math_to_arith
+
 __all__ = ["SUPPORTED_ELEMENT_TYPES", "VulkanOptions", "VulkanLoweringError", "lower_to_spirv", "serialize_spirv", "spirv_binaries"]
 
 
@@ -188,78 +190,6 @@ def _workgroup_memory_to_storage_class(module: ir.Module) -> int:
     return len(found)
 
 
-#: f64 math ops that `convert-math-to-spirv` leaves unconverted (its GLSL patterns take 16/32-bit
-#: floats only) and that are exact in integer arithmetic: rewritten by `_f64_math_to_arith`.
-_F64_EXACT_MATH = ("math.absf", "math.copysign", "math.trunc", "math.floor", "math.ceil", "math.round", "math.roundeven")
-
-
-def _f64_math_to_arith(module: ir.Module) -> int:
-    """Rewrite f64 `math.absf/copysign/trunc/floor/ceil/round/roundeven` in kernels as exact
-    arith code (sign-bit masks through `arith.bitcast`; for |x| < 2^52 an i64 round trip, above
-    it x is already an integer; NaN and infinities pass through), so that f64 kernels (Resize's
-    coordinate math, Det's pivots) lower to SPIR-V with the Float64 capability. f64
-    transcendental functions (cos, exp...) have no GLSL.std.450 instruction and stay refused by
-    the conversion, naming the node."""
-    from mlir.dialects import arith
-
-    f64, i64 = ir.F64Type.get(), ir.IntegerType.get_signless(64)
-    found = [
-        op for g in collect(module.operation, lambda op: op.name == "gpu.module")
-        for op in collect(g, lambda op: op.name in _F64_EXACT_MATH and op.results[0].type == f64)
-    ]
-    F = arith.CmpFPredicate
-    for op in found:
-        with ir.InsertionPoint(op), op.location:
-            def c(v: float) -> ir.Value:
-                return arith.ConstantOp(f64, v).result
-
-            def bits(v: ir.Value) -> ir.Value:
-                return arith.bitcast(i64, v)
-
-            magnitude = arith.ConstantOp(i64, 0x7FFFFFFFFFFFFFFF).result
-            sign = arith.ConstantOp(i64, -0x8000000000000000).result
-
-            def copysign(a: ir.Value, b: ir.Value) -> ir.Value:
-                return arith.bitcast(f64, arith.ori(arith.andi(bits(a), magnitude), arith.andi(bits(b), sign)))
-
-            def absf(a: ir.Value) -> ir.Value:
-                return arith.bitcast(f64, arith.andi(bits(a), magnitude))
-
-            x = op.operands[0]
-            small = arith.cmpf(F.OLT, absf(x), c(2.0**52))  # false for NaN and for integers already
-
-            def trunc(a: ir.Value) -> ir.Value:
-                t = copysign(arith.sitofp(f64, arith.fptosi(i64, a)), a)  # -0.4 -> -0.0, as C's trunc
-                return arith.select(small, t, a)
-
-            if op.name == "math.absf":
-                result = absf(x)
-            elif op.name == "math.copysign":
-                result = copysign(x, op.operands[1])
-            elif op.name == "math.trunc":
-                result = trunc(x)
-            elif op.name == "math.floor":
-                t = trunc(x)
-                result = arith.select(arith.cmpf(F.OGT, t, x), arith.subf(t, c(1.0)), t)
-            elif op.name == "math.ceil":
-                t = trunc(x)
-                result = arith.select(arith.cmpf(F.OLT, t, x), arith.addf(t, c(1.0)), t)
-            elif op.name == "math.round":  # half away from zero
-                t = trunc(x)
-                up = arith.cmpf(F.OGE, absf(arith.subf(x, t)), c(0.5))
-                result = copysign(arith.select(up, arith.addf(absf(t), c(1.0)), absf(t)), x)
-            else:  # math.roundeven: half to even
-                t = trunc(x)
-                f = arith.select(arith.cmpf(F.OGT, t, x), arith.subf(t, c(1.0)), t)  # floor
-                d = arith.subf(x, f)  # in [0, 1), exact
-                odd = arith.cmpi(arith.CmpIPredicate.ne, arith.andi(arith.fptosi(i64, f), arith.ConstantOp(i64, 1).result), arith.ConstantOp(i64, 0).result)
-                up = arith.ori(arith.cmpf(F.OGT, d, c(0.5)), arith.andi(arith.cmpf(F.OEQ, d, c(0.5)), odd))
-                result = copysign(arith.select(small, arith.select(up, arith.addf(f, c(1.0)), f), x), x)
-        op.results[0].replace_all_uses_with(result)
-        op.erase()
-    return len(found)
-
-
 def _private_index_buffers_to_i32(module: ir.Module) -> int:
     """Per-thread (`memref.alloca`) buffers of `index` in kernels become buffers of i32 with
     `arith.index_cast` at their loads and stores: the SPIR-V conversion turns index into i32
@@ -312,7 +242,7 @@ def lower_to_spirv(module: ir.Module, options: VulkanOptions | None = None, *, s
     with module.context, ir.Location.unknown():
         check_element_types(module)
         lower_kernels_to_loops(module, VulkanLoweringError)
-        _f64_math_to_arith(module)
+        f64_math_to_arith(module)
         _private_index_buffers_to_i32(module)
         _workgroup_memory_to_storage_class(module)
         _set_entry_point_abis(module)

@@ -18,13 +18,12 @@ test_backend.py) is skipped with that error as its reason.
 from __future__ import annotations
 
 import pytest
-from test_gpu_backend_vulkan import _COMPRESS, _RANDOM, _SCAN_HOST, CASES, run_case_on
+from test_gpu_backend_vulkan import _COMPRESS, _DFT_NOISE, _RANDOM, _SCAN_HOST, CASES, run_case_on
 from test_gpu_backend_vulkan import XFAILS as VULKAN_XFAILS
 from test_gpu_cuda import ptxas  # noqa: F401  (the fixture: ptxas from the gpu extra, a failure when missing)
 
 #: Strict expected failures of the CUDA compilation, with the reason: the Vulkan list's
-#: mapping-level refusals (the shared mapping; the Vulkan-only ones, f64 transcendentals and
-#: index buffers in SPIR-V, assemble for CUDA).
+#: mapping-level refusals (the shared mapping).
 XFAILS: dict[str, str] = {
     "test_scan_sum": _SCAN_HOST,
     **{name: _COMPRESS for name in ("test_compress_0", "test_compress_1", "test_compress_default_axis", "test_compress_negative_axis")},
@@ -70,12 +69,6 @@ def test_node_case_assembles_for_cuda(case, ptxas: str, request) -> None:
             params = launch_parameters([0] * len(step.args), step.layouts)
             assert len(params) == ptx_parameter_count(artifact.ptx[step.module], step.function), step
 
-
-#: The one float case whose expected values, not the GPU's, are off (seen on an H200).
-_DFT_NOISE = (
-    "the expected imaginary parts that are exactly 0 carry float32 rounding noise (1.9e-7, above "
-    "the case's atol 1e-7); the kernel computes the twiddle factors in f64 and gives 3e-15"
-)
 
 #: Strict expected failures when the cases run on an NVIDIA GPU, with the reason: the
 #: compilation's refusals above, the random draws (no compiled code reproduces numpy's), and

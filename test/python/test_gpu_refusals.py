@@ -107,7 +107,7 @@ def test_spirv_capabilities_are_read_from_the_binary() -> None:
 
 def test_f64_rounding_on_vulkan_is_exact() -> None:
     """f64 Floor/Ceil/Round/Abs run on Vulkan (Float64 capability; the math ops rewritten to
-    exact integer arithmetic by `_f64_math_to_arith`), at the edges: halves (Round is half to
+    exact integer arithmetic by `f64_math.f64_math_to_arith`), at the edges: halves (Round is half to
     even), -0.0, values beyond 2^52 (already integers), infinities and NaN, against numpy."""
     import onnxc
     from test_gpu_vulkan import _vulkan_or_skip
@@ -128,6 +128,46 @@ def test_f64_rounding_on_vulkan_is_exact() -> None:
     for want, g in zip([np.floor(x), np.ceil(x), np.round(x), np.abs(x)], got):
         np.testing.assert_array_equal(g, want)
         np.testing.assert_array_equal(np.signbit(g), np.signbit(want))  # -0.0 stays -0.0
+
+
+def test_f64_transcendentals_on_vulkan() -> None:
+    """f64 Exp, Log, Sin and Cos run on Vulkan (GLSL.std.450 has no 64-bit transcendentals; the
+    math ops become arith code, `f64_math.f64_math_to_arith`), against numpy: random values over
+    each function's range and the edges (overflow and subnormal results of exp, subnormal and
+    non-positive inputs of log, multiples of pi/2, signed zeros, infinities, NaN). Sin and Cos
+    beyond 2^20 pi/2, where the reduction would not be accurate, give NaN."""
+    import onnxc
+    from test_gpu_vulkan import _vulkan_or_skip
+
+    _vulkan_or_skip()
+    rng = np.random.default_rng(0)
+    ops = ["Exp", "Log", "Sin", "Cos"]
+    edges = [0.0, -0.0, 1.0, -1.0, 0.5, np.inf, -np.inf, np.nan, 709.78, 709.79, -708.3, -744.0, -745.2, -746.0,
+             1e-310, 5e-324, -1e-310, 2.2250738585072014e-308, 1.0000000001, 0.9999999999, 1e300, -1e300,
+             np.pi / 2, -np.pi / 2, np.pi, 3 * np.pi / 2, 1e5 * np.pi, 1.6e6, -1.6e6, 1e7, -1e20]
+    x = np.concatenate([
+        np.array(edges), rng.uniform(-745, 709, 200), rng.uniform(-50, 50, 200), np.exp(rng.uniform(-700, 700, 200)),
+        rng.uniform(-1.6e6, 1.6e6, 200),
+    ]).astype(np.float64)
+    n = x.size
+    model = _model(
+        [helper.make_node(op, ["x"], [f"y{i}"], name=f"{op.lower()}0") for i, op in enumerate(ops)],
+        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [n])],
+        [helper.make_tensor_value_info(f"y{i}", TensorProto.DOUBLE, [n]) for i in range(len(ops))],
+    )
+    got = onnxc.compile(model, target="vulkan")(x)
+    with np.errstate(all="ignore"):
+        want = [np.exp(x), np.log(x), np.sin(x), np.cos(x)]
+    trig_range = np.abs(x) <= 2.0**20 * np.pi / 2
+    for op, g, w in zip(ops, got, want):
+        if op in ("Sin", "Cos"):
+            assert np.isnan(g[~trig_range]).all(), (op, x[~trig_range], g[~trig_range])
+            g, w = g[trig_range], w[trig_range]
+            np.testing.assert_allclose(g, w, rtol=1e-15, atol=4e-16, err_msg=op)
+        else:
+            np.testing.assert_allclose(g, w, rtol=4e-16, atol=5e-323, err_msg=op)  # about 2 ulp (subnormals: units)
+            np.testing.assert_array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0]))
+    assert np.signbit(got[2][1]) and got[2][1] == 0.0  # sin(-0.0) = -0.0
 
 
 def test_gather_by_index_in_a_reduction_is_not_split() -> None:
