@@ -915,7 +915,8 @@ def gpu_columns() -> list[GpuColumn]:
                   "spills, in CI (no GPU needed)", "test_gpu_backend_cuda.py::test_node_case_assembles_for_cuda",
                   names, cpu_names(cuda.XFAILS)),
         GpuColumn("CUDA run", "compiled with `onnxc.compile(model, target=\"cuda\")` and run on an NVIDIA GPU, compared at the "
-                  "case's tolerances (skipped, saying so, on a machine without one: CI; last run on an H200)",
+                  "case's tolerances (skipped, saying so, on a machine without one: CI; last run on an H200, 2026-11-28, before "
+                  "Compress ran on the GPU targets: its 4 cases are counted from the list, not from a run)",
                   "test_gpu_backend_cuda.py::test_node_case_runs_on_cuda", names, cpu_names(cuda.RUN_XFAILS)),
     ]
 

@@ -564,13 +564,26 @@ def _constant_index(v: ir.Value) -> int | None:
     return None
 
 
-def _unroll_host_loops(module: ir.Module) -> int:
-    """Fully unroll each host-side `scf.for` (a recurrence: RNN/GRU/LSTM over the sequence,
-    Scan, Det's elimination steps) with constant bounds and at most `MAX_HOST_UNROLL`
-    iterations that contains kernels (mapped foralls), outermost first, so that every kernel
-    launch is at the top level of the host function in order (`_map_to_launches`). The loop's
-    buffers carried between iterations (bufferization with allow-return-allocs-from-loops)
-    become plain values. Upstream `transform.loop.unroll` with the trip count as factor."""
+def _contains_kernels(loop: ir.Operation) -> bool:
+    return bool(collect(loop, lambda o: o.name == "scf.forall"))
+
+
+def _slice_loop(loop: ir.Operation) -> bool:
+    """A host loop of scalar and slice code only (no linalg op, no kernel): Compress's copy of
+    the selected slices, whose conditions specialization made constants."""
+    return not collect(loop, lambda o: o.name == "scf.forall" or o.name.startswith("linalg."))
+
+
+def _unroll_host_loops(module: ir.Module, wanted: Callable[[ir.Operation], bool] = _contains_kernels) -> int:
+    """Fully unroll each host-side `scf.for` with constant bounds and at most `MAX_HOST_UNROLL`
+    iterations that `wanted` selects, outermost first. By default the loops that contain kernels
+    (mapped foralls; a recurrence: RNN/GRU/LSTM over the sequence, Scan, Det's elimination
+    steps), so that every kernel launch is at the top level of the host function in order
+    (`_map_to_launches`); the loop's buffers carried between iterations (bufferization with
+    allow-return-allocs-from-loops) become plain values. With `_slice_loop`, on tensors before
+    tiling: loops whose iterations only pick slices (their conditions fold once unrolled, and
+    the slices become copy kernels). Upstream `transform.loop.unroll` with the trip count as
+    factor."""
     from mlir.dialects.transform import loop as tloop
 
     total = 0
@@ -581,7 +594,7 @@ def _unroll_host_loops(module: ir.Module) -> int:
             if lb is None or ub is None or step is None or step <= 0:
                 continue
             trips = max(0, -(-(ub - lb) // step))
-            if 1 <= trips <= MAX_HOST_UNROLL and collect(op, lambda o: o.name == "scf.forall"):
+            if 1 <= trips <= MAX_HOST_UNROLL and wanted(op):
                 op.attributes[f"{_LOOP_TAG}_{len(found)}"] = ir.UnitAttr.get()
                 found.append((op, trips))
         if not found:
@@ -1400,6 +1413,7 @@ def map_to_gpu(module: ir.Module, device: GpuDevice, mma_types: frozenset[str] =
             raise GpuMappingError("the input module does not verify")
         refuse_host_runtime(module)
         strip_runtime_checks(module.operation)  # no status channel on the GPU host (runtime_checks.py)
+        _unroll_host_loops(module, _slice_loop)
         run_pipeline(module, PRE_PIPELINE, "elementwise fusion")
         _one_use_per_empty(module)
         _insert_slices_to_copies(module)

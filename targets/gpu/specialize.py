@@ -23,7 +23,11 @@ What is made static:
 - an argument read on the host (`tensor.extract` outside a kernel body, through view-like ops)
   of at most `MAX_VALUE_ELEMENTS` elements is replaced by an `arith.constant` of the call's value
   (the argument stays in the signature, unused), so the sizes computed from it fold;
-- function results whose value is then a cast from a static type return that static type.
+- function results whose value is then a cast from a static type return that static type;
+- small linalg results that host code reads and that depend on constants alone once the above
+  is done (Compress's count of true conditions, from the condition made a constant) are computed
+  on the CPU target and become constants (`_host_values_on_cpu`): upstream's canonicalization
+  folds no linalg op, and without it such a size stays dynamic (a host-side `memref.load`).
 
 A module that needs none of this is compiled ahead of time as before (`needs_specialization`).
 """
@@ -159,7 +163,7 @@ def specialize(module: ir.Module, name: str, arrays: Sequence[np.ndarray], by_va
         func.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get([a.type for a in block.arguments], list(ftype.results)))
         run_pipeline(out, "builtin.module(canonicalize,cse,canonicalize)", "specialization to the call's shapes")
         for _ in range(8):  # each round may expose more constant shapes downstream
-            if not (_fold_extracts_of_inserts(func) + _static_reshapes(func)):
+            if not (_fold_extracts_of_inserts(func) + _static_reshapes(func) + _host_values_on_cpu(out, name, arrays)):
                 break
             run_pipeline(out, "builtin.module(canonicalize,cse)", "specialization to the call's shapes")
         _static_results(func)
@@ -251,6 +255,102 @@ def _static_reshapes(func: ir.Operation) -> int:
         op.erase()
         count += 1
     return count
+
+
+def _defining_op(v: ir.Value) -> ir.Operation | None:
+    if not isinstance(v, ir.OpResult):
+        return None
+    return v.owner.operation if hasattr(v.owner, "operation") else v.owner
+
+
+def _depends_on_arguments(op: ir.Operation, func: ir.Operation, memo: dict[ir.Operation, bool]) -> bool:
+    """Whether `op`'s operands, or values its regions use from outside, come from @func's
+    arguments, directly or through the ops that compute them."""
+    if op in memo:
+        return memo[op]
+    memo[op] = True  # a cycle (none in SSA at this level) would count as dependent
+    entry_args = set(func.regions[0].blocks[0].arguments)
+    from .mapping import collect
+
+    inside = {r for o in collect(op, lambda o: True) for r in o.results} | {
+        a for o in collect(op, lambda o: True) for region in o.regions for b in region.blocks for a in b.arguments
+    }
+    result = False
+    for o in collect(op, lambda o: True):
+        for v in o.operands:
+            if v in inside:
+                continue
+            if v in entry_args:
+                result = True
+                break
+            owner = _defining_op(v)
+            if owner is None or _depends_on_arguments(owner, func, memo):
+                result = True  # a block argument of an enclosing loop, or an argument-fed op
+                break
+        if result:
+            break
+    memo[op] = result
+    return result
+
+
+def _host_values_on_cpu(module: ir.Module, name: str, arrays: Sequence[np.ndarray]) -> int:
+    """Compute on the CPU target the linalg results that host code reads (`tensor.extract`
+    outside a kernel body) and that depend on constants alone: static, at most
+    `MAX_VALUE_ELEMENTS` elements, in @name's top-level block. A copy of the module returns just
+    them (everything else is dead and canonicalized away), is JIT-compiled for the CPU and run;
+    their uses then take `arith.constant`s of the values. Returns how many were replaced."""
+    from onnxc.targets.cpu import CpuPipelineOptions
+    from onnxc.targets.cpu.jit import compile_module, copy_module
+
+    from .mapping import run_pipeline
+
+    func = _entry(module, name)
+    block = func.regions[0].blocks[0]
+    memo: dict[ir.Operation, bool] = {}
+    wanted: list[tuple[int, int]] = []  # (position of the op in the block, result number)
+    for position, op in enumerate(block.operations):
+        op = op.operation
+        if not op.name.startswith("linalg.") or not op.results:
+            continue
+        for k, r in enumerate(op.results):
+            t = r.type
+            if not (isinstance(t, ir.RankedTensorType) and ir.RankedTensorType(t).has_static_shape):
+                continue
+            if int(np.prod(ir.RankedTensorType(t).shape, dtype=np.int64)) > MAX_VALUE_ELEMENTS:
+                continue
+            if not any(u.owner.name == "tensor.extract" and not _in_kernel_body(u.owner, func) for u in r.uses):
+                continue
+            if not _depends_on_arguments(op, func, memo):
+                wanted.append((position, k))
+    if not wanted:
+        return 0
+    probe = copy_module(module)
+    with probe.context, ir.Location.unknown():
+        pfunc = _entry(probe, name)
+        pblock = pfunc.regions[0].blocks[0]
+        pops = [o.operation for o in pblock.operations]
+        values = [pops[position].results[k] for position, k in wanted]
+        ret = pops[-1]
+        with ir.InsertionPoint(ret), ret.location:
+            from mlir.dialects import func as func_dialect
+
+            func_dialect.ReturnOp(values)
+        ret.erase()
+        ftype = ir.FunctionType(ir.TypeAttr(pfunc.attributes["function_type"]).value)
+        pfunc.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(list(ftype.inputs), [v.type for v in values]))
+        for attr in ("res_attrs",):
+            if attr in pfunc.attributes:
+                del pfunc.attributes[attr]
+        run_pipeline(probe, "builtin.module(canonicalize,cse)", "host-side values on the CPU")
+    computed = compile_module(probe, name, CpuPipelineOptions(threads=1))(*arrays)
+    ops = [o.operation for o in block.operations]
+    with module.context, ir.Location.unknown():
+        for (position, k), array in zip(wanted, computed):
+            result = ops[position].results[k]
+            with ir.InsertionPoint(ops[position]), ops[position].location:
+                constant = _constant(np.asarray(array).reshape(ir.RankedTensorType(result.type).shape), ir.RankedTensorType(result.type))
+            result.replace_all_uses_with(constant)
+    return len(wanted)
 
 
 def _static_results(func: ir.Operation) -> None:

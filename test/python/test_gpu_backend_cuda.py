@@ -18,7 +18,7 @@ test_backend.py) is skipped with that error as its reason.
 from __future__ import annotations
 
 import pytest
-from test_gpu_backend_vulkan import _COMPRESS, _DFT_NOISE, _RANDOM, _SCAN_HOST, CASES, run_case_on
+from test_gpu_backend_vulkan import _DFT_NOISE, _RANDOM, _SCAN_HOST, CASES, run_case_on
 from test_gpu_backend_vulkan import XFAILS as VULKAN_XFAILS
 from test_gpu_cuda import ptxas  # noqa: F401  (the fixture: ptxas from the gpu extra, a failure when missing)
 
@@ -26,7 +26,6 @@ from test_gpu_cuda import ptxas  # noqa: F401  (the fixture: ptxas from the gpu 
 #: mapping-level refusals (the shared mapping).
 XFAILS: dict[str, str] = {
     "test_scan_sum": _SCAN_HOST,
-    **{name: _COMPRESS for name in ("test_compress_0", "test_compress_1", "test_compress_default_axis", "test_compress_negative_axis")},
 }
 
 

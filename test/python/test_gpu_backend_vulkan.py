@@ -34,10 +34,6 @@ _DFT_NOISE = (
     "the expected imaginary parts that are exactly 0 carry float32 rounding noise (1.9e-7, above "
     "the case's atol 1e-7); the kernel computes the twiddle factors in f64 and gives 3e-15"
 )
-_COMPRESS = (
-    "Compress's output length is a count of the condition's true elements: that count is read "
-    "on the host (memref.load), which the GPU host program does not run (refused naming the node)"
-)
 _RANDOM = (
     "random draw: the expected values are one draw of numpy's generator, which no compiled code "
     "reproduces; the CPU target is checked by the draw's distribution instead (test_property_checks)"
@@ -53,7 +49,6 @@ XFAILS: dict[str, str] = dict(
     [
         *_xfail(_SCAN_HOST, "test_scan_sum"),
         *_xfail(_DFT_NOISE, "test_dft_inverse_opset19"),
-        *_xfail(_COMPRESS, "test_compress_0", "test_compress_1", "test_compress_default_axis", "test_compress_negative_axis"),
         *_xfail(_RANDOM,
             "test_bernoulli",
             "test_bernoulli_double",

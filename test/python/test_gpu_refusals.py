@@ -170,6 +170,38 @@ def test_f64_transcendentals_on_vulkan() -> None:
     assert np.signbit(got[2][1]) and got[2][1] == 0.0  # sin(-0.0) = -0.0
 
 
+@pytest.mark.parametrize("axis", [0, 1, None])
+def test_compress_runs_on_vulkan_per_condition(axis: int | None) -> None:
+    """Compress, whose output length is the count of true conditions: per call, the condition
+    (a small input read on the host) becomes a constant, the count is computed on the CPU target
+    (`specialize._host_values_on_cpu`: no upstream fold for a linalg reduction) and the host loop
+    that picks the slices is unrolled (`mapping._slice_loop`), so the kernels see static sizes;
+    each condition gets its own program, and each result matches numpy."""
+    import onnxc
+    from onnxc.targets.vulkan import VulkanOptions
+    from test_gpu_vulkan import _vulkan_or_skip
+
+    _vulkan_or_skip()
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((24, 6)).astype(np.float32)
+    length = x.size if axis is None else x.shape[axis]
+    attrs = {} if axis is None else {"axis": axis}
+    out_shape = ["n"] if axis is None else (["n", 6] if axis == 0 else [24, "n"])
+    model = _model(
+        [helper.make_node("Compress", ["x", "c"], ["y"], name="compress0", **attrs)],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape)), helper.make_tensor_value_info("c", TensorProto.BOOL, [length])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
+    )
+    if length > 64:  # MAX_VALUE_ELEMENTS: a larger condition is data, not specialized by value
+        with pytest.raises(onnxc.errors.OnnxcError, match="Compress"):
+            onnxc.compile(model, target="vulkan", options=VulkanOptions(dynamic_shapes="specialize"))(x, np.ones(length, bool))
+        return
+    compiled = onnxc.compile(model, target="vulkan", options=VulkanOptions(dynamic_shapes="specialize"))
+    for c in (rng.random(length) < 0.5, np.ones(length, bool), np.eye(1, length, length - 1, dtype=bool)[0], np.zeros(length, bool)):
+        (got,) = compiled(x, c)
+        np.testing.assert_array_equal(got, np.compress(c, x, axis=axis))
+
+
 def test_gather_by_index_in_a_reduction_is_not_split() -> None:
     """A reduction whose body reads its reduction position (`linalg.index`: the shape-generic
     broadcast of a MatMul operand, GELU(x) @ W with a dynamic sequence, lowers to a gather in the
