@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 from mlir import ir
 from mlir.dialects import arith, tensor
+from mlir.dialects import func as func_dialect
 
 from onnxc.errors import OnnxcError
 
@@ -268,15 +269,14 @@ def _depends_on_arguments(op: ir.Operation, func: ir.Operation, memo: dict[ir.Op
     arguments, directly or through the ops that compute them."""
     if op in memo:
         return memo[op]
-    memo[op] = True  # a cycle (none in SSA at this level) would count as dependent
-    entry_args = set(func.regions[0].blocks[0].arguments)
     from .mapping import collect
 
-    inside = {r for o in collect(op, lambda o: True) for r in o.results} | {
-        a for o in collect(op, lambda o: True) for region in o.regions for b in region.blocks for a in b.arguments
-    }
+    memo[op] = True  # a cycle (none in SSA at this level) would count as dependent
+    entry_args = set(func.regions[0].blocks[0].arguments)
+    nested = collect(op, lambda o: True)  # op and every op in its regions
+    inside = {r for o in nested for r in o.results} | {a for o in nested for region in o.regions for b in region.blocks for a in b.arguments}
     result = False
-    for o in collect(op, lambda o: True):
+    for o in nested:
         for v in o.operands:
             if v in inside:
                 continue
@@ -332,15 +332,12 @@ def _host_values_on_cpu(module: ir.Module, name: str, arrays: Sequence[np.ndarra
         values = [pops[position].results[k] for position, k in wanted]
         ret = pops[-1]
         with ir.InsertionPoint(ret), ret.location:
-            from mlir.dialects import func as func_dialect
-
             func_dialect.ReturnOp(values)
         ret.erase()
         ftype = ir.FunctionType(ir.TypeAttr(pfunc.attributes["function_type"]).value)
         pfunc.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(list(ftype.inputs), [v.type for v in values]))
-        for attr in ("res_attrs",):
-            if attr in pfunc.attributes:
-                del pfunc.attributes[attr]
+        if "res_attrs" in pfunc.attributes:  # they describe the model's results, not these
+            del pfunc.attributes["res_attrs"]
         run_pipeline(probe, "builtin.module(canonicalize,cse)", "host-side values on the CPU")
     computed = compile_module(probe, name, CpuPipelineOptions(threads=1))(*arrays)
     ops = [o.operation for o in block.operations]
