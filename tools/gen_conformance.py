@@ -966,7 +966,7 @@ def render_conformance(cases: Sequence[Case], failing: Mapping[str, tuple[str, s
         out += [
             "## Per target",
             "",
-            "The GPU targets run the float node cases (float32 or float64 data, bool beside them, int64 where it is index "
+            "The GPU targets run the float node cases (float32, float64 or float16 data, bool beside them, int64 where it is index "
             "data; no `_expanded` variants, which repeat the same kernels): "
             f"{len(gpus[0].cases)} of the suite's {sum(1 for c in cases if c.group == 'node')} node cases. Their failures "
             "are listed, with reasons, under \"Failing cases on the GPU targets\".",

@@ -46,7 +46,7 @@ class VulkanLoweringError(OnnxcError):
 #: feature; i64 (ONNX indices: Gather, ArgMax, Hardmax) needs `shaderInt64` and f64 (DFT, Det,
 #: f64 models) `shaderFloat64`, which the runtime enables where the device has them and checks
 #: before loading a program whose SPIR-V declares the capability.
-SUPPORTED_ELEMENT_TYPES = ("f32", "i32", "i64", "f64", "i1")  # and index buffers inside a program (32-bit)
+SUPPORTED_ELEMENT_TYPES = ("f32", "f16", "i32", "i64", "f64", "i1")  # and index buffers inside a program (32-bit)
 
 _VERSION = re.compile(r"^v1\.[0-6]$")
 
@@ -85,8 +85,8 @@ def spirv_pipeline(options: VulkanOptions) -> str:
     """The native pipeline from prepared kernels to SPIR-V modules (before serialization)."""
     return (
         "builtin.module("
-        f"spirv-attach-target{{ver={options.spirv_version} caps=Shader,Int64,Float64,SignedZeroInfNanPreserve "
-        "exts=SPV_KHR_storage_buffer_storage_class,SPV_KHR_float_controls client_api=Vulkan},"
+        f"spirv-attach-target{{ver={options.spirv_version} caps=Shader,Int64,Float64,Float16,StorageBuffer16BitAccess,SignedZeroInfNanPreserve "
+        "exts=SPV_KHR_storage_buffer_storage_class,SPV_KHR_float_controls,SPV_KHR_16bit_storage client_api=Vulkan},"
         "gpu.module(convert-math-to-spirv),"
         "convert-gpu-to-spirv{use-64bit-index=false},"
         "spirv.module(spirv-lower-abi-attrs))"
@@ -105,11 +105,11 @@ def _preserve_inf_nan(module: ir.Module) -> int:
     `shaderSignedZeroInfNanPreserveFloat32/64` before loading a module that asks for it."""
     count = 0
     for smod in collect(module.operation, lambda op: op.name == "spirv.module"):
-        uses64 = bool(collect(smod, lambda op: any(isinstance(r.type, ir.F64Type) for r in op.results)))
+        widths = [32] + [w for w, t in ((64, ir.F64Type), (16, ir.F16Type)) if collect(smod, lambda op, t=t: any(isinstance(r.type, t) for r in op.results))]
         for mode in collect(smod, lambda op: op.name == "spirv.ExecutionMode"):
             if str(mode.attributes["execution_mode"]) != "#spirv.execution_mode<LocalSize>":
                 continue
-            for width in (32, 64) if uses64 else (32,):
+            for width in widths:
                 with ir.InsertionPoint.after(mode), mode.location:
                     ir.Operation.create(
                         "spirv.ExecutionMode",
@@ -152,7 +152,7 @@ def check_element_types(module: ir.Module) -> None:
                 continue
             ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
             # The supported element types as types, compared by value (not by printed text).
-            supported = [ir.F32Type.get(), ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64), ir.F64Type.get(), ir.IntegerType.get_signless(1), ir.IndexType.get()]
+            supported = [ir.F32Type.get(), ir.F16Type.get(), ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64), ir.F64Type.get(), ir.IntegerType.get_signless(1), ir.IndexType.get()]
             for i, t in enumerate(ftype.inputs):
                 elem = ir.MemRefType(t).element_type if isinstance(t, ir.MemRefType) else t
                 if not any(elem == s for s in supported):

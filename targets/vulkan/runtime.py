@@ -81,23 +81,35 @@ class VulkanContext:
         self.limits = props.limits
         queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.queue_family, queueCount=1, pQueuePriorities=[1.0])
         # 64-bit integers (ONNX index tensors) and doubles in shaders need the optional
-        # shaderInt64/shaderFloat64 features: enabled where the device has them.
+        # shaderInt64/shaderFloat64 features; f16 buffers and arithmetic need shaderFloat16
+        # (VK_KHR_shader_float16_int8) and storageBuffer16BitAccess (VK_KHR_16bit_storage):
+        # each enabled where the device has it, and checked against what a program declares.
+        extensions = [e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(self.physical, None)]
         available = vk.vkGetPhysicalDeviceFeatures(self.physical)
         self.int64 = bool(available.shaderInt64)
         self.float64 = bool(available.shaderFloat64)
-        features = vk.VkPhysicalDeviceFeatures(
-            shaderInt64=vk.VK_TRUE if self.int64 else vk.VK_FALSE, shaderFloat64=vk.VK_TRUE if self.float64 else vk.VK_FALSE
+        self.float16 = self._float16_supported(extensions)
+        on = lambda flag: vk.VK_TRUE if flag else vk.VK_FALSE  # noqa: E731
+        float16 = vk.VkPhysicalDeviceShaderFloat16Int8Features(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES, shaderFloat16=on(self.float16)
+        )
+        storage16 = vk.VkPhysicalDevice16BitStorageFeatures(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, pNext=float16, storageBuffer16BitAccess=on(self.float16)
+        )
+        features = vk.VkPhysicalDeviceFeatures2(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=storage16 if self.float16 else None,
+            features=vk.VkPhysicalDeviceFeatures(shaderInt64=on(self.int64), shaderFloat64=on(self.float64)),
         )
         # Kernels ask for IEEE infinities and NaNs (SignedZeroInfNanPreserve, lowering.py):
         # VK_KHR_shader_float_controls, enabled when the device has it, says per width whether
         # the device honours that.
-        extensions = [e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(self.physical, None)]
-        enabled = [e for e in ("VK_KHR_shader_float_controls",) if e in extensions]
-        self.preserve_inf_nan = self._preserve_inf_nan() if enabled else {32: False, 64: False}
+        wanted = ("VK_KHR_shader_float_controls",) + (_FLOAT16_EXTENSIONS if self.float16 else ())
+        enabled = [e for e in wanted if e in extensions]
+        self.preserve_inf_nan = self._preserve_inf_nan() if "VK_KHR_shader_float_controls" in enabled else {16: False, 32: False, 64: False}
         self.device = vk.vkCreateDevice(
             self.physical,
             vk.VkDeviceCreateInfo(
-                queueCreateInfoCount=1, pQueueCreateInfos=[queue_info], pEnabledFeatures=features,
+                pNext=features, queueCreateInfoCount=1, pQueueCreateInfos=[queue_info],
                 enabledExtensionCount=len(enabled), ppEnabledExtensionNames=enabled,
             ),
             None,
@@ -106,6 +118,20 @@ class VulkanContext:
         self.pool = vk.vkCreateCommandPool(self.device, vk.VkCommandPoolCreateInfo(queueFamilyIndex=self.queue_family), None)
         self.memory = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
         self.lock = threading.Lock()  # one submission at a time on the shared queue
+
+    def _float16_supported(self, extensions: list[str]) -> bool:
+        """Whether the device has f16 arithmetic and f16 storage buffers (both extensions and
+        both features), read through `vkGetPhysicalDeviceFeatures2` (Vulkan 1.1)."""
+        vk = self.vk
+        if not all(e in extensions for e in _FLOAT16_EXTENSIONS):
+            return False
+        try:
+            float16 = vk.VkPhysicalDeviceShaderFloat16Int8Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES)
+            storage16 = vk.VkPhysicalDevice16BitStorageFeatures(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, pNext=float16)
+            vk.vkGetPhysicalDeviceFeatures2(self.physical, vk.VkPhysicalDeviceFeatures2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=storage16))
+        except Exception:  # noqa: BLE001 - a loader or binding without Vulkan 1.1 queries: no f16
+            return False
+        return bool(float16.shaderFloat16) and bool(storage16.storageBuffer16BitAccess)
 
     def _preserve_inf_nan(self) -> dict[int, bool]:
         """Float width -> whether the device preserves infinities, NaNs and signed zeros when a
@@ -117,8 +143,12 @@ class VulkanContext:
                 self.physical, vk.VkPhysicalDeviceProperties2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, pNext=fc)
             )
         except Exception:  # noqa: BLE001 - a loader or binding without Vulkan 1.1 queries: not known to preserve
-            return {32: False, 64: False}
-        return {32: bool(fc.shaderSignedZeroInfNanPreserveFloat32), 64: bool(fc.shaderSignedZeroInfNanPreserveFloat64)}
+            return {16: False, 32: False, 64: False}
+        return {
+            16: bool(fc.shaderSignedZeroInfNanPreserveFloat16),
+            32: bool(fc.shaderSignedZeroInfNanPreserveFloat32),
+            64: bool(fc.shaderSignedZeroInfNanPreserveFloat64),
+        }
 
     def memory_type(self, bits: int) -> int:
         """A host-visible, host-coherent memory type allowed by `bits`."""
@@ -179,8 +209,12 @@ class _Buffer:
 
 #: SPIR-V `OpCapability` opcode and the capabilities that need an optional device feature.
 _OP_CAPABILITY = 17
+_CAPABILITY_FLOAT16 = 9
 _CAPABILITY_FLOAT64 = 10
 _CAPABILITY_INT64 = 11
+_CAPABILITY_STORAGE_BUFFER_16BIT = 4433  # StorageBuffer16BitAccess (SPV_KHR_16bit_storage)
+#: The device extensions behind shaderFloat16 and storageBuffer16BitAccess on a Vulkan 1.1 device.
+_FLOAT16_EXTENSIONS = ("VK_KHR_shader_float16_int8", "VK_KHR_16bit_storage")
 _CAPABILITY_PRESERVE_INF_NAN = 4466  # SignedZeroInfNanPreserve (SPV_KHR_float_controls)
 
 
@@ -217,10 +251,13 @@ class VulkanProgram:
         for cap, feature, have, what in (
             (_CAPABILITY_INT64, "shaderInt64", self.ctx.int64, "64-bit integers"),
             (_CAPABILITY_FLOAT64, "shaderFloat64", self.ctx.float64, "f64 (double) arithmetic"),
+            (_CAPABILITY_FLOAT16, "shaderFloat16", self.ctx.float16, "f16 (half) arithmetic"),
+            (_CAPABILITY_STORAGE_BUFFER_16BIT, "storageBuffer16BitAccess", self.ctx.float16, "f16 buffers"),
         ):
             if cap in declared and not have:
                 raise VulkanUnavailable(f"@{program.name} uses {what}; the Vulkan device {self.ctx.device_name} lacks {feature}")
-        if _CAPABILITY_PRESERVE_INF_NAN in declared and not all(self.ctx.preserve_inf_nan[w] for w in ((32, 64) if _CAPABILITY_FLOAT64 in declared else (32,))):
+        widths = [32] + [64] * (_CAPABILITY_FLOAT64 in declared) + [16] * (_CAPABILITY_FLOAT16 in declared)
+        if _CAPABILITY_PRESERVE_INF_NAN in declared and not all(self.ctx.preserve_inf_nan[w] for w in widths):
             raise VulkanUnavailable(
                 f"@{program.name}: the Vulkan device {self.ctx.device_name} does not guarantee IEEE infinities and NaNs "
                 "(shaderSignedZeroInfNanPreserve of VK_KHR_shader_float_controls), which the kernels ask for"

@@ -1,7 +1,7 @@
 """The ONNX backend node tests on the Vulkan target (lavapipe in CI): every float case.
 
 What: every node test case (built in memory by onnx, as `test_backend.py` runs them on the CPU)
-whose inputs and outputs are float32 or float64 (with bool tensors beside them, and i64 index
+whose inputs and outputs are float32, float64 or float16 (with bool tensors beside them, and i64 index
 tensors where they are data: Gather's indices, ArgMax/ArgMin's results; `_float_case`), no `_expanded` variants (they repeat the same
 kernels and would double the time), each compiled with `onnxc.compile(model, target="vulkan")`
 and compared with the case's expected outputs at the case's own tolerances (the backend suite's
@@ -63,18 +63,18 @@ XFAILS: dict[str, str] = dict(
 
 
 def _float_case(case_name: str, model: onnx.ModelProto, data_sets: list) -> bool:
-    """A float case: float32 or float64 inputs and outputs (bool beside them: masks, IsNaN's
+    """A float case: float32, float64 or float16 inputs and outputs (bool beside them: masks, IsNaN's
     results, Compress's condition), and int64 only where it is data (Gather's indices,
     ArgMax/ArgMin's results); int64 inputs elsewhere (Reduce*'s `axes` given at run time) are
     shape-like inputs, covered by the CPU suite. The stored data must be numpy arrays of a
     numeric dtype (the Cast cases store object arrays of strings for some directions)."""
     T = onnx.TensorProto
     index_data = case_name.startswith(("test_gather_", "test_argmax_", "test_argmin_"))
-    ok = {T.FLOAT, T.DOUBLE, T.BOOL} | ({T.INT64} if index_data else set())
+    ok = {T.FLOAT, T.DOUBLE, T.FLOAT16, T.BOOL} | ({T.INT64} if index_data else set())
     values = list(model.graph.input) + list(model.graph.output)
     if not all(v.type.HasField("tensor_type") and v.type.tensor_type.elem_type in ok for v in values):
         return False
-    if not any(v.type.tensor_type.elem_type in (T.FLOAT, T.DOUBLE) for v in values):
+    if not any(v.type.tensor_type.elem_type in (T.FLOAT, T.DOUBLE, T.FLOAT16) for v in values):
         return False
     arrays = [a for inputs, outputs in data_sets for a in list(inputs) + list(outputs)]
     return all(isinstance(a, (np.ndarray, np.generic)) and np.asarray(a).dtype != np.dtype(object) for a in arrays)

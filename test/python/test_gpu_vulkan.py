@@ -184,6 +184,35 @@ def mod_float() -> onnx.ModelProto:
 
 
 #: Name -> builder; no model's graph inputs have initializer defaults.
+def f16_block() -> onnx.ModelProto:
+    """A float16 transformer-ish block: x @ W + b, Softmax, LayerNormalization (its statistics
+    in f32, the spec's default stash type), GELU by Erf, and a 3x3 Conv in f16 beside it: f16
+    buffers and arithmetic (shaderFloat16, storageBuffer16BitAccess)."""
+    rng = np.random.default_rng(7)
+    h = TensorProto.FLOAT16
+
+    def init16(name: str, shape: tuple[int, ...], scale: float = 0.3) -> onnx.TensorProto:
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float16), name)
+
+    consts = [numpy_helper.from_array(np.array(v, np.float16), n) for n, v in (("r2", 2**0.5), ("one", 1.0), ("half", 0.5))]
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["m"]),
+        helper.make_node("Add", ["m", "b"], ["a"]),
+        helper.make_node("Softmax", ["a"], ["s"], axis=-1),
+        helper.make_node("LayerNormalization", ["a", "g", "beta"], ["n"], axis=-1),
+        helper.make_node("Div", ["n", "r2"], ["d"]),
+        helper.make_node("Erf", ["d"], ["e"]),
+        helper.make_node("Add", ["e", "one"], ["e1"]),
+        helper.make_node("Mul", ["n", "e1"], ["ge"]),
+        helper.make_node("Mul", ["ge", "half"], ["y"]),
+        helper.make_node("Conv", ["img", "K"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+    ]
+    inits = [init16("W", (48, 40)), init16("b", (40,)), init16("g", (40,), 1.0), init16("beta", (40,)), init16("K", (4, 3, 3, 3)), *consts]
+    ins = [helper.make_tensor_value_info("x", h, [6, 48]), helper.make_tensor_value_info("img", h, [1, 3, 9, 9])]
+    outs = [helper.make_tensor_value_info(n, h, shape) for n, shape in (("s", [6, 40]), ("y", [6, 40]), ("c", [1, 4, 9, 9]))]
+    return _model(nodes, ins, outs, inits)
+
+
 MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "elementwise_chain": elementwise_chain,
     "matmul_add_relu": matmul_add_relu,
@@ -197,12 +226,18 @@ MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "matmul_partial_k": matmul_partial_k,
     "batch_matmul": batch_matmul,
     "mod_float": mod_float,
+    "f16_block": f16_block,
 }
+
+#: Tolerances of the f16 models against onnx.reference: 4 f16 ulps at 1 (an ulp is 2^-10
+#: relative), since the reference rounds each op's result to f16 at other points than the fused
+#: kernels do (f16_block: 2 ulps at most on Vulkan and on the CPU target alike).
+F16_RTOL, F16_ATOL = 4e-3, 4e-3
 
 
 def feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded inputs for the graph inputs that are not initializers: standard-normal float32,
-    or int64 indices valid for axis 0 of every initializer (Gather's table)."""
+    """Seeded inputs for the graph inputs that are not initializers: standard-normal float32 (or
+    float16 where the input is), or int64 indices valid for axis 0 of every initializer (Gather's table)."""
     rng = np.random.default_rng(seed)
     inits = {t.name for t in model.graph.initializer}
     rows = min((t.dims[0] for t in model.graph.initializer if t.dims), default=1)
@@ -212,6 +247,8 @@ def feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
             shape = [d.dim_value for d in v.type.tensor_type.shape.dim]
             if v.type.tensor_type.elem_type == TensorProto.INT64:
                 out[v.name] = rng.integers(0, rows, shape).astype(np.int64)
+            elif v.type.tensor_type.elem_type == TensorProto.FLOAT16:
+                out[v.name] = rng.standard_normal(shape).astype(np.float16)
             else:
                 out[v.name] = rng.standard_normal(shape).astype(np.float32)
     return out
@@ -225,8 +262,9 @@ def check_against_reference(compiled, model: onnx.ModelProto, name: str) -> None
     got = compiled(**x)
     assert len(got) == len(want)
     for g, w, out in zip(got, want, model.graph.output):
-        assert g.shape == w.shape, out.name
-        np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL, err_msg=f"{name}: output {out.name}")
+        assert g.shape == w.shape and g.dtype == w.dtype, out.name
+        rtol, atol = (F16_RTOL, F16_ATOL) if w.dtype == np.float16 else (RTOL, ATOL)
+        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=atol, err_msg=f"{name}: output {out.name}")
 
 
 def _vulkan_or_skip() -> None:
