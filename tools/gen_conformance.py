@@ -916,7 +916,7 @@ def gpu_columns() -> list[GpuColumn]:
                   names, cpu_names(cuda.XFAILS)),
         GpuColumn("CUDA run", "compiled with `onnxc.compile(model, target=\"cuda\")` and run on an NVIDIA GPU, compared at the "
                   "case's tolerances (skipped, saying so, on a machine without one: CI; last run on an H200, 2026-11-28, before "
-                  "Compress ran on the GPU targets and the float16 cases joined the slice: those 22 cases are counted from the "
+                  "Compress ran on the GPU targets and the float16 and loss cases joined the slice: those 74 cases are counted from the "
                   "list, not from a run)",
                   "test_gpu_backend_cuda.py::test_node_case_runs_on_cuda", names, cpu_names(cuda.RUN_XFAILS)),
     ]

@@ -1009,6 +1009,12 @@ def _add_unit_parallel_loop(op: ir.Operation, collapse: bool = True) -> ir.Opera
         iterators = [ir.Attribute.parse("#linalg.iterator_type<parallel>")] + list(ir.ArrayAttr(op.attributes["iterator_types"]))
         new = linalg.GenericOp([w for w, _, _ in types], list(view.inputs), outs, ir.ArrayAttr.get(new_maps), ir.ArrayAttr.get(iterators))
         op.regions[0].blocks[0].append_to(new.regions[0])
+        # The body's loop positions (`linalg.index d`: a gather by position fused into the
+        # reduction, NLL loss's weighted mean) move up by the leading loop; left as they were,
+        # they read the unit loop (always 0) and every row but the first was wrong.
+        i64 = ir.IntegerType.get_signless(64)
+        for index in collect(new.operation, lambda o: o.name == "linalg.index"):
+            index.attributes["dim"] = ir.IntegerAttr.get(i64, ir.IntegerAttr(index.attributes["dim"]).value + 1)
         if collapse:
             for old_result, new_result, (wide, t, assoc) in zip(op.results, new.results, types):
                 old_result.replace_all_uses_with(tensor.CollapseShapeOp(t, new_result, assoc).result)

@@ -65,11 +65,12 @@ XFAILS: dict[str, str] = dict(
 def _float_case(case_name: str, model: onnx.ModelProto, data_sets: list) -> bool:
     """A float case: float32, float64 or float16 inputs and outputs (bool beside them: masks, IsNaN's
     results, Compress's condition), and int64 only where it is data (Gather's indices,
-    ArgMax/ArgMin's results); int64 inputs elsewhere (Reduce*'s `axes` given at run time) are
+    ArgMax/ArgMin's results, the class labels of NegativeLogLikelihoodLoss and
+    SoftmaxCrossEntropyLoss); int64 inputs elsewhere (Reduce*'s `axes` given at run time) are
     shape-like inputs, covered by the CPU suite. The stored data must be numpy arrays of a
     numeric dtype (the Cast cases store object arrays of strings for some directions)."""
     T = onnx.TensorProto
-    index_data = case_name.startswith(("test_gather_", "test_argmax_", "test_argmin_"))
+    index_data = case_name.startswith(("test_gather_", "test_argmax_", "test_argmin_", "test_nllloss_", "test_sce_"))
     ok = {T.FLOAT, T.DOUBLE, T.FLOAT16, T.BOOL} | ({T.INT64} if index_data else set())
     values = list(model.graph.input) + list(model.graph.output)
     if not all(v.type.HasField("tensor_type") and v.type.tensor_type.elem_type in ok for v in values):
