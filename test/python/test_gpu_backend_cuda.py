@@ -18,7 +18,7 @@ test_backend.py) is skipped with that error as its reason.
 from __future__ import annotations
 
 import pytest
-from test_gpu_backend_vulkan import _DFT_NOISE, _RANDOM, _SCAN_HOST, CASES, run_case_on
+from test_gpu_backend_vulkan import _DFT_NOISE, _RANDOM, _SCAN_HOST, CASES, OTHER_CASES, run_case_on
 from test_gpu_backend_vulkan import XFAILS as VULKAN_XFAILS
 from test_gpu_cuda import ptxas  # noqa: F401  (the fixture: ptxas from the gpu extra, a failure when missing)
 
@@ -34,8 +34,12 @@ def test_xfails_are_cases() -> None:
     assert set(XFAILS) <= names, sorted(set(XFAILS) - names)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_node_case_assembles_for_cuda(case, ptxas: str, request) -> None:
+def assemble_case(case, ptxas: str) -> None:
+    """Lower `case` to PTX as `onnxc.compile(target="cuda")` would (dynamic and data-dependent
+    shapes specialized to its first inputs) and assemble every kernel module with ptxas for
+    sm_80 and sm_90: no rejection, no spill, and each launch's parameters as many as its PTX
+    entry declares. An `OnnxcError` (a refusal) propagates; a model that does not lower to linalg
+    is skipped with why."""
     import onnxc
     from onnxc.compiler import lower
     from onnxc.targets.cpu.jit import select_entry
@@ -44,13 +48,9 @@ def test_node_case_assembles_for_cuda(case, ptxas: str, request) -> None:
     from onnxc.targets.gpu.host import Launch
     from onnxc.targets.gpu.specialize import host_read_arguments, needs_specialization, specialize
 
-    if case.name in XFAILS:
-        request.applymarker(pytest.mark.xfail(reason=XFAILS[case.name], strict=True, raises=onnxc.errors.OnnxcError))
     try:
         linalg = lower(case.model, "linalg")
     except onnxc.errors.OnnxcError as early:
-        if case.name in XFAILS:
-            raise
         pytest.skip(f"does not lower to linalg (target-independent, see test_backend.py): {str(early).splitlines()[0][:200]}")
     entry = select_entry(linalg, None)
     if needs_specialization(linalg, entry.name):
@@ -67,6 +67,28 @@ def test_node_case_assembles_for_cuda(case, ptxas: str, request) -> None:
         if isinstance(step, Launch):
             params = launch_parameters([0] * len(step.args), step.layouts)
             assert len(params) == ptx_parameter_count(artifact.ptx[step.module], step.function), step
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_node_case_assembles_for_cuda(case, ptxas: str, request) -> None:
+    import onnxc
+
+    if case.name in XFAILS:
+        request.applymarker(pytest.mark.xfail(reason=XFAILS[case.name], strict=True, raises=onnxc.errors.OnnxcError))
+    assemble_case(case, ptxas)
+
+
+@pytest.mark.parametrize("case", OTHER_CASES, ids=[c.name for c in OTHER_CASES])
+def test_node_case_assembles_for_cuda_or_is_refused(case, ptxas: str) -> None:
+    """Every node case outside the float slice (integer, bfloat16, float8, string, sequence
+    data) assembles for sm_80 and sm_90, or is refused with an `OnnxcError` that says why (a
+    host-side computation, a string op): never a crash, a raw error or a PTX ptxas rejects."""
+    import onnxc
+
+    try:
+        assemble_case(case, ptxas)
+    except onnxc.errors.OnnxcError as e:
+        assert str(e).strip(), "a refusal must say why"
 
 
 #: Strict expected failures when the cases run on an NVIDIA GPU, with the reason: the
