@@ -17,7 +17,7 @@ from mlir import ir
 
 from onnxc.targets.cpu.abi import FunctionSignature
 
-from .lowering import SUPPORTED_ELEMENT_TYPES, VulkanLoweringError, VulkanOptions, lower_to_spirv, serialize_spirv, spirv_binaries
+from .lowering import NARROW_INTEGER_TYPES, SUPPORTED_ELEMENT_TYPES, VulkanLoweringError, VulkanOptions, lower_to_spirv, serialize_spirv, spirv_binaries
 from .runtime import VulkanContext, VulkanError, VulkanProgram, VulkanUnavailable, vulkan_context
 
 __all__ = [
@@ -57,14 +57,16 @@ class VulkanFunction:
         return f"<VulkanFunction {self.signature} on {self.program.ctx.device_name}: {len(self.spirv)} kernel(s)>"
 
 
-def check_signature(signature: FunctionSignature) -> None:
-    """Refuse entry arguments/results of element types the Vulkan target cannot store."""
+def check_signature(signature: FunctionSignature, narrow_integers: bool = True) -> None:
+    """Refuse entry arguments/results of element types the Vulkan target cannot store (8/16-bit
+    integers only with `VulkanOptions.narrow_integers`)."""
+    allowed = [t for t in SUPPORTED_ELEMENT_TYPES if narrow_integers or t not in NARROW_INTEGER_TYPES]
     for what, specs in (("input", signature.inputs), ("output", signature.results)):
         for i, spec in enumerate(specs):
-            if spec.element_type not in SUPPORTED_ELEMENT_TYPES:
+            if spec.element_type not in allowed:
                 raise VulkanLoweringError(
                     f"@{signature.name}: {what} #{i} ({spec}) has element type {spec.element_type}; "
-                    f"the Vulkan target supports {', '.join(SUPPORTED_ELEMENT_TYPES)}"
+                    f"the Vulkan target supports {', '.join(allowed)}"
                 )
 
 

@@ -16,11 +16,12 @@ serializer looks for it inside; moving it is what makes `gpu-module-to-binary` w
 MLIR 22.1.8: without it, "An error happened while serializing the module").
 
 Element types: Vulkan storage buffers of 32-bit scalars need no extra capability; i64 needs the
-Int64 capability and f64 the Float64 capability, which the target environment allows
-(`spirv-update-vce` then requires them only in modules that use them) and the runtime checks
-against the device's `shaderInt64`/`shaderFloat64` (lavapipe has both): a device without one
-refuses the program before anything runs. 8/16-bit and bool buffers need features not
-requested yet and are refused by `check_element_types` with the buffer named.
+Int64 capability, f64 Float64, f16 Float16 and StorageBuffer16BitAccess, 8/16-bit integers (and
+bool buffers, stored as bytes) Int8/Int16 and StorageBuffer8BitAccess, which the target
+environment allows (`spirv-update-vce` then requires them only in modules that use them) and the
+runtime checks against the device's features (lavapipe has them all): a device without one
+refuses the program before anything runs. Other element types (bf16, float8) are refused by
+`check_element_types` with the buffer named.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from onnxc.targets.gpu.mapping import binary_objects, collect, lower_kernels_to_
 
 from .f64_math import f64_math_to_arith
 
-__all__ = ["SUPPORTED_ELEMENT_TYPES", "VulkanOptions", "VulkanLoweringError", "lower_to_spirv", "serialize_spirv", "spirv_binaries"]
+__all__ = ["NARROW_INTEGER_TYPES", "SUPPORTED_ELEMENT_TYPES", "VulkanOptions", "VulkanLoweringError", "lower_to_spirv", "serialize_spirv", "spirv_binaries"]
 
 
 class VulkanLoweringError(OnnxcError):
@@ -46,7 +47,9 @@ class VulkanLoweringError(OnnxcError):
 #: feature; i64 (ONNX indices: Gather, ArgMax, Hardmax) needs `shaderInt64` and f64 (DFT, Det,
 #: f64 models) `shaderFloat64`, which the runtime enables where the device has them and checks
 #: before loading a program whose SPIR-V declares the capability.
-SUPPORTED_ELEMENT_TYPES = ("f32", "f16", "i32", "i64", "f64", "i1")  # and index buffers inside a program (32-bit)
+SUPPORTED_ELEMENT_TYPES = ("f32", "f16", "i32", "i64", "f64", "i1", "i8", "i16")  # and index buffers inside a program (32-bit)
+#: The element types that need 8/16-bit integer storage (`VulkanOptions.narrow_integers`).
+NARROW_INTEGER_TYPES = ("i8", "i16")
 
 _VERSION = re.compile(r"^v1\.[0-6]$")
 
@@ -64,11 +67,17 @@ class VulkanOptions:
         first differential run found a mapping bug (fixed: a reduction gathering by its
         reduction index was split into a tree). Inputs whose values set shapes (Resize's
         scales) are specialized either way: the model's dims are static there.
+    narrow_integers: 8- and 16-bit integer buffers and arithmetic (Int8, Int16,
+        StorageBuffer8BitAccess: ONNX int8/uint8/int16/uint16 tensors, and bool buffers as
+        bytes). False: bool buffers are stored in 32-bit words through upstream's emulation and
+        8/16-bit integer tensors are refused, for a device without `storageBuffer8BitAccess`,
+        `shaderInt8` or `shaderInt16`; `VulkanTarget.compile` turns it off itself on such a device.
     """
 
     device: str = "vulkan"
     spirv_version: str = "v1.0"
     dynamic_shapes: str = "refuse"
+    narrow_integers: bool = True
 
     def validate(self) -> None:
         """Raise `VulkanLoweringError` naming the bad field (checked before MLIR sees it)."""
@@ -78,15 +87,24 @@ class VulkanOptions:
             raise VulkanLoweringError(f"spirv_version must be v1.0 .. v1.6, got {self.spirv_version!r}")
         if self.dynamic_shapes not in ("refuse", "specialize"):
             raise VulkanLoweringError(f"dynamic_shapes must be 'refuse' or 'specialize', got {self.dynamic_shapes!r}")
+        if not isinstance(self.narrow_integers, bool):
+            raise VulkanLoweringError(f"narrow_integers must be True or False, got {self.narrow_integers!r}")
         device_for(self.device)
 
 
 def spirv_pipeline(options: VulkanOptions) -> str:
-    """The native pipeline from prepared kernels to SPIR-V modules (before serialization)."""
+    """The native pipeline from prepared kernels to SPIR-V modules (before serialization). The
+    target environment allows every optional capability the runtime can enable; `spirv-update-vce`
+    then requires in each module only those it uses. Without `narrow_integers` the 8/16-bit
+    integer ones are left out, and the conversion stores bool buffers in 32-bit words."""
+    caps = ["Shader", "Int64", "Float64", "Float16", "StorageBuffer16BitAccess", "SignedZeroInfNanPreserve"]
+    exts = ["SPV_KHR_storage_buffer_storage_class", "SPV_KHR_float_controls", "SPV_KHR_16bit_storage"]
+    if options.narrow_integers:
+        caps += ["Int8", "Int16", "StorageBuffer8BitAccess"]
+        exts += ["SPV_KHR_8bit_storage"]
     return (
         "builtin.module("
-        f"spirv-attach-target{{ver={options.spirv_version} caps=Shader,Int64,Float64,Float16,StorageBuffer16BitAccess,SignedZeroInfNanPreserve "
-        "exts=SPV_KHR_storage_buffer_storage_class,SPV_KHR_float_controls,SPV_KHR_16bit_storage client_api=Vulkan},"
+        f"spirv-attach-target{{ver={options.spirv_version} caps={','.join(caps)} exts={','.join(exts)} client_api=Vulkan}},"
         "gpu.module(convert-math-to-spirv),"
         "convert-gpu-to-spirv{use-64bit-index=false},"
         "spirv.module(spirv-lower-abi-attrs))"
@@ -143,8 +161,9 @@ def _set_entry_point_abis(module: ir.Module) -> None:
             f.attributes["spirv.entry_point_abi"] = ir.Attribute.parse(f"#spirv.entry_point_abi<workgroup_size = [{x}, {y}, {z}]>")
 
 
-def check_element_types(module: ir.Module) -> None:
-    """Refuse kernel arguments whose element type Vulkan cannot store without extra features."""
+def check_element_types(module: ir.Module, narrow_integers: bool = True) -> None:
+    """Refuse kernel arguments whose element type the Vulkan target does not store (8/16-bit
+    integers only with `narrow_integers`)."""
     for gmod in _gpu_modules(module).values():
         for f in gmod.regions[0].blocks[0].operations:
             f = f.operation
@@ -153,13 +172,16 @@ def check_element_types(module: ir.Module) -> None:
             ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
             # The supported element types as types, compared by value (not by printed text).
             supported = [ir.F32Type.get(), ir.F16Type.get(), ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64), ir.F64Type.get(), ir.IntegerType.get_signless(1), ir.IndexType.get()]
+            if narrow_integers:
+                supported += [ir.IntegerType.get_signless(8), ir.IntegerType.get_signless(16)]
+            allowed = [t for t in SUPPORTED_ELEMENT_TYPES if narrow_integers or t not in NARROW_INTEGER_TYPES]
             for i, t in enumerate(ftype.inputs):
                 elem = ir.MemRefType(t).element_type if isinstance(t, ir.MemRefType) else t
                 if not any(elem == s for s in supported):
                     et = str(elem)  # for the message only
                     name = ir.StringAttr(f.attributes["sym_name"]).value
                     raise VulkanLoweringError(
-                        f"{f.location}: kernel @{name} argument {i} has element type {et}; the Vulkan target supports {', '.join(SUPPORTED_ELEMENT_TYPES)} buffers"
+                        f"{f.location}: kernel @{name} argument {i} has element type {et}; the Vulkan target supports {', '.join(allowed)} buffers"
                     )
 
 
@@ -240,7 +262,7 @@ def lower_to_spirv(module: ir.Module, options: VulkanOptions | None = None, *, s
     opts = options or VulkanOptions()
     opts.validate()
     with module.context, ir.Location.unknown():
-        check_element_types(module)
+        check_element_types(module, opts.narrow_integers)
         lower_kernels_to_loops(module, VulkanLoweringError)
         f64_math_to_arith(module)
         _private_index_buffers_to_i32(module)

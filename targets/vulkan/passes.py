@@ -1,4 +1,4 @@
-"""The Vulkan target's stages as registered passes: `gpu-to-spirv{spirv-version=v1.0}` (mapped
+"""The Vulkan target's stages as registered passes: `gpu-to-spirv{spirv-version=v1.0 narrow-integers=true}` (mapped
 kernels to the SPIR-V dialect) and `spirv-serialize` (SPIR-V modules to `gpu.binary` objects).
 Both call `lowering.py`; registered by `onnxc.targets` (TARGET_PASSES)."""
 
@@ -20,11 +20,13 @@ class GpuToSpirvPass(ModulePass):
 
     name = "gpu-to-spirv"
     spirv_version: str = "v1.0"
+    narrow_integers: bool = True  # VulkanOptions.narrow_integers
 
     def run(self, module: ir.Operation) -> None:
         from .lowering import VulkanOptions, lower_to_spirv
 
-        lower_to_spirv(module_view(module, self.name), VulkanOptions(spirv_version=self.spirv_version), serialize=False)
+        options = VulkanOptions(spirv_version=self.spirv_version, narrow_integers=self.narrow_integers)
+        lower_to_spirv(module_view(module, self.name), options, serialize=False)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -82,28 +82,38 @@ class VulkanContext:
         queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.queue_family, queueCount=1, pQueuePriorities=[1.0])
         # 64-bit integers (ONNX index tensors) and doubles in shaders need the optional
         # shaderInt64/shaderFloat64 features; f16 buffers and arithmetic need shaderFloat16
-        # (VK_KHR_shader_float16_int8) and storageBuffer16BitAccess (VK_KHR_16bit_storage):
-        # each enabled where the device has it, and checked against what a program declares.
+        # (VK_KHR_shader_float16_int8) and storageBuffer16BitAccess (VK_KHR_16bit_storage); 8/16-bit
+        # integer buffers (and bool buffers as bytes) shaderInt8, shaderInt16 and
+        # storageBuffer8BitAccess (VK_KHR_8bit_storage): each enabled where the device has it,
+        # and checked against what a program declares.
         extensions = [e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(self.physical, None)]
         available = vk.vkGetPhysicalDeviceFeatures(self.physical)
         self.int64 = bool(available.shaderInt64)
         self.float64 = bool(available.shaderFloat64)
-        self.float16 = self._float16_supported(extensions)
+        self.int16 = bool(available.shaderInt16)
+        small = self._small_type_features(extensions)
+        self.float16 = small["shaderFloat16"] and small["storageBuffer16BitAccess"]
+        self.int8 = small["shaderInt8"]
+        self.storage8 = small["storageBuffer8BitAccess"]
+        self.storage16 = small["storageBuffer16BitAccess"]
         on = lambda flag: vk.VK_TRUE if flag else vk.VK_FALSE  # noqa: E731
-        float16 = vk.VkPhysicalDeviceShaderFloat16Int8Features(
-            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES, shaderFloat16=on(self.float16)
+        float16_int8 = vk.VkPhysicalDeviceShaderFloat16Int8Features(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES, shaderFloat16=on(small["shaderFloat16"]), shaderInt8=on(self.int8)
         )
         storage16 = vk.VkPhysicalDevice16BitStorageFeatures(
-            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, pNext=float16, storageBuffer16BitAccess=on(self.float16)
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, pNext=float16_int8, storageBuffer16BitAccess=on(self.storage16)
+        )
+        storage8 = vk.VkPhysicalDevice8BitStorageFeatures(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES, pNext=storage16, storageBuffer8BitAccess=on(self.storage8)
         )
         features = vk.VkPhysicalDeviceFeatures2(
-            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=storage16 if self.float16 else None,
-            features=vk.VkPhysicalDeviceFeatures(shaderInt64=on(self.int64), shaderFloat64=on(self.float64)),
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=storage8 if all(e in extensions for e in _SMALL_TYPE_EXTENSIONS) else None,
+            features=vk.VkPhysicalDeviceFeatures(shaderInt64=on(self.int64), shaderFloat64=on(self.float64), shaderInt16=on(self.int16)),
         )
         # Kernels ask for IEEE infinities and NaNs (SignedZeroInfNanPreserve, lowering.py):
         # VK_KHR_shader_float_controls, enabled when the device has it, says per width whether
         # the device honours that.
-        wanted = ("VK_KHR_shader_float_controls",) + (_FLOAT16_EXTENSIONS if self.float16 else ())
+        wanted = ("VK_KHR_shader_float_controls",) + _SMALL_TYPE_EXTENSIONS
         enabled = [e for e in wanted if e in extensions]
         self.preserve_inf_nan = self._preserve_inf_nan() if "VK_KHR_shader_float_controls" in enabled else {16: False, 32: False, 64: False}
         self.device = vk.vkCreateDevice(
@@ -119,19 +129,32 @@ class VulkanContext:
         self.memory = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
         self.lock = threading.Lock()  # one submission at a time on the shared queue
 
-    def _float16_supported(self, extensions: list[str]) -> bool:
-        """Whether the device has f16 arithmetic and f16 storage buffers (both extensions and
-        both features), read through `vkGetPhysicalDeviceFeatures2` (Vulkan 1.1)."""
+    def _small_type_features(self, extensions: list[str]) -> dict[str, bool]:
+        """shaderFloat16, shaderInt8, storageBuffer16BitAccess and storageBuffer8BitAccess of the
+        device, read through `vkGetPhysicalDeviceFeatures2` (Vulkan 1.1); all False without the
+        three extensions that carry them."""
         vk = self.vk
-        if not all(e in extensions for e in _FLOAT16_EXTENSIONS):
-            return False
+        names = ("shaderFloat16", "shaderInt8", "storageBuffer16BitAccess", "storageBuffer8BitAccess")
+        if not all(e in extensions for e in _SMALL_TYPE_EXTENSIONS):
+            return dict.fromkeys(names, False)
         try:
-            float16 = vk.VkPhysicalDeviceShaderFloat16Int8Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES)
-            storage16 = vk.VkPhysicalDevice16BitStorageFeatures(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, pNext=float16)
-            vk.vkGetPhysicalDeviceFeatures2(self.physical, vk.VkPhysicalDeviceFeatures2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=storage16))
-        except Exception:  # noqa: BLE001 - a loader or binding without Vulkan 1.1 queries: no f16
-            return False
-        return bool(float16.shaderFloat16) and bool(storage16.storageBuffer16BitAccess)
+            float16_int8 = vk.VkPhysicalDeviceShaderFloat16Int8Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES)
+            storage16 = vk.VkPhysicalDevice16BitStorageFeatures(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, pNext=float16_int8)
+            storage8 = vk.VkPhysicalDevice8BitStorageFeatures(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES, pNext=storage16)
+            vk.vkGetPhysicalDeviceFeatures2(self.physical, vk.VkPhysicalDeviceFeatures2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=storage8))
+        except Exception:  # noqa: BLE001 - a loader or binding without Vulkan 1.1 queries: none of them
+            return dict.fromkeys(names, False)
+        return {
+            "shaderFloat16": bool(float16_int8.shaderFloat16),
+            "shaderInt8": bool(float16_int8.shaderInt8),
+            "storageBuffer16BitAccess": bool(storage16.storageBuffer16BitAccess),
+            "storageBuffer8BitAccess": bool(storage8.storageBuffer8BitAccess),
+        }
+
+    @property
+    def narrow_integers(self) -> bool:
+        """Whether programs compiled with `VulkanOptions.narrow_integers` run here."""
+        return self.int8 and self.int16 and self.storage8 and self.storage16
 
     def _preserve_inf_nan(self) -> dict[int, bool]:
         """Float width -> whether the device preserves infinities, NaNs and signed zeros when a
@@ -175,8 +198,8 @@ class _Buffer:
         vk = ctx.vk
         self.ctx = ctx
         # Rounded up to whole 32-bit words: a zero-sized buffer is invalid in Vulkan, and kernels
-        # address bool (byte) buffers as arrays of i32 words (SPIR-V's emulation of 8-bit
-        # storage), so a word's tail past the data must still be inside the binding's range
+        # compiled without `narrow_integers` address bool (byte) buffers as arrays of i32 words
+        # (SPIR-V's emulation of 8-bit storage), so a word's tail past the data must still be inside the binding's range
         # (else robust buffer access drops the whole word's write).
         self.nbytes = max(4, -(-nbytes // 4) * 4)
         usage = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
@@ -212,9 +235,12 @@ _OP_CAPABILITY = 17
 _CAPABILITY_FLOAT16 = 9
 _CAPABILITY_FLOAT64 = 10
 _CAPABILITY_INT64 = 11
+_CAPABILITY_INT16 = 22
+_CAPABILITY_INT8 = 39
 _CAPABILITY_STORAGE_BUFFER_16BIT = 4433  # StorageBuffer16BitAccess (SPV_KHR_16bit_storage)
-#: The device extensions behind shaderFloat16 and storageBuffer16BitAccess on a Vulkan 1.1 device.
-_FLOAT16_EXTENSIONS = ("VK_KHR_shader_float16_int8", "VK_KHR_16bit_storage")
+_CAPABILITY_STORAGE_BUFFER_8BIT = 4448  # StorageBuffer8BitAccess (SPV_KHR_8bit_storage)
+#: The device extensions behind shaderFloat16/shaderInt8 and 16/8-bit storage on a Vulkan 1.1 device.
+_SMALL_TYPE_EXTENSIONS = ("VK_KHR_shader_float16_int8", "VK_KHR_16bit_storage", "VK_KHR_8bit_storage")
 _CAPABILITY_PRESERVE_INF_NAN = 4466  # SignedZeroInfNanPreserve (SPV_KHR_float_controls)
 
 
@@ -252,7 +278,10 @@ class VulkanProgram:
             (_CAPABILITY_INT64, "shaderInt64", self.ctx.int64, "64-bit integers"),
             (_CAPABILITY_FLOAT64, "shaderFloat64", self.ctx.float64, "f64 (double) arithmetic"),
             (_CAPABILITY_FLOAT16, "shaderFloat16", self.ctx.float16, "f16 (half) arithmetic"),
-            (_CAPABILITY_STORAGE_BUFFER_16BIT, "storageBuffer16BitAccess", self.ctx.float16, "f16 buffers"),
+            (_CAPABILITY_STORAGE_BUFFER_16BIT, "storageBuffer16BitAccess", self.ctx.storage16, "16-bit buffers"),
+            (_CAPABILITY_INT8, "shaderInt8", self.ctx.int8, "8-bit integer arithmetic"),
+            (_CAPABILITY_INT16, "shaderInt16", self.ctx.int16, "16-bit integer arithmetic"),
+            (_CAPABILITY_STORAGE_BUFFER_8BIT, "storageBuffer8BitAccess", self.ctx.storage8, "8-bit buffers (int8, uint8, bool)"),
         ):
             if cap in declared and not have:
                 raise VulkanUnavailable(f"@{program.name} uses {what}; the Vulkan device {self.ctx.device_name} lacks {feature}")

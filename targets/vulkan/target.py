@@ -8,6 +8,8 @@ binaries from the result and loads them on the first Vulkan device (`runtime.Vul
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Any
 
 from mlir import ir
@@ -45,7 +47,7 @@ class VulkanTarget(Target):
         o: VulkanOptions = self.options(options)
         elements = [
             GPU_MATH_APPROXIMATION + "," + element_text("gpu-map", {"device": o.device}),
-            element_text("gpu-to-spirv", {"spirv_version": o.spirv_version}),
+            element_text("gpu-to-spirv", {"spirv_version": o.spirv_version, "narrow_integers": o.narrow_integers}),
             "spirv-serialize",
         ]
         return ",".join(elements[: self.stages.index(stop_after) + 1 if stop_after else None])
@@ -67,12 +69,15 @@ class VulkanTarget(Target):
 
         from . import VulkanFunction, check_signature
         from .lowering import spirv_binaries
-        from .runtime import VulkanProgram
+        from .runtime import VulkanProgram, vulkan_context
 
         opts: VulkanOptions = self.options(options)
+        if opts.narrow_integers and not vulkan_context().narrow_integers:
+            # bool buffers then go through the 32-bit-word emulation, which every device runs
+            opts = dataclasses.replace(opts, narrow_integers=False)
         signature = select_entry(module, entry)
         refuse_host_runtime(module)  # names the node of a string/image op before the types are read
-        check_signature(signature)
+        check_signature(signature, opts.narrow_integers)
 
         def compile_one(lowered: ir.Module) -> VulkanFunction:
             static = select_entry(lowered, signature.name)

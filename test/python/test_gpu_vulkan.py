@@ -513,7 +513,7 @@ def test_stages_are_pipeline_text() -> None:
 
     target = get_target("vulkan")
     assert target.pipeline(None) == (
-        "onnxc-approximate-math{functions={erf,erfc}},gpu-map{device=vulkan},gpu-to-spirv{spirv-version=v1.0},spirv-serialize"
+        "onnxc-approximate-math{functions={erf,erfc}},gpu-map{device=vulkan},gpu-to-spirv{spirv-version=v1.0 narrow-integers=true},spirv-serialize"
     )
     assert "gpu.launch_func" in str(lower(driver_mlp(), "gpu", target="vulkan"))
     spirv = str(lower(driver_mlp(), "spirv", target="vulkan"))
@@ -565,3 +565,66 @@ def test_scalar_slice_reads_its_element(vulkan: None) -> None:
     with ir.Context():
         got = compile_module(ir.Module.parse(src))(x, y)[0]
     np.testing.assert_array_equal(got, y + x[1, 3])
+
+
+def _quantized_block() -> onnx.ModelProto:
+    """uint8 in, int8 weights: DequantizeLinear, MatMul, QuantizeLinear back to uint8, an int16
+    Add beside it, and a bool mask from the uint8 data (Greater + Where)."""
+    rng = np.random.default_rng(11)
+    u8, i8, i16 = TensorProto.UINT8, TensorProto.INT8, TensorProto.INT16
+    inits = [
+        numpy_helper.from_array(rng.integers(-100, 100, (16, 8)).astype(np.int8), "w"),
+        numpy_helper.from_array(np.array(0.02, np.float32), "xs"), numpy_helper.from_array(np.array(128, np.uint8), "xz"),
+        numpy_helper.from_array(np.array(0.01, np.float32), "ws"), numpy_helper.from_array(np.array(0, np.int8), "wz"),
+        numpy_helper.from_array(np.array(0.5, np.float32), "ys"), numpy_helper.from_array(np.array(100, np.uint8), "yz"),
+        numpy_helper.from_array(np.array(200, np.uint8), "t"),
+    ]
+    nodes = [
+        helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xf"]),
+        helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wf"]),
+        helper.make_node("MatMul", ["xf", "wf"], ["m"]),
+        helper.make_node("QuantizeLinear", ["m", "ys", "yz"], ["y"]),
+        helper.make_node("Add", ["a", "b"], ["s"]),
+        helper.make_node("Greater", ["x", "t"], ["mask"]),
+        helper.make_node("Where", ["mask", "x", "t"], ["clipped"]),
+    ]
+    ins = [helper.make_tensor_value_info("x", u8, [4, 16]), helper.make_tensor_value_info("a", i16, [4, 16]), helper.make_tensor_value_info("b", i16, [16])]
+    outs = [helper.make_tensor_value_info("y", u8, [4, 8]), helper.make_tensor_value_info("s", i16, [4, 16]), helper.make_tensor_value_info("clipped", u8, [4, 16])]
+    model = helper.make_model(helper.make_graph(nodes, "g", ins, outs, inits), opset_imports=[helper.make_opsetid("", 21)], ir_version=IR_VERSION)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def test_narrow_integers_run_and_can_be_turned_off(vulkan: None) -> None:
+    """int8/uint8/int16 tensors run natively (Int8, Int16, StorageBuffer8BitAccess), exactly as
+    onnx.reference computes them (a quantized MatMul, an int16 Add with wrap-around, a uint8
+    Where through a bool mask). With `narrow_integers=False`, what a device without 8-bit
+    storage gets, the same model is refused naming the element type, and bool buffers still run
+    (through the 32-bit-word emulation)."""
+    import onnxc
+    from onnxc.targets.vulkan import VulkanOptions
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(12)
+    model = _quantized_block()
+    feeds = {
+        "x": rng.integers(0, 256, (4, 16)).astype(np.uint8),
+        "a": rng.integers(-32768, 32767, (4, 16)).astype(np.int16),
+        "b": rng.integers(-32768, 32767, (16,)).astype(np.int16),
+    }
+    want = ReferenceEvaluator(model).run(None, feeds)
+    got = onnxc.compile(model, target="vulkan")(**feeds)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+    with pytest.raises(onnxc.errors.OnnxcError, match="element type i8"):
+        onnxc.compile(model, target="vulkan", options=VulkanOptions(narrow_integers=False))
+    mask_model = _model(
+        [helper.make_node("Greater", ["x", "zero"], ["m"]), helper.make_node("Not", ["m"], ["y"])],
+        [_f32("x", [37])], [helper.make_tensor_value_info("y", TensorProto.BOOL, [37])],
+        [numpy_helper.from_array(np.array(0.0, np.float32), "zero")],
+    )
+    x = rng.standard_normal(37).astype(np.float32)
+    for narrow in (True, False):
+        (y,) = onnxc.compile(mask_model, target="vulkan", options=VulkanOptions(narrow_integers=narrow))(x)
+        np.testing.assert_array_equal(y, ~(x > 0))
