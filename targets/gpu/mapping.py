@@ -455,11 +455,57 @@ def _kernel_copies_to_linalg(module: ir.Module) -> int:
 def lower_kernels_to_loops(module: ir.Module, error: type[OnnxcError] = GpuMappingError) -> None:
     """Kernel bodies of a mapped module to scalar loops (`KERNEL_LOOPS_PIPELINE`), both
     emitters' first step; kernel-side `memref.copy` first becomes `linalg.copy`, and each
-    `arith.remf` becomes the exact loop of `_exact_remf`."""
+    `arith.remf` becomes the exact loop of `_exact_remf` and each `math.ipowi` the loop of
+    `_integer_powers`."""
     with module.context, ir.Location.unknown():
         _kernel_copies_to_linalg(module)
         run_pipeline(module, KERNEL_LOOPS_PIPELINE, "lowering kernels to loops", error)
         _exact_remf(module)
+        _integer_powers(module)
+
+
+def _integer_powers(module: ir.Module) -> int:
+    """Replace each scalar `math.ipowi a, b` (ONNX Pow on integers) in a kernel by
+    exponentiation by squaring in an `scf.while`, with upstream's meaning for a negative
+    exponent (`convert-math-to-funcs`, what the CPU target runs): 1 for a = 1, +-1 for a = -1 by
+    the parity of b, else 0 (for a = 0, where the CPU divides by zero, 0 here too).
+
+    Why: neither the SPIR-V nor the NVVM conversion lowers math.ipowi (both refused integer Pow
+    with "failed to legalize"), and upstream's expansion makes a function beside the kernel,
+    which a gpu.module's conversion would not take."""
+    from mlir.dialects import arith, math, scf
+
+    found = [
+        op for g in collect(module.operation, lambda op: op.name == "gpu.module")
+        for op in collect(g, lambda op: op.name == "math.ipowi" and isinstance(op.results[0].type, ir.IntegerType))
+    ]
+    I = arith.CmpIPredicate
+    for op in found:
+        a, b = op.operands[0], op.operands[1]
+        t = a.type
+        with ir.InsertionPoint(op), op.location:
+            def c(v: int) -> ir.Value:
+                return arith.ConstantOp(t, v).result
+
+            zero, one = c(0), c(1)
+            loop = scf.WhileOp([t, t, t], [one, a, b])  # (result, base, exponent)
+            before = loop.before.blocks.append(t, t, t)
+            with ir.InsertionPoint(before):
+                scf.ConditionOp(arith.cmpi(I.sgt, before.arguments[2], zero), list(before.arguments))
+            after = loop.after.blocks.append(t, t, t)
+            with ir.InsertionPoint(after):
+                result, base, e = after.arguments
+                odd = arith.cmpi(I.ne, arith.andi(e, one), zero)
+                scf.YieldOp([arith.select(odd, arith.muli(result, base), result), arith.muli(base, base), arith.shrui(e, one)])
+            odd_b = arith.cmpi(I.ne, arith.andi(b, one), zero)
+            negative = arith.select(
+                arith.cmpi(I.eq, a, one), one,
+                arith.select(arith.cmpi(I.eq, a, c(-1)), arith.select(odd_b, c(-1), one), zero),
+            )
+            value = arith.select(arith.cmpi(I.slt, b, zero), negative, loop.results[0])
+        op.results[0].replace_all_uses_with(value)
+        op.erase()
+    return len(found)
 
 
 def _exact_remf(module: ir.Module) -> int:

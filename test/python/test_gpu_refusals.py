@@ -232,6 +232,33 @@ def test_reduction_to_a_scalar_keeps_its_gather_positions() -> None:
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"{shape} weighted={weighted} {reduction}")
 
 
+def test_integer_pow_on_vulkan() -> None:
+    """Pow on int32 and int64 (`math.ipowi`, which neither GPU conversion lowers; refused before)
+    runs as exponentiation by squaring (`mapping._integer_powers`): against numpy for exponents
+    0..9 with wrap-around, and against the CPU target for negative exponents (1 for a base of 1,
+    +-1 for -1, else 0, upstream's meaning)."""
+    import onnxc
+    from test_gpu_vulkan import _vulkan_or_skip
+
+    _vulkan_or_skip()
+    for dtype, onnx_type in ((np.int32, TensorProto.INT32), (np.int64, TensorProto.INT64)):
+        model = _model(
+            [helper.make_node("Pow", ["a", "b"], ["y"], name="pow0")],
+            [helper.make_tensor_value_info("a", onnx_type, [70]), helper.make_tensor_value_info("b", onnx_type, [70])],
+            [helper.make_tensor_value_info("y", onnx_type, [70])],
+        )
+        a = np.tile(np.array([-3, -2, -1, 0, 1, 2, 3, 5, 7, 100], dtype), 7)
+        b = np.repeat(np.arange(0, 7, dtype=dtype), 10) + (np.arange(70) % 3).astype(dtype)
+        (got,) = onnxc.compile(model, target="vulkan")(a, b)
+        with np.errstate(over="ignore"):
+            np.testing.assert_array_equal(got, np.power(a, b))
+        a_neg = np.tile(np.array([1, -1, 2, -2, 3, -3, 7], dtype), 10)
+        b_neg = -np.repeat(np.arange(1, 11, dtype=dtype), 7)
+        (got,) = onnxc.compile(model, target="vulkan")(a_neg, b_neg)
+        (want,) = onnxc.compile(model, target="cpu")(a_neg, b_neg)
+        np.testing.assert_array_equal(got, want)
+
+
 def test_gather_by_index_in_a_reduction_is_not_split() -> None:
     """A reduction whose body reads its reduction position (`linalg.index`: the shape-generic
     broadcast of a MatMul operand, GELU(x) @ W with a dynamic sequence, lowers to a gather in the
