@@ -161,6 +161,12 @@ def collect(root: ir.Operation, predicate: "Callable[[ir.Operation], bool]") -> 
     return found
 
 
+def kernel_ops(module: ir.Module, predicate: "Callable[[ir.Operation], bool]") -> list[ir.Operation]:
+    """Every operation inside the module's `gpu.module`s (the kernels, not the host code) for
+    which `predicate` holds, collected before any rewrite (`collect`)."""
+    return [op for g in collect(module.operation, lambda op: op.name == "gpu.module") for op in collect(g, predicate)]
+
+
 def binary_objects(module: ir.Module) -> dict[str, bytes]:
     """Kernel module name -> the bytes of the first `#gpu.object` of each `gpu.binary` (SPIR-V
     words for Vulkan, PTX text for CUDA's `isa` format)."""
@@ -444,7 +450,7 @@ def _kernel_copies_to_linalg(module: ir.Module) -> int:
     (it is a call into a runtime library on the CPU), but linalg.copy lowers to loads/stores."""
     from mlir.dialects import linalg
 
-    found = [c for g in collect(module.operation, lambda op: op.name == "gpu.module") for c in collect(g, lambda op: op.name == "memref.copy")]
+    found = kernel_ops(module, lambda op: op.name == "memref.copy")
     for op in found:
         with ir.InsertionPoint(op), op.location:
             linalg.copy(op.operands[0], outs=[op.operands[1]])
@@ -475,10 +481,7 @@ def _integer_powers(module: ir.Module) -> int:
     which a gpu.module's conversion would not take."""
     from mlir.dialects import arith, math, scf
 
-    found = [
-        op for g in collect(module.operation, lambda op: op.name == "gpu.module")
-        for op in collect(g, lambda op: op.name == "math.ipowi" and isinstance(op.results[0].type, ir.IntegerType))
-    ]
+    found = kernel_ops(module, lambda op: op.name == "math.ipowi" and isinstance(op.results[0].type, ir.IntegerType))
     I = arith.CmpIPredicate
     for op in found:
         a, b = op.operands[0], op.operands[1]
@@ -521,7 +524,7 @@ def _exact_remf(module: ir.Module) -> int:
     NaN operand give NaN; b infinite gives a. At most ~280 iterations (the exponent range)."""
     from mlir.dialects import arith, math, scf
 
-    found = [r for g in collect(module.operation, lambda op: op.name == "gpu.module") for r in collect(g, lambda op: op.name == "arith.remf")]
+    found = kernel_ops(module, lambda op: op.name == "arith.remf")
     F = arith.CmpFPredicate
     for op in found:
         a, b = op.operands[0], op.operands[1]

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from mlir import ir
 from mlir.dialects import arith
 
-from onnxc.targets.gpu.mapping import collect
+from onnxc.targets.gpu.mapping import kernel_ops
 
 __all__ = ["F64_MATH", "f64_math_to_arith"]
 
@@ -256,10 +256,7 @@ def f64_math_to_arith(module: ir.Module) -> int:
     """Rewrite the f64 ops of `F64_MATH` in every `gpu.module` of `module` (see the module doc);
     returns how many were rewritten. Runs in the module's context."""
     f64 = ir.F64Type.get()
-    found = [
-        op for g in collect(module.operation, lambda op: op.name == "gpu.module")
-        for op in collect(g, lambda op: op.name in F64_MATH and len(op.results) == 1 and op.results[0].type == f64)
-    ]
+    found = kernel_ops(module, lambda op: op.name in F64_MATH and len(op.results) == 1 and op.results[0].type == f64)
     for op in found:
         with ir.InsertionPoint(op), op.location:
             result = F64_MATH[op.name](_Builder(), *op.operands)

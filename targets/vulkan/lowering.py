@@ -32,7 +32,7 @@ import re
 from mlir import ir
 
 from onnxc.errors import OnnxcError
-from onnxc.targets.gpu.mapping import binary_objects, collect, lower_kernels_to_loops, run_pipeline
+from onnxc.targets.gpu.mapping import binary_objects, collect, kernel_ops, lower_kernels_to_loops, run_pipeline
 
 from .f64_math import f64_math_to_arith
 
@@ -202,7 +202,7 @@ def _workgroup_memory_to_storage_class(module: ir.Module) -> int:
         space = ir.MemRefType(o.results[0].type).memory_space
         return (space is not None and space == workgroup) if o.name == "memref.alloc" else space is None
 
-    found = [o for g in collect(module.operation, lambda op: op.name == "gpu.module") for o in collect(g, local)]
+    found = kernel_ops(module, local)
     for op in found:
         t = ir.MemRefType(op.results[0].type)
         for use in op.results[0].uses:
@@ -220,10 +220,7 @@ def _private_index_buffers_to_i32(module: ir.Module) -> int:
     from mlir.dialects import arith, memref
 
     index, i32 = ir.IndexType.get(), ir.IntegerType.get_signless(32)
-    found = [
-        op for g in collect(module.operation, lambda op: op.name == "gpu.module")
-        for op in collect(g, lambda op: op.name == "memref.alloca" and ir.MemRefType(op.results[0].type).element_type == index)
-    ]
+    found = kernel_ops(module, lambda op: op.name == "memref.alloca" and ir.MemRefType(op.results[0].type).element_type == index)
     for op in found:
         t = ir.MemRefType(op.results[0].type)
         users = [u.owner for u in op.results[0].uses]
