@@ -129,6 +129,13 @@ class VulkanContext:
         self.memory = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
         self.lock = threading.Lock()  # one submission at a time on the shared queue
 
+    def _query_errors(self) -> tuple[type[BaseException], ...]:
+        """What a Vulkan 1.1 query raises where the loader or the binding lacks it: the driver's
+        error codes, a procedure the loader does not export (cffi's AttributeError on its
+        library), a structure the `vulkan` package does not define."""
+        vk = self.vk
+        return (vk.VkError, vk.VkException, vk.ProcedureNotFoundError, AttributeError)
+
     def _small_type_features(self, extensions: list[str]) -> dict[str, bool]:
         """shaderFloat16, shaderInt8, storageBuffer16BitAccess and storageBuffer8BitAccess of the
         device, read through `vkGetPhysicalDeviceFeatures2` (Vulkan 1.1); all False without the
@@ -142,7 +149,7 @@ class VulkanContext:
             storage16 = vk.VkPhysicalDevice16BitStorageFeatures(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, pNext=float16_int8)
             storage8 = vk.VkPhysicalDevice8BitStorageFeatures(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES, pNext=storage16)
             vk.vkGetPhysicalDeviceFeatures2(self.physical, vk.VkPhysicalDeviceFeatures2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=storage8))
-        except Exception:  # noqa: BLE001 - a loader or binding without Vulkan 1.1 queries: none of them
+        except self._query_errors():  # a loader or binding without Vulkan 1.1 queries: none of them
             return dict.fromkeys(names, False)
         return {
             "shaderFloat16": bool(float16_int8.shaderFloat16),
@@ -165,7 +172,7 @@ class VulkanContext:
             vk.vkGetPhysicalDeviceProperties2(
                 self.physical, vk.VkPhysicalDeviceProperties2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, pNext=fc)
             )
-        except Exception:  # noqa: BLE001 - a loader or binding without Vulkan 1.1 queries: not known to preserve
+        except self._query_errors():  # a loader or binding without Vulkan 1.1 queries: not known to preserve
             return {16: False, 32: False, 64: False}
         return {
             16: bool(fc.shaderSignedZeroInfNanPreserveFloat16),
