@@ -922,13 +922,16 @@ def gpu_columns() -> list[GpuColumn]:
     ]
 
 
-def _target_table(cases: Sequence[Case], failing: Mapping[str, tuple[str, str]], gpus: Sequence[GpuColumn]) -> list[str]:
+def _target_table(cases: Sequence[Case], failing: Mapping[str, tuple[str, str]], gpus: Sequence[GpuColumn],
+                  gpu_failing: Sequence[Mapping[str, str]]) -> list[str]:
+    """The per-target table: the CPU over the suite, each GPU column over its cases, with its
+    failing cases `gpu_failing` (`GpuColumn.failing`, one per column)."""
     rows = ["| target | cases | pass | fail | pass % | what a pass is |", "|---|---:|---:|---:|---:|---|"]
     n = len(cases)
     rows.append(f"| CPU | {n} | {n - len(failing)} | {len(failing)} | {_pct(n - len(failing), n)} | every case of the suite, "
                 "compiled with `onnxc.compile` and run (`test_backend.py`) |")
-    for g in gpus:
-        k, f = len(g.cases), len(g.failing(failing))
+    for g, gf in zip(gpus, gpu_failing):
+        k, f = len(g.cases), len(gf)
         rows.append(f"| {g.target} | {k} | {k - f} | {f} | {_pct(k - f, k)} | float node cases, {g.what} (`{g.test}`) |")
     return rows
 
@@ -963,6 +966,7 @@ def render_conformance(cases: Sequence[Case], failing: Mapping[str, tuple[str, s
         if "only" in info:
             bits.append(f"last partial re-run: `--only {info['only']}`")
         out += ["Last run: " + ", ".join(bits) + ".", ""]
+    gpu_failing = [g.failing(failing) for g in gpus]
     if gpus:
         out += [
             "## Per target",
@@ -972,7 +976,7 @@ def render_conformance(cases: Sequence[Case], failing: Mapping[str, tuple[str, s
             f"{len(gpus[0].cases)} of the suite's {sum(1 for c in cases if c.group == 'node')} node cases. Their failures "
             "are listed, with reasons, under \"Failing cases on the GPU targets\".",
             "",
-            *_target_table(cases, failing, gpus),
+            *_target_table(cases, failing, gpus, gpu_failing),
             "",
         ]
     out += ["## Per group", ""] + _group_table(cases, failing) + [""]
@@ -995,7 +999,6 @@ def render_conformance(cases: Sequence[Case], failing: Mapping[str, tuple[str, s
             if c.name not in failing:
                 row[i + 1] += 1
     # per op and GPU target: [cases, passes] of each column
-    gpu_failing = [g.failing(failing) for g in gpus]
     per_op_gpu: dict[str, list[list[int]]] = {}
     for c in cases:
         if c.group != "node":

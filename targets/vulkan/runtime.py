@@ -92,13 +92,13 @@ class VulkanContext:
         self.float64 = bool(available.shaderFloat64)
         self.int16 = bool(available.shaderInt16)
         small = self._small_type_features(extensions)
-        self.float16 = small["shaderFloat16"] and small["storageBuffer16BitAccess"]
+        self.float16 = small["shaderFloat16"]
         self.int8 = small["shaderInt8"]
         self.storage8 = small["storageBuffer8BitAccess"]
         self.storage16 = small["storageBuffer16BitAccess"]
         on = lambda flag: vk.VK_TRUE if flag else vk.VK_FALSE  # noqa: E731
         float16_int8 = vk.VkPhysicalDeviceShaderFloat16Int8Features(
-            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES, shaderFloat16=on(small["shaderFloat16"]), shaderInt8=on(self.int8)
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES, shaderFloat16=on(self.float16), shaderInt8=on(self.int8)
         )
         storage16 = vk.VkPhysicalDevice16BitStorageFeatures(
             sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, pNext=float16_int8, storageBuffer16BitAccess=on(self.storage16)
