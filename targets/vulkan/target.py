@@ -72,12 +72,13 @@ class VulkanTarget(Target):
         from .runtime import VulkanProgram, vulkan_context
 
         opts: VulkanOptions = self.options(options)
+        signature = select_entry(module, entry)
+        refuse_host_runtime(module)  # names the node of a string/image op before the types are read
+        check_signature(signature, opts.narrow_integers)  # before any device is asked for
         if opts.narrow_integers and not vulkan_context().narrow_integers:
             # bool buffers then go through the 32-bit-word emulation, which every device runs
             opts = dataclasses.replace(opts, narrow_integers=False)
-        signature = select_entry(module, entry)
-        refuse_host_runtime(module)  # names the node of a string/image op before the types are read
-        check_signature(signature, opts.narrow_integers)
+            check_signature(signature, opts.narrow_integers)
 
         def compile_one(lowered: ir.Module) -> VulkanFunction:
             static = select_entry(lowered, signature.name)
