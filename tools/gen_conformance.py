@@ -1064,7 +1064,11 @@ def render_conformance(cases: Sequence[Case], failing: Mapping[str, tuple[str, s
                 "Expected failures of each GPU test (strict, but for the random draws, which can match by chance), with "
                 "the reason written beside each in the test file.", ""]
         for g, gf in zip(gpus, gpu_failing):
-            out += [f"### {g.target} ({len(gf)})", "", "| case | reason |", "|---|---|"]
+            out += [f"### {g.target} ({len(gf)})", ""]
+            if not gf:
+                out += ["None: every case passes.", ""]
+                continue
+            out += ["| case | reason |", "|---|---|"]
             out += [f"| `{n.removesuffix('_cpu')}` | {_one_line(r).replace('|', chr(92) + '|')} |" for n, r in sorted(gf.items())]
             out.append("")
     return "\n".join(out)

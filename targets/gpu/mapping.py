@@ -623,6 +623,83 @@ def _slice_loop(loop: ir.Operation) -> bool:
     return not collect(loop, lambda o: o.name == "scf.forall" or o.name.startswith("linalg."))
 
 
+#: `arith.cmpi` predicates of a counter that stays below its bound (slt, ult).
+_BELOW = (2, 6)
+
+
+def _counted_while(op: ir.Operation) -> tuple[int, int, int, int] | None:
+    """(position, start, bound, step) of the counter of a host `scf.while` that only counts, else
+    None: its condition region is `cmpi slt|ult %counter, bound` forwarding its arguments
+    unchanged, the counter starts at a constant and the body yields it plus a positive
+    constant. What the Loop-based lowering of Scan-8 (its batch loop) builds."""
+    before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]
+    ops = list(before.operations)
+    if len(ops) != 2 or ops[0].name != "arith.cmpi" or ops[1].name != "scf.condition":
+        return None
+    compare, condition = ops
+    if condition.operands[0] != compare.results[0] or list(condition.operands)[1:] != list(before.arguments):
+        return None
+    if ir.IntegerAttr(compare.attributes["predicate"]).value not in _BELOW:
+        return None
+    counter, bound_value = compare.operands
+    if not isinstance(counter, ir.BlockArgument) or counter.owner != before:
+        return None
+    i = counter.arg_number
+    if not isinstance(counter.type, (ir.IntegerType, ir.IndexType)):
+        return None
+    start, bound = _constant_index(op.operands[i]), _constant_index(bound_value)
+    step_op = defining_op(list(after.operations)[-1].operands[i])
+    if start is None or bound is None or step_op is None or step_op.name != "arith.addi":
+        return None
+    a, b = step_op.operands
+    step = _constant_index(b) if a == after.arguments[i] else _constant_index(a) if b == after.arguments[i] else None
+    if step is None or step <= 0:
+        return None
+    return i, start, bound, step
+
+
+def _counted_whiles_to_for(module: ir.Module) -> int:
+    """Rewrite each host-side `scf.while` that only counts (`_counted_while`) as an `scf.for`
+    with constant bounds, the counter its induction variable, so that `_unroll_host_loops` can
+    unroll it like any other host loop (upstream raises such loops only in a test pass,
+    `test-scf-uplift-while-to-for`, not in the wheels). The loop's other values become the
+    for's iteration arguments; the counter's result is its last value."""
+    from mlir.dialects import arith, scf
+
+    count = 0
+    for op in collect(module.operation, lambda o: o.name == "scf.while" and o.parent.name == "func.func"):
+        found = _counted_while(op)
+        if found is None:
+            continue
+        i, start, bound, step = found
+        after = op.regions[1].blocks[0]
+        body = list(after.operations)
+        old_yield = body.pop()
+        carried = [j for j in range(len(op.operands)) if j != i]
+        counter_type = op.operands[i].type
+        trips = max(0, -(-(bound - start) // step))
+        with ir.InsertionPoint(op), op.location:
+            index = ir.IndexType.get()
+            loop = scf.ForOp(*(arith.constant(index, v) for v in (start, bound, step)), [op.operands[j] for j in carried])
+            last = arith.constant(counter_type, start + trips * step)
+        with ir.InsertionPoint(loop.body), op.location:
+            iv = loop.induction_variable
+            counter = iv if isinstance(counter_type, ir.IndexType) else arith.index_cast(counter_type, iv)
+        after.arguments[i].replace_all_uses_with(counter)
+        for k, j in enumerate(carried):
+            after.arguments[j].replace_all_uses_with(loop.inner_iter_args[k])
+        with ir.InsertionPoint(loop.body), op.location:
+            new_yield = scf.YieldOp([old_yield.operands[j] for j in carried])
+        for moved in body:  # in order, before the new terminator
+            moved.move_before(new_yield)
+        op.results[i].replace_all_uses_with(last)
+        for k, j in enumerate(carried):
+            op.results[j].replace_all_uses_with(loop.results[k])
+        op.erase()
+        count += 1
+    return count
+
+
 def _unroll_host_loops(module: ir.Module, wanted: Callable[[ir.Operation], bool] = _contains_kernels) -> int:
     """Fully unroll each host-side `scf.for` with constant bounds and at most `MAX_HOST_UNROLL`
     iterations that `wanted` selects, outermost first. By default the loops that contain kernels
@@ -1468,6 +1545,7 @@ def map_to_gpu(module: ir.Module, device: GpuDevice, mma_types: frozenset[str] =
             raise GpuMappingError("the input module does not verify")
         refuse_host_runtime(module)
         strip_runtime_checks(module.operation)  # no status channel on the GPU host (runtime_checks.py)
+        _counted_whiles_to_for(module)
         _unroll_host_loops(module, _slice_loop)
         run_pipeline(module, PRE_PIPELINE, "elementwise fusion")
         _one_use_per_empty(module)

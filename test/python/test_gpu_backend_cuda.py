@@ -18,15 +18,14 @@ test_backend.py) is skipped with that error as its reason.
 from __future__ import annotations
 
 import pytest
-from test_gpu_backend_vulkan import _DFT_NOISE, _RANDOM, _SCAN_HOST, CASES, OTHER_CASES, run_case_on
+from test_gpu_backend_vulkan import _DFT_NOISE, _RANDOM, CASES, OTHER_CASES, run_case_on
 from test_gpu_backend_vulkan import XFAILS as VULKAN_XFAILS
 from test_gpu_cuda import ptxas  # noqa: F401  (the fixture: ptxas from the gpu extra, a failure when missing)
 
 #: Strict expected failures of the CUDA compilation, with the reason: the Vulkan list's
-#: mapping-level refusals (the shared mapping).
-XFAILS: dict[str, str] = {
-    "test_scan_sum": _SCAN_HOST,
-}
+#: mapping-level refusals (the shared mapping). None since Scan-8's counting loop became an
+#: `scf.for` that the host unrolls (`mapping._counted_whiles_to_for`): every case assembles.
+XFAILS: dict[str, str] = {}
 
 
 def test_xfails_are_cases() -> None:

@@ -25,10 +25,6 @@ import numpy as np
 import onnx
 import pytest
 
-_SCAN_HOST = (
-    "Scan (opset 8) keeps an i64 constant on the host beside its loop (a host-side computation the "
-    "GPU host program does not run)"
-)
 #: The one float case whose expected values, not the GPU's, are off (on Vulkan/lavapipe and on an H200).
 _DFT_NOISE = (
     "the expected imaginary parts that are exactly 0 carry float32 rounding noise (1.9e-7, above "
@@ -47,7 +43,6 @@ def _xfail(reason: str, *names: str) -> list[tuple[str, str]]:
 #: Strict expected failures on the Vulkan target, with the reason.
 XFAILS: dict[str, str] = dict(
     [
-        *_xfail(_SCAN_HOST, "test_scan_sum"),
         *_xfail(_DFT_NOISE, "test_dft_inverse_opset19"),
         *_xfail(_RANDOM,
             "test_bernoulli",
