@@ -90,15 +90,15 @@ class CudaOptions:
         10 mantissa bits instead of 23, so this changes results and is off unless asked for.
         f16 contractions use them only when they accumulate in f16 (what upstream's mma.sync
         rewrite builds); ONNX MatMul on f16 accumulates in f32 and stays on the SIMT path.
-    dynamic_shapes: "refuse" (default: a dynamic dim is refused naming the node) or
-        "specialize" (compiled per call's shapes, `gpu.specialize`), as `VulkanOptions` has it.
+    dynamic_shapes: "specialize" (default: compiled per call's shapes, `gpu.specialize`) or
+        "refuse" (a dynamic dim is refused naming the node), as `VulkanOptions` has it.
     """
 
     chip: str = "sm_80"
     features: str = "+ptx80"
     tensor_cores: str = "auto"
     allow_tf32: bool = False
-    dynamic_shapes: str = "refuse"
+    dynamic_shapes: str = "specialize"
 
     def mma_types(self) -> tuple[str, ...]:
         """The tensor-core element kinds the GPU mapping may use (`mapping.MMA_TYPES` keys)."""

@@ -11,11 +11,11 @@ target once per distinct key (`SpecializingFunction`, cached). Every kernel then
 sizes, so nothing is guessed: a call whose shapes or host-read values differ gets its own
 program, never another call's.
 
-Dynamic dims are specialized only when asked (`VulkanOptions(dynamic_shapes="specialize")`):
-shape-generic lowering produces IR that static models do not (gathers by index inside
-reductions, clamped broadcast indices), and the first differential run over it found a mapping
-bug (fixed); until more models with dynamic axes have been compared, the default refuses dynamic
-dims as before.
+Dynamic dims are specialized by default (`VulkanOptions`/`CudaOptions` `dynamic_shapes=
+"specialize"`; "refuse" refuses them naming the node). Shape-generic lowering produces IR that
+static models do not (gathers by index inside reductions, clamped broadcast indices), and the
+first differential run over it found a mapping bug (fixed); the default flipped once the hub
+architectures with dynamic axes matched the CPU target (test_gpu_differential.py).
 
 What is made static:
 - an argument with dynamic dims gets the call's static type (a `tensor.cast` back to the
@@ -105,7 +105,7 @@ def _dynamic(t: ir.Type) -> bool:
 
 def needs_specialization(module: ir.Module, name: str, dynamic_dims: bool = False) -> bool:
     """Whether @name is compiled per call (`SpecializingFunction`): it reads a small argument on
-    the host (the values set shapes), or, with `dynamic_dims` (the Vulkan target's opt-in
+    the host (the values set shapes), or, with `dynamic_dims` (the targets' default
     `dynamic_shapes="specialize"`), it has a dynamically shaped argument or result. Without
     `dynamic_dims` such a module is compiled ahead of time, and the mapping refuses its dynamic
     shapes naming the node."""

@@ -61,12 +61,14 @@ class VulkanOptions:
     device: the `onnxc.targets.gpu.device.DEVICES` row whose tile sizes the mapping uses.
     spirv_version: the SPIR-V version of the target environment (`v1.0`..`v1.6`); v1.0 runs on
         every Vulkan 1.0+ driver.
-    dynamic_shapes: "refuse" (default: a dynamic dim is refused naming the node) or "specialize"
-        (opt-in: each call's shapes are made static and compiled, `targets/gpu/specialize.py`).
-        Opt-in until more models with dynamic axes have been compared with the CPU target: the
-        first differential run found a mapping bug (fixed: a reduction gathering by its
-        reduction index was split into a tree). Inputs whose values set shapes (Resize's
-        scales) are specialized either way: the model's dims are static there.
+    dynamic_shapes: "specialize" (default: each call's shapes are made static and compiled once
+        per distinct shape, `targets/gpu/specialize.py`) or "refuse" (a dynamic dim is refused
+        naming the node, for a caller who wants one ahead-of-time program or none). The default
+        since 2026-11-29, after the hub architectures with dynamic axes (EfficientNet, T5,
+        Whisper) and the static ones matched the CPU target on Vulkan
+        (test_gpu_differential.py); it was opt-in while the first differential run's mapping bug
+        (a reduction gathering by its reduction index split into a tree) was open. Inputs whose
+        values set shapes (Resize's scales) are specialized either way.
     narrow_integers: 8- and 16-bit integer buffers and arithmetic (Int8, Int16,
         StorageBuffer8BitAccess: ONNX int8/uint8/int16/uint16 tensors, and bool buffers as
         bytes). False: bool buffers are stored in 32-bit words through upstream's emulation and
@@ -76,7 +78,7 @@ class VulkanOptions:
 
     device: str = "vulkan"
     spirv_version: str = "v1.0"
-    dynamic_shapes: str = "refuse"
+    dynamic_shapes: str = "specialize"
     narrow_integers: bool = True
 
     def validate(self) -> None:

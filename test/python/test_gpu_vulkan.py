@@ -423,15 +423,13 @@ def _dynamic_model() -> onnx.ModelProto:
 
 
 def test_dynamic_shapes_run_per_call_shape(vulkan: None) -> None:
-    """With `dynamic_shapes="specialize"` (opt-in) a dynamic batch runs: each call's shapes are
+    """By default (`dynamic_shapes="specialize"`) a dynamic batch runs: each call's shapes are
     made static in a copy of the module, which is compiled once per distinct shape
     (targets/gpu/specialize.py); every size is checked against onnx.reference, and a size seen
     before reuses its program."""
     import onnxc
-    from onnxc.targets.vulkan import VulkanOptions
-
     model = _dynamic_model()
-    compiled = onnxc.compile(model, target="vulkan", options=VulkanOptions(dynamic_shapes="specialize"))
+    compiled = onnxc.compile(model, target="vulkan")
     ref = ReferenceEvaluator(model)
     rng = np.random.default_rng(0)
     for n in (3, 7, 3, 1):
@@ -443,14 +441,17 @@ def test_dynamic_shapes_run_per_call_shape(vulkan: None) -> None:
 
 
 @pytest.mark.parametrize("target", ["vulkan", "cuda"])
-def test_dynamic_shapes_are_refused_by_default_naming_the_node(target: str) -> None:
-    """Without the opt-in, a dynamic dim is refused before any kernel runs, with the ONNX node's
-    name (the op's location) in the message."""
+def test_dynamic_shapes_are_refused_when_asked_naming_the_node(target: str) -> None:
+    """With `dynamic_shapes="refuse"` (one ahead-of-time program or none), a dynamic dim is
+    refused before any kernel runs, with the ONNX node's name (the op's location) in the message."""
     import onnxc
+    from onnxc.targets.cuda import CudaOptions
     from onnxc.targets.gpu import GpuMappingError
+    from onnxc.targets.vulkan import VulkanOptions
 
+    options = VulkanOptions(dynamic_shapes="refuse") if target == "vulkan" else CudaOptions(dynamic_shapes="refuse")
     with pytest.raises(GpuMappingError, match=r"relu0.*dynamic shape"):
-        onnxc.compile(_dynamic_model(), target=target)
+        onnxc.compile(_dynamic_model(), target=target, options=options)
 
 
 @pytest.mark.parametrize("target", ["vulkan", "cuda"])
