@@ -374,20 +374,40 @@ def _is_simple_reduction(op: ir.Operation) -> bool:
 
 def _is_plain_contraction(op: ir.Operation) -> bool:
     """A `linalg.generic` that is a (batched) matmul in all but name: a contraction (upstream's
-    `isa_contraction_op`: a mul-add body over two inputs) with one m, one n and one k loop, k the
-    innermost loop and m, n the two innermost parallel ones, e.g. a 4-D MatMul whose collapsed
-    batch_matmul elementwise fusion turned back into a generic. It gets the contraction plan
-    (register tiles, promoted operands) like the named ops."""
+    `isa_contraction_op`: a mul-add body over two inputs) whose loops of extent > 1 are one k
+    loop, innermost, and parallel loops of which the two innermost are an m and an n loop, e.g.
+    a 4-D MatMul whose collapsed batch_matmul elementwise fusion turned back into a generic. It
+    gets the contraction plan (register tiles, promoted operands) like the named ops; the outer
+    parallel loops (batch dims, or more m dims: the tokens of a [batch, seq, hidden] x
+    [hidden, out] projection) get one workgroup per element (`plan_kernel`).
+
+    Loops of extent 1 do not count: a transformer's [1, seq, hidden] x [hidden, out] MatMul has
+    two m loops by upstream's analysis (the unit batch and the tokens), and read as a plain
+    reduction it became one workgroup per output element with a tree over k (BERT-base: 98,304
+    workgroups of 6 multiply-adds per thread for each projection)."""
     from mlir.dialects import linalg
 
     if op.name != "linalg.generic" or len(op.results) != 1 or not linalg.isa_contraction_op(op):
         return False
     dims = linalg.infer_contraction_dimensions(op)
-    if dims is None or len(dims.m) != 1 or len(dims.n) != 1 or len(dims.k) != 1:
+    if dims is None:
         return False
+    try:
+        extents = _loop_extents(op)
+    except GpuMappingError:  # a dynamic shape: refused, naming the op, when it is planned
+        return False
+    long = [i for i, e in enumerate(extents) if e > 1]
+    m, n, k = ([d for d in group if d in long] for group in (dims.m, dims.n, dims.k))
     iterators = _iterators(op)
-    parallel = [i for i, it in enumerate(iterators) if it == "parallel"]
-    return list(dims.k) == [len(iterators) - 1] and [dims.m[0], dims.n[0]] == parallel[-2:]
+    parallel = [i for i in long if iterators[i] == "parallel"]
+    return (
+        len(k) == 1
+        and k[0] == len(iterators) - 1
+        and [i for i in long if iterators[i] == "reduction"] == k
+        and len(parallel) >= 2
+        and parallel[-2] in m
+        and parallel[-1] in n
+    )
 
 
 def _is_init_only_fill(op: ir.Operation) -> bool:
@@ -897,23 +917,36 @@ def _parent_forall_kind(op: ir.Operation) -> str | None:
 
 
 def _partials_to_workgroup_memory(module: ir.Module) -> int:
-    """Replace each `tensor.empty` created inside a workgroup (block forall) and shared by a
-    thread forall with `bufferization.alloc_tensor` in `#gpu.address_space<workgroup>`: the
-    tree reductions' partial results, which all threads of the workgroup must see."""
+    """Give each thread forall inside a workgroup (block forall) whose shared output is a
+    `tensor.empty` its own `bufferization.alloc_tensor` in `#gpu.address_space<workgroup>`, just
+    before it: the tree reductions' partial results, which all threads of the workgroup must
+    see. Per use, wherever the empty is defined: canonicalization and CSE can leave one empty
+    outside the block forall serving several kernels' partials (BERT-base's projections, whose
+    partials have one shape), and bufferization then allocated it in global memory inside the
+    kernel, which neither GPU lowering accepts. A `tensor.empty` has no contents, so replacing
+    one use leaves the others as they were."""
     from mlir.dialects import bufferization
 
-    found = collect(module.operation, lambda op: op.name == "tensor.empty" and _parent_forall_kind(op) == "block")
+    threads = collect(
+        module.operation,
+        lambda op: op.name == "scf.forall" and "mapping" in op.attributes and _maps_threads(op.attributes["mapping"]) and _parent_forall_kind(op) == "block",
+    )
     space = ir.Attribute.parse("#gpu.address_space<workgroup>")
     count = 0
-    for op in found:
-        users = [u.owner for u in op.results[0].uses]
-        if not users or not all(getattr(u, "name", None) == "scf.forall" and _maps_threads(u.attributes["mapping"]) for u in users):
-            continue
-        with ir.InsertionPoint(op), op.location:
-            alloc = bufferization.AllocTensorOp(op.results[0].type, [], memory_space=space)
-        op.results[0].replace_all_uses_with(alloc.result)
-        op.erase()
-        count += 1
+    for forall in threads:
+        n_shared = len(forall.results)
+        first_shared = len(forall.operands) - n_shared  # bounds and steps come first
+        for i in range(first_shared, len(forall.operands)):
+            empty = defining_op(forall.operands[i])
+            if empty is None or empty.name != "tensor.empty" or len(empty.operands):
+                continue
+            with ir.InsertionPoint(forall), empty.location:
+                alloc = bufferization.AllocTensorOp(empty.results[0].type, [], memory_space=space)
+            forall.operands[i] = alloc.result
+            count += 1
+    for empty in collect(module.operation, lambda op: op.name == "tensor.empty"):
+        if not list(empty.results[0].uses):
+            empty.erase()
     return count
 
 
@@ -1405,6 +1438,24 @@ def _rewrite_mma(module: ir.Module) -> int:
     return count
 
 
+def _drop_final_barriers(module: ir.Module) -> int:
+    """Erase the `gpu.barrier`s that end a launch body (nothing but the terminator after them).
+    `map_nested_forall_to_threads` syncs after every thread loop, the kernel's last one too, but
+    the end of a kernel is already the end of every thread's work: no later access in the
+    kernel waits on it, and the next launch starts after this one ends. On lavapipe a barrier
+    also makes the whole shader run as coroutines, one per invocation."""
+    count = 0
+    for launch in collect(module.operation, lambda op: op.name == "gpu.launch"):
+        block = launch.regions[0].blocks[-1]
+        while True:
+            ops = list(block.operations)
+            if len(ops) < 2 or ops[-2].name != "gpu.barrier":
+                break
+            ops[-2].erase()
+            count += 1
+    return count
+
+
 def _one_barrier_per_copy(module: ir.Module) -> int:
     """Move the barriers out of each promoted copy's chunk loops: one `gpu.barrier` after the
     loop nest instead of one per chunk. `map_nested_forall_to_threads` puts a barrier after
@@ -1562,6 +1613,7 @@ def map_to_gpu(module: ir.Module, device: GpuDevice, mma_types: frozenset[str] =
             _host_copies_to_kernels(module, device)
             _map_to_launches(module, device)
             _one_barrier_per_copy(module)
+            _drop_final_barriers(module)
             _rewrite_mma(module)
         finally:
             _strip(module, (_ROOT_TAG, _FILL_TAG, _KERNEL_TAG, _COPY_TAG, _COPY_LOOP_TAG, _COPY_LOOP_NO_BARRIER_TAG))
