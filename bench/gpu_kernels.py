@@ -53,13 +53,17 @@ class Case:
     dims: tuple[int, ...]
 
     def flops(self) -> float:
-        if self.kind == "gemm":
+        if self.kind in MATMULS:
             m, k, n = self.dims
             return 2.0 * m * k * n
         cin, cout, hw, ksz, stride = self.dims
         out = -(-hw // stride)
         return 2.0 * cout * out * out * cin * ksz * ksz
 
+
+#: The MatMul kinds: "gemm" is [m, k] x [k, n]; "proj" is a transformer projection,
+#: [1, m, k] x [k, n] (tokens of one sequence times a weight), the MatMul transformers run most.
+MATMULS = ("gemm", "proj")
 
 CASES = [
     Case("gemm 256x256x256", "gemm", (256, 256, 256)),
@@ -68,6 +72,9 @@ CASES = [
     # Large enough to fill a data-centre GPU (CUDA only: lavapipe would take minutes).
     Case("gemm 2048x2048x2048", "gemm", (2048, 2048, 2048)),
     Case("gemm 4096x4096x4096", "gemm", (4096, 4096, 4096)),
+    # BERT-base (sequence 128): the attention projections and the FFN's first layer.
+    Case("proj 1x128x768 @ 768x768", "proj", (128, 768, 768)),
+    Case("proj 1x128x768 @ 768x3072", "proj", (128, 768, 3072)),
     # ResNet-50 (batch 1): conv2_x 3x3 and 1x1, conv3_x..conv5_x 3x3.
     Case("conv 64->64 3x3 56x56", "conv", (64, 64, 56, 3, 1)),
     Case("conv 256->64 1x1 56x56", "conv", (256, 64, 56, 1, 1)),
@@ -79,12 +86,13 @@ CASES = [
 
 def build(case: Case) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     rng = np.random.default_rng(0)
-    if case.kind == "gemm":
+    if case.kind in MATMULS:
         m, k, n = case.dims
+        lead = [1] if case.kind == "proj" else []
         w = nh.from_array((rng.standard_normal((k, n)) / math.sqrt(k)).astype(np.float32), "W")
         node = helper.make_node("MatMul", ["x", "W"], ["y"])
-        ins, outs, inits = [helper.make_tensor_value_info("x", TP.FLOAT, [m, k])], [helper.make_tensor_value_info("y", TP.FLOAT, [m, n])], [w]
-        feeds = {"x": rng.standard_normal((m, k)).astype(np.float32)}
+        ins, outs, inits = [helper.make_tensor_value_info("x", TP.FLOAT, lead + [m, k])], [helper.make_tensor_value_info("y", TP.FLOAT, lead + [m, n])], [w]
+        feeds = {"x": rng.standard_normal(lead + [m, k]).astype(np.float32)}
     else:
         cin, cout, hw, ksz, stride = case.dims
         out = -(-hw // stride)
@@ -129,7 +137,7 @@ def cuda_report(case: Case, model: onnx.ModelProto) -> None:
     from onnxc.targets.cuda import CudaOptions, compile_ptx
 
     linalg = lower(model, "linalg")
-    variants = [("f32", False)] + ([("tf32", True)] if case.kind == "gemm" else [])
+    variants = [("f32", False)] + ([("tf32", True)] if case.kind in MATMULS else [])
     for chip in ("sm_80", "sm_90"):
         for label, tf32 in variants:
             artifact = compile_ptx(linalg, CudaOptions(chip, "+ptx80", allow_tf32=tf32))
@@ -159,7 +167,7 @@ def vendor_ms(case: Case, feeds: dict[str, np.ndarray], model: onnx.ModelProto, 
     torch.backends.cudnn.allow_tf32 = kind == "tf32"
     x = torch.from_numpy(feeds["x"]).cuda().to(dtype)
     inits = {t.name: torch.from_numpy(nh.to_array(t).copy()).cuda().to(dtype) for t in model.graph.initializer}
-    if case.kind == "gemm":
+    if case.kind in MATMULS:
         def call() -> object:
             return x @ inits["W"]
     else:
@@ -187,13 +195,13 @@ def cuda_run(case: Case, model: onnx.ModelProto, feeds: dict[str, np.ndarray], r
 
     ctx = cuda_context()
     chip = ctx.chip if ctx.chip in ("sm_80", "sm_86", "sm_89", "sm_90") else "sm_80"
-    if case.kind == "gemm":  # numpy's BLAS in f64: the CPU target would add minutes at 4096^3
+    if case.kind in MATMULS:  # numpy's BLAS in f64: the CPU target would add minutes at 4096^3
         w = nh.to_array(model.graph.initializer[0])
         want = (feeds["x"].astype(np.float64) @ w.astype(np.float64)).astype(np.float32)
     else:
         want = onnxc.compile(model, target="cpu")(**feeds)[0]
     linalg = lower(model, "linalg")
-    for label, tf32 in [("f32", False)] + ([("tf32", True)] if case.kind == "gemm" else []):
+    for label, tf32 in [("f32", False)] + ([("tf32", True)] if case.kind in MATMULS else []):
         t = time.perf_counter()
         fn = compile_module(linalg, CudaOptions(chip, "+ptx80", allow_tf32=tf32))
         compile_s = time.perf_counter() - t
@@ -211,7 +219,7 @@ def cuda_run(case: Case, model: onnx.ModelProto, feeds: dict[str, np.ndarray], r
             f"  cuda {chip} {label:4} {ms:8.4f} ms ({case.flops() / ms / 1e9:8.2f} TFLOP/s) in {len(steps)} step(s)"
             f"{mma}{versus}  compile {compile_s:.1f} s  max rel diff {err:.1e}"
         )
-    vendor16 = vendor_ms(case, feeds, model, repeat, "f16") if case.kind == "gemm" else None
+    vendor16 = vendor_ms(case, feeds, model, repeat, "f16") if case.kind in MATMULS else None
     if vendor16:
         print(f"  vendor f16 (cuBLAS, for scale) {vendor16:8.4f} ms ({case.flops() / vendor16 / 1e9:8.1f} TFLOP/s)")
 

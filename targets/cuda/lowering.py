@@ -190,6 +190,7 @@ def bool_buffers_as_bytes(module: ir.Module) -> int:
     from mlir.dialects import arith, memref
 
     from onnxc.targets.gpu.mapping import collect
+    from onnxc.transforms.onnx_utils import elements_to_numpy
 
     i1, i8 = ir.IntegerType.get_signless(1), ir.IntegerType.get_signless(8)
 
@@ -206,14 +207,19 @@ def bool_buffers_as_bytes(module: ir.Module) -> int:
         t = ir.MemRefType(ir.TypeAttr(op.attributes["type"]).value)
         op.attributes["type"] = ir.TypeAttr.get(as_bytes(t))
         init = op.attributes["initial_value"] if "initial_value" in op.attributes else None
-        if isinstance(init, ir.DenseElementsAttr):
-            dense = ir.DenseIntElementsAttr(init)
+        if init is not None and not isinstance(init, ir.UnitAttr):
+            # Dense elements or, for a large mask (GPT-2's causal mask), a `dense_resource` blob,
+            # which the bindings hand back as a plain Attribute (the cast is the test).
+            if not isinstance(init, ir.DenseElementsAttr):
+                try:
+                    init = ir.DenseResourceElementsAttr(init)
+                except ValueError:
+                    pass
+            values = elements_to_numpy(init)
+            if values is None:
+                raise CudaLoweringError(f"{op.location}: the values of the bool constant {ir.StringAttr(op.attributes['sym_name']).value} cannot be read")
             tensor_type = ir.RankedTensorType.get(t.shape, i8)
-            if dense.is_splat:
-                op.attributes["initial_value"] = ir.DenseElementsAttr.get_splat(tensor_type, ir.IntegerAttr.get(i8, int(bool(dense.get_splat_value().value))))
-            else:
-                values = np.array([int(bool(v)) for v in dense], dtype=np.int8).reshape(t.shape)
-                op.attributes["initial_value"] = ir.DenseElementsAttr.get(values, type=tensor_type)
+            op.attributes["initial_value"] = ir.DenseElementsAttr.get(np.ascontiguousarray(values.astype(bool).astype(np.int8)), type=tensor_type)
         count += 1
     for func in collect(module.operation, lambda op: op.name in ("func.func", "gpu.func") and bool(op.regions[0].blocks)):
         ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)

@@ -235,6 +235,32 @@ def test_bool_buffers_are_held_as_bytes(ptxas: str) -> None:
     assert all(r.kernels for r in artifact.assemble().values())
 
 
+def test_large_bool_constants_are_held_as_bytes(ptxas: str) -> None:
+    """A bool initializer large enough to be imported as a `dense_resource` blob (GPT-2's 64x64
+    causal mask: 4096 bytes) becomes a global of bytes too. The bindings hand a resource back as
+    a plain Attribute, which `bool_buffers_as_bytes` left as i1 values in an i8 global: GPT-2
+    failed in the NVVM pipeline with a raw 'initial value element expected to be of type i8'."""
+    import numpy as np
+    from onnx import TensorProto, helper
+    from onnx import numpy_helper as nh
+
+    from onnxc.targets.cuda import CudaOptions, compile_ptx
+
+    mask = np.tril(np.ones((64, 64), bool))
+    model = helper.make_model(
+        helper.make_graph(
+            [helper.make_node("Where", ["causal", "x", "fill"], ["y"])], "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 64])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 64])],
+            [nh.from_array(mask, "causal"), nh.from_array(np.array(-1e4, np.float32), "fill")],
+        ),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=10,
+    )
+    linalg = lower(model, "linalg")
+    assert "dense_resource" in str(linalg)  # the case this test is about
+    artifact = compile_ptx(linalg, CudaOptions("sm_80"))
+    assert all(r.kernels for r in artifact.assemble().values())
+
+
 def test_launch_parameters_are_memref_descriptors() -> None:
     """Per memref argument: allocated and aligned pointer, offset, sizes, strides (MLIR's
     descriptor, what the NVVM lowering gives a kernel); a view keeps its offset and strides."""
