@@ -659,7 +659,8 @@ def _counted_while(op: ir.Operation) -> tuple[int, int, int, int] | None:
     compare, condition = ops
     if condition.operands[0] != compare.results[0] or list(condition.operands)[1:] != list(before.arguments):
         return None
-    if ir.IntegerAttr(compare.attributes["predicate"]).value not in _BELOW:
+    predicate = ir.IntegerAttr(compare.attributes["predicate"]).value
+    if predicate not in _BELOW:
         return None
     counter, bound_value = compare.operands
     if not isinstance(counter, ir.BlockArgument) or counter.owner != before:
@@ -670,6 +671,8 @@ def _counted_while(op: ir.Operation) -> tuple[int, int, int, int] | None:
     start, bound = _constant_index(op.operands[i]), _constant_index(bound_value)
     step_op = defining_op(list(after.operations)[-1].operands[i])
     if start is None or bound is None or step_op is None or step_op.name != "arith.addi":
+        return None
+    if predicate == _BELOW[1] and (start < 0 or bound < 0):  # ult: the constants read as unsigned
         return None
     a, b = step_op.operands
     step = _constant_index(b) if a == after.arguments[i] else _constant_index(a) if b == after.arguments[i] else None
