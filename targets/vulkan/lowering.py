@@ -58,7 +58,10 @@ _VERSION = re.compile(r"^v1\.[0-6]$")
 class VulkanOptions:
     """Options of the Vulkan target.
 
-    device: the `onnxc.targets.gpu.device.DEVICES` row whose tile sizes the mapping uses.
+    device: the `onnxc.targets.gpu.device.DEVICES` row whose tile sizes the mapping uses, or
+        "auto" (default): `vulkan_cpu` when `onnxc.compile` runs on a Vulkan driver that runs on
+        the CPU (lavapipe, SwiftShader), else `vulkan`; the stages without a device
+        (`--emit gpu|spirv`, onnx-opt) use `vulkan`.
     spirv_version: the SPIR-V version of the target environment (`v1.0`..`v1.6`); v1.0 runs on
         every Vulkan 1.0+ driver.
     dynamic_shapes: "specialize" (default: each call's shapes are made static and compiled once
@@ -76,7 +79,7 @@ class VulkanOptions:
         `shaderInt8` or `shaderInt16`; `VulkanTarget.compile` turns it off itself on such a device.
     """
 
-    device: str = "vulkan"
+    device: str = "auto"
     spirv_version: str = "v1.0"
     dynamic_shapes: str = "specialize"
     narrow_integers: bool = True
@@ -91,7 +94,15 @@ class VulkanOptions:
             raise VulkanLoweringError(f"dynamic_shapes must be 'refuse' or 'specialize', got {self.dynamic_shapes!r}")
         if not isinstance(self.narrow_integers, bool):
             raise VulkanLoweringError(f"narrow_integers must be True or False, got {self.narrow_integers!r}")
-        device_for(self.device)
+        if self.device != "auto":
+            device_for(self.device)
+
+    def device_row(self, cpu_device: bool = False) -> str:
+        """The `DEVICES` row the mapping uses: `device`, "auto" resolved for a device that is
+        (`cpu_device`) or is not a CPU driver."""
+        if self.device != "auto":
+            return self.device
+        return "vulkan_cpu" if cpu_device else "vulkan"
 
 
 def spirv_pipeline(options: VulkanOptions) -> str:

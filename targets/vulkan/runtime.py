@@ -78,6 +78,9 @@ class VulkanContext:
         self.physical, self.queue_family = chosen
         props = vk.vkGetPhysicalDeviceProperties(self.physical)
         self.device_name = str(props.deviceName)
+        # A driver that runs on the CPU (lavapipe, SwiftShader) gets its own tile sizes
+        # (`DEVICES["vulkan_cpu"]`, chosen by `VulkanOptions(device="auto")`).
+        self.cpu_device = props.deviceType == vk.VK_PHYSICAL_DEVICE_TYPE_CPU
         self.limits = props.limits
         queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.queue_family, queueCount=1, pQueuePriorities=[1.0])
         # 64-bit integers (ONNX index tensors) and doubles in shaders need the optional

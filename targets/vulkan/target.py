@@ -46,7 +46,7 @@ class VulkanTarget(Target):
             self.check_stage(stop_after)
         o: VulkanOptions = self.options(options)
         elements = [
-            GPU_MATH_APPROXIMATION + "," + element_text("gpu-map", {"device": o.device}),
+            GPU_MATH_APPROXIMATION + "," + element_text("gpu-map", {"device": o.device_row()}),
             element_text("gpu-to-spirv", {"spirv_version": o.spirv_version, "narrow_integers": o.narrow_integers}),
             "spirv-serialize",
         ]
@@ -75,6 +75,8 @@ class VulkanTarget(Target):
         signature = select_entry(module, entry)
         refuse_host_runtime(module)  # names the node of a string/image op before the types are read
         check_signature(signature, opts.narrow_integers)  # before any device is asked for
+        if opts.device == "auto":  # the tile sizes of the device this will run on
+            opts = dataclasses.replace(opts, device=opts.device_row(vulkan_context().cpu_device))
         if opts.narrow_integers and not vulkan_context().narrow_integers:
             # bool buffers then go through the 32-bit-word emulation, which every device runs
             opts = dataclasses.replace(opts, narrow_integers=False)

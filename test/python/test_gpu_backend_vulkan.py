@@ -115,6 +115,18 @@ def test_xfails_are_in_the_slice() -> None:
     assert set(XFAILS) <= names, sorted(set(XFAILS) - names)
 
 
+def _vulkan_gpu_row():  # -> VulkanOptions
+    from onnxc.targets.vulkan import VulkanOptions
+
+    return VulkanOptions(device="vulkan")
+
+
+#: The suite runs the tile sizes a GPU gets (`DEVICES["vulkan"]`: operands of contractions
+#: promoted to workgroup memory, the code path CUDA shares), not the CPU-driver row that
+#: `device="auto"` picks on lavapipe (`vulkan_cpu`, covered by the model tests).
+_GPU_ROW = {"vulkan": _vulkan_gpu_row()}
+
+
 def run_case_on(target: str, case, xfails: dict[str, str], request) -> None:
     """Compile `case` for `target` with `onnxc.compile` and compare every data set with the
     case's expected outputs at its own tolerances; a listed case is a strict expected failure
@@ -129,7 +141,7 @@ def run_case_on(target: str, case, xfails: dict[str, str], request) -> None:
         strict = xfails[case.name] != _RANDOM
         request.applymarker(pytest.mark.xfail(reason=xfails[case.name], strict=strict, raises=(onnxc.errors.OnnxcError, AssertionError)))
     try:
-        compiled = onnxc.compile(case.model, target=target)
+        compiled = onnxc.compile(case.model, target=target, options=_GPU_ROW.get(target))
     except onnxc.errors.OnnxcError as e:
         try:  # only on failure (it costs a second import): is the target-independent stage at fault?
             lower(case.model, "linalg")

@@ -300,13 +300,18 @@ def _compile(model: onnx.ModelProto):  # -> VulkanFunction
     return compile_module(lower(model, "linalg"))
 
 
+@pytest.mark.parametrize("device", ["auto", "vulkan"])
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_vulkan_matches_reference(name: str, vulkan: None, spirv_val: str, tmp_path) -> None:
-    """`onnxc.compile(model, target="vulkan")` end to end, against onnx.reference."""
+def test_vulkan_matches_reference(name: str, device: str, vulkan: None, spirv_val: str, tmp_path) -> None:
+    """`onnxc.compile(model, target="vulkan")` end to end, against onnx.reference, with the tile
+    sizes this device gets by default (`auto`: `vulkan_cpu` on lavapipe, no promotion, 4x4
+    register tiles) and with a GPU's (`vulkan`: contraction operands promoted to workgroup
+    memory, as on CUDA)."""
     import onnxc
+    from onnxc.targets.vulkan import VulkanOptions
 
     model = MODELS[name]()
-    compiled = onnxc.compile(model, target="vulkan")
+    compiled = onnxc.compile(model, target="vulkan", options=VulkanOptions(device=device))
     fn = compiled.function
     check_against_reference(compiled, model, name)
     # Every kernel module is valid SPIR-V for Vulkan 1.1 (the version the runtime asks for).
