@@ -1,6 +1,6 @@
 """A compile-level fuzzer: mutate ONNX node-test models, compile and run them, classify what happens.
 
-`python -m onnxc.tools.fuzz_compile --cases N --seed S [--workers 2] [--jit-opt-level 0] [--minutes M]
+`python -m onnxc.tools.fuzz_compile --cases N --seed S [--workers 2] [--jit-opt-level 0] [--target vulkan] [--minutes M]
 [--json out.json [--flush-s 60]] [--verbose]`
 
 Why: the importer's fuzzer (test/python/test_import_fuzz.py) mutates bytes and fields, so most of
@@ -282,7 +282,7 @@ def _same(got: np.ndarray, want: np.ndarray) -> bool:
 _LAST_COMPILED: list[tuple[str, int, Any]] = []
 
 
-def run_case(case: Case, jit_opt_level: int = 3, reuse: bool = False) -> dict[str, str]:
+def run_case(case: Case, jit_opt_level: int = 3, reuse: bool = False, target: str = "cpu") -> dict[str, str]:
     """Compile and run one case in this process: {'cls': outcome, 'detail': why}.
 
     `jit_opt_level` is the CPU target's `CpuPipelineOptions.jit_opt_level` (LLVM's optimization
@@ -290,7 +290,9 @@ def run_case(case: Case, jit_opt_level: int = 3, reuse: bool = False) -> dict[st
     LLVM's optimizer (the fuzzer tests answers, not speed). With `reuse`, a case whose model
     bytes equal the previous case's runs on that case's `CompiledModel` instead of compiling it
     again (the `feed` mutation runs one model with several wrong inputs: the compiled code is the
-    same, and a model called again after a refused call must still answer right)."""
+    same, and a model called again after a refused call must still answer right). `target`:
+    "cpu", or "vulkan" (the GPU mapping run on a Vulkan device, lavapipe here: a refusal must
+    still be an `OnnxcError`, a wrong answer is still a bug)."""
     import warnings
 
     import onnxc
@@ -305,7 +307,10 @@ def run_case(case: Case, jit_opt_level: int = 3, reuse: bool = False) -> dict[st
             compiled = _LAST_COMPILED[0][2]
         else:
             _LAST_COMPILED.clear()  # the old model's JIT code is freed before the next compile
-            compiled = onnxc.compile(model, options=CpuPipelineOptions(jit_opt_level=jit_opt_level))
+            if target == "cpu":
+                compiled = onnxc.compile(model, options=CpuPipelineOptions(jit_opt_level=jit_opt_level))
+            else:
+                compiled = onnxc.compile(model, target=target)
             if reuse:
                 _LAST_COMPILED.append((digest, jit_opt_level, compiled))
         got = compiled.run(case.feeds)
@@ -447,7 +452,7 @@ def second_opinion(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> tupl
     return None
 
 
-def worker_main(jit_opt_level: int = 3) -> None:
+def worker_main(jit_opt_level: int = 3, target: str = "cpu") -> None:
     """Read case file paths from stdin, one per line; write one JSON result line per case."""
     for line in sys.stdin:
         path = line.strip()
@@ -456,7 +461,7 @@ def worker_main(jit_opt_level: int = 3) -> None:
         with open(path, "rb") as fh:
             case = pickle.load(fh)
         reused = bool(_LAST_COMPILED) and _LAST_COMPILED[0][:2] == (hashlib.sha1(case.model).hexdigest(), jit_opt_level)
-        result = run_case(case, jit_opt_level, reuse=True)
+        result = run_case(case, jit_opt_level, reuse=True, target=target)
         if reused and result["cls"] in BUGS:  # a replay (`--only`) compiles afresh: say so
             result["detail"] += " [on the model compiled for the previous case]"
         sys.stdout.write(json.dumps(result) + "\n")
@@ -473,9 +478,10 @@ class Worker:
 
     HISTORY = 2000
 
-    def __init__(self, limit_bytes: int, jit_opt_level: int = 3) -> None:
+    def __init__(self, limit_bytes: int, jit_opt_level: int = 3, target: str = "cpu") -> None:
         self.limit_bytes = limit_bytes
         self.jit_opt_level = jit_opt_level
+        self.target = target
         self.proc: subprocess.Popen[str] | None = None
         self.history: list[int] = []
 
@@ -490,7 +496,7 @@ class Worker:
 
         env = dict(os.environ, PYTHONWARNINGS="ignore")
         return subprocess.Popen(
-            [sys.executable, "-m", "onnxc.tools.fuzz_compile", "--worker", "--jit-opt-level", str(self.jit_opt_level)],
+            [sys.executable, "-m", "onnxc.tools.fuzz_compile", "--worker", "--jit-opt-level", str(self.jit_opt_level), "--target", self.target],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, preexec_fn=limits, env=env,
         )  # fmt: skip
 
@@ -574,7 +580,7 @@ def _checkout_commit() -> str:
 def fuzz(n: int, seed: int, workers: int = 2, timeout: float = 120.0, only: int | None = None,
          deadline: float | None = None, limit_bytes: int = 6 << 30, log: Any = None, jit_opt_level: int = 3,
          json_path: Path | None = None, flush_s: float = 60.0, pause_file: Path | None = None,
-         replay: list[int] | None = None) -> dict[str, Any]:  # fmt: skip
+         replay: list[int] | None = None, target: str = "cpu") -> dict[str, Any]:  # fmt: skip
     """Run `n` drawn cases (or just case `only`) on `workers` workers; stop starting cases after
     `deadline` (time.time()). Returns counts and the bug cases.
 
@@ -623,7 +629,7 @@ def fuzz(n: int, seed: int, workers: int = 2, timeout: float = 120.0, only: int 
     commit = _checkout_commit()
 
     def extra() -> dict[str, Any]:
-        return {"drawn": len(cases), "jit_opt_level": jit_opt_level, "workers": workers, "seconds": round(time.time() - start, 1),
+        return {"drawn": len(cases), "target": target, "jit_opt_level": jit_opt_level, "workers": workers, "seconds": round(time.time() - start, 1),
                 "paused_worker_s": round(paused[0], 1), **({"commit": commit} if commit else {})}  # fmt: skip
 
     def wait_while_paused() -> None:
@@ -633,7 +639,7 @@ def fuzz(n: int, seed: int, workers: int = 2, timeout: float = 120.0, only: int 
                 paused[0] += 1.0
 
     def drive() -> None:
-        w = Worker(limit_bytes, jit_opt_level)
+        w = Worker(limit_bytes, jit_opt_level, target)
         try:
             while deadline is None or time.time() < deadline:
                 try:
@@ -736,13 +742,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="with --docs: the commit the runs were made on (one, or one per --from-json report; default: each report's own)")
     p.add_argument("--jit-opt-level", type=int, default=3, choices=(0, 1, 2, 3),
                    help="the CPU target's LLVM optimization level (CpuPipelineOptions.jit_opt_level); 0 compiles fastest")
+    p.add_argument("--target", default="cpu", choices=("cpu", "vulkan"),
+                   help="the target the cases compile for (vulkan: the GPU mapping on a Vulkan device, lavapipe here)")
     p.add_argument("--flush-s", type=float, default=60.0, help="with --json: write the report so far this often (seconds)")
     p.add_argument("--pause-file", type=Path, default=None, help="no case starts while this file exists (to make room for a benchmark)")
     p.add_argument("--replay", default=None, help="case indices (comma separated: an abort's history, then its index) run in this order in one worker process")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
-        worker_main(args.jit_opt_level)
+        worker_main(args.jit_opt_level, args.target)
         return 0
     if args.docs is not None and args.from_json:
         commits = None if not args.commit else (args.commit[0] if len(args.commit) == 1 else args.commit)
@@ -752,7 +760,7 @@ def main(argv: list[str] | None = None) -> int:
     deadline = None if args.minutes is None else time.time() + 60 * args.minutes
     out = fuzz(args.cases, args.seed, args.workers, args.timeout, args.only, deadline, log=sys.stderr if args.verbose else None,
                jit_opt_level=args.jit_opt_level, json_path=args.json, flush_s=args.flush_s, pause_file=args.pause_file,
-               replay=[int(i) for i in args.replay.split(",")] if args.replay else None)  # fmt: skip
+               replay=[int(i) for i in args.replay.split(",")] if args.replay else None, target=args.target)  # fmt: skip
     print(json.dumps({k: out[k] for k in ("seed", "cases", "duplicates", "seconds", "counts")}))
     for b in out["bugs"]:
         print(f"{'BUG ' if b['cls'] in BUGS else ''}{b['cls']}: case {b['index']} ({b['base']}, {b['mutation']}: {b['change']}): {b['why']}")
