@@ -69,6 +69,7 @@ class CudaTarget(Target):
     ) -> Runnable:
         """Lower a copy of `module` to PTX and load it on the first GPU (see the module doc)."""
         from onnxc.targets.cpu.jit import copy_module, select_entry
+        from onnxc.targets.gpu.checks import Checked, check_program
         from onnxc.targets.gpu.host import host_program
         from onnxc.targets.gpu.mapping import refuse_host_runtime
         from onnxc.targets.gpu.specialize import SpecializingFunction, needs_specialization
@@ -107,5 +108,8 @@ class CudaTarget(Target):
             )
         cuda_context()  # the driver and device, once per process
         if specialized:
-            return SpecializingFunction(copy_module(module), signature, lambda lowered: load(lower(lowered)))
-        return load(parts)
+            entry_fn: Runnable = SpecializingFunction(copy_module(module), signature, lambda lowered: load(lower(lowered)))
+        else:
+            entry_fn = load(parts)
+        check = check_program(module, signature.name)  # the run-time checks, run on the CPU per call
+        return Checked(entry_fn, check) if check is not None else entry_fn

@@ -1368,7 +1368,6 @@ def _outline_kernels(module: ir.Module, groups: Sequence[Sequence[ir.Operation]]
             nested.operands[k] = entry.arguments[e]
 
 
-
 def _inline_kernels(module: ir.Module) -> None:
     """Undo `_outline_kernels`: move each kernel function's body to its call, its arguments
     replaced by the call's operands and the call's results by what it returns, then erase the

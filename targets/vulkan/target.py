@@ -62,6 +62,7 @@ class VulkanTarget(Target):
     ) -> Runnable:
         """Lower a copy of `module` and load it on the first Vulkan device."""
         from onnxc.targets.cpu.jit import copy_module, select_entry
+        from onnxc.targets.gpu.checks import Checked, check_program
         from onnxc.targets.gpu.host import host_program
         from onnxc.targets.gpu.mapping import refuse_host_runtime
         from onnxc.targets.gpu.specialize import SpecializingFunction, needs_specialization
@@ -90,5 +91,8 @@ class VulkanTarget(Target):
             return VulkanFunction(static, VulkanProgram(program, binaries), binaries)
 
         if needs_specialization(module, signature.name, opts.dynamic_shapes == "specialize"):  # data-dependent shapes: per call
-            return SpecializingFunction(copy_module(module), signature, compile_one)
-        return compile_one(copy_module(module))
+            entry_fn: Runnable = SpecializingFunction(copy_module(module), signature, compile_one)
+        else:
+            entry_fn = compile_one(copy_module(module))
+        check = check_program(module, signature.name)  # the run-time checks, run on the CPU per call
+        return Checked(entry_fn, check) if check is not None else entry_fn

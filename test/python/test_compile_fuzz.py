@@ -38,6 +38,22 @@ def test_compile_fuzz_finds_no_bug(tmp_path: Path) -> None:
     assert proc.returncode == 0 and not bugs, bugs or proc.stdout[-2000:]
 
 
+def test_compile_fuzz_on_vulkan_finds_no_bug(tmp_path: Path) -> None:
+    """The same cases through the GPU mapping on the Vulkan target (lavapipe in CI, `--target
+    vulkan`): refusals are `OnnxcError`s naming what they refuse, answers match."""
+    from test_gpu_vulkan import _vulkan_or_skip
+
+    _vulkan_or_skip()
+    out = tmp_path / "fuzz.json"
+    cmd = [sys.executable, "-m", "onnxc.tools.fuzz_compile", "--cases", str(CASES), "--seed", "0", "--minutes", "2.5", "--target", "vulkan", "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    report = json.loads(out.read_text())
+    assert report["target"] == "vulkan" and report["cases"] >= min(CASES, 40), report
+    assert report["counts"].get("ok", 0) > 0, report  # some cases ran on the device, not all refused
+    bugs = "\n".join(f"case {b['index']} {b['base']} {b['mutation']} ({b['change']}): {b['cls']}: {b['why']}" for b in report["bugs"] if b["cls"] in fz.BUGS)
+    assert proc.returncode == 0 and not bugs, bugs or proc.stdout[-2000:]
+
+
 def test_mutations_are_deterministic_and_keep_models_parseable() -> None:
     bases = fz.base_cases()[:40]
     a = fz.make_cases(30, 7, bases)

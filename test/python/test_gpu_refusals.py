@@ -288,3 +288,47 @@ def test_gather_by_index_in_a_reduction_is_not_split() -> None:
     want = onnxc.compile(model, target="cpu")(x)[0]
     got = onnxc.compile(model, target="vulkan", options=VulkanOptions(dynamic_shapes="specialize"))(x)[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dims", ["static", "dynamic"])
+def test_out_of_range_indices_are_refused_not_clamped(dims: str) -> None:
+    """An index out of range (GatherElements with 2 on an axis of 2; a token id past the end of
+    an embedding table for Gather) fails the model's run-time check on the CPU before any kernel
+    runs (`targets/gpu/checks.py`), with the CPU target's message naming the node; the GPU code
+    itself clamps, and gave numbers (found by `fuzz_compile --target vulkan`). In-range calls
+    of the same compiled model still match onnx.reference."""
+    import onnxc
+    from onnx import numpy_helper
+    from onnx.reference import ReferenceEvaluator
+    from onnxc.targets.cpu.runtime_checks import RuntimeCheckError
+    from test_gpu_vulkan import _vulkan_or_skip
+
+    _vulkan_or_skip()
+    def shape(name: str, *d: int) -> list:  # the dims, or a dim_param per dim of this value
+        return list(d) if dims == "static" else [f"{name}{i}" for i in range(len(d))]
+
+    table = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3), "table")
+    nodes = [
+        helper.make_node("GatherElements", ["data", "indices"], ["picked"], axis=0, name="pick"),
+        helper.make_node("Gather", ["table", "ids"], ["rows"], axis=0, name="embed"),
+    ]
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info("data", TensorProto.FLOAT, shape("data", 2, 3)), helper.make_tensor_value_info("indices", TensorProto.INT64, shape("indices", 2, 3)),
+         helper.make_tensor_value_info("ids", TensorProto.INT64, shape("ids", 5))],
+        [helper.make_tensor_value_info("picked", TensorProto.FLOAT, shape("picked", 2, 3)), helper.make_tensor_value_info("rows", TensorProto.FLOAT, shape("rows", 5, 3))],
+        [table],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=IR_VERSION)
+    compiled = onnxc.compile(model, target="vulkan")
+    data = np.arange(6, dtype=np.float32).reshape(2, 3)
+    good = {"data": data, "indices": np.array([[1, 1, 0], [0, -1, 1]], np.int64), "ids": np.array([0, 3, -1, 2, 1], np.int64)}
+    bad_index = {**good, "indices": np.array([[1, 2, 0], [2, 0, 0]], np.int64)}
+    bad_id = {**good, "ids": np.array([0, 4, 1, 2, 1], np.int64)}
+    with pytest.raises(RuntimeCheckError, match=r"GatherElements node 'pick'.*out of range"):
+        compiled.run(bad_index)
+    with pytest.raises(RuntimeCheckError, match=r"Gather node 'embed'.*out of range"):
+        compiled.run(bad_id)
+    got = compiled.run(good)
+    for name, want in zip(["picked", "rows"], ReferenceEvaluator(model).run(None, good)):
+        np.testing.assert_array_equal(got[name], want)
