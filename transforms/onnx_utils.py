@@ -237,6 +237,18 @@ def refine_type(old: ir.Type, new: ir.Type) -> ir.Type | None:
 # --- constants ----------------------------------------------------------------------------------
 
 
+def downcast_resource(attr: ir.Attribute) -> ir.Attribute:
+    """``attr`` as a ``DenseResourceElementsAttr`` when it is one (the bindings return resource
+    attributes as plain ``Attribute``s and give the class no type id to compare with: the cast
+    itself is the test)."""
+    if isinstance(attr, ir.DenseElementsAttr):
+        return attr
+    try:
+        return ir.DenseResourceElementsAttr(attr)
+    except ValueError:
+        return attr
+
+
 def elements_to_numpy(attr: ir.Attribute, max_elements: int | None = None) -> np.ndarray | None:
     """The values of an elements attribute (dense or dense_resource) as a numpy array; None when
     unreadable or holding more than `max_elements` elements."""

@@ -31,7 +31,7 @@ import numpy as np
 from mlir import ir
 
 from onnxc.importers.tensors import aligned_copy
-from onnxc.transforms.onnx_utils import elements_to_numpy
+from onnxc.transforms.onnx_utils import downcast_resource, elements_to_numpy
 
 __all__ = ["MIN_BYTES", "ExternalWeights", "externalize_weights"]
 
@@ -77,18 +77,6 @@ def _element_bytes(t: ir.Type) -> int | None:
     return None
 
 
-def _downcast_resource(attr: ir.Attribute) -> ir.Attribute:
-    """``attr`` as a ``DenseResourceElementsAttr`` when it is one (the bindings return resource
-    attributes as plain ``Attribute``s and give the class no type id to compare with: the cast
-    itself is the test)."""
-    if isinstance(attr, ir.DenseElementsAttr):
-        return attr
-    try:
-        return ir.DenseResourceElementsAttr(attr)
-    except ValueError:
-        return attr
-
-
 def _is_zero(attr: ir.Attribute) -> bool:
     if isinstance(attr, ir.FloatAttr):
         return ir.FloatAttr(attr).value == 0.0
@@ -107,7 +95,7 @@ def externalize_weights(module: ir.Module, min_bytes: int = MIN_BYTES) -> Extern
         if op.name != "llvm.mlir.global" or "value" not in op.attributes or "constant" not in op.attributes:
             continue
         value = op.attributes["value"]
-        value = _downcast_resource(value)
+        value = downcast_resource(value)
         vtype = value.type
         if not isinstance(vtype, ir.ShapedType) or not ir.ShapedType(vtype).has_static_shape:
             continue

@@ -190,7 +190,7 @@ def bool_buffers_as_bytes(module: ir.Module) -> int:
     from mlir.dialects import arith, memref
 
     from onnxc.targets.gpu.mapping import collect
-    from onnxc.transforms.onnx_utils import elements_to_numpy
+    from onnxc.transforms.onnx_utils import downcast_resource, elements_to_numpy
 
     i1, i8 = ir.IntegerType.get_signless(1), ir.IntegerType.get_signless(8)
 
@@ -209,13 +209,8 @@ def bool_buffers_as_bytes(module: ir.Module) -> int:
         init = op.attributes["initial_value"] if "initial_value" in op.attributes else None
         if init is not None and not isinstance(init, ir.UnitAttr):
             # Dense elements or, for a large mask (GPT-2's causal mask), a `dense_resource` blob,
-            # which the bindings hand back as a plain Attribute (the cast is the test).
-            if not isinstance(init, ir.DenseElementsAttr):
-                try:
-                    init = ir.DenseResourceElementsAttr(init)
-                except ValueError:
-                    pass
-            values = elements_to_numpy(init)
+            # which the bindings hand back as a plain Attribute.
+            values = elements_to_numpy(downcast_resource(init))
             if values is None:
                 raise CudaLoweringError(f"{op.location}: the values of the bool constant {ir.StringAttr(op.attributes['sym_name']).value} cannot be read")
             tensor_type = ir.RankedTensorType.get(t.shape, i8)

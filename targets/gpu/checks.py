@@ -26,49 +26,28 @@ from typing import Any
 import numpy as np
 from mlir import ir
 
-from onnxc.transforms.lowering.runtime_checks import CHECK_MARKER, check_table
+from onnxc.transforms.lowering.runtime_checks import CHECK_MARKER
+
+from .mapping import collect
 
 __all__ = ["Checked", "check_program"]
 
 
 def _has_checks(module: ir.Module) -> bool:
     """Whether any op of `module` still carries a run-time check."""
-    found = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if CHECK_MARKER in op.attributes:
-            found.append(op)
-            return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    return bool(found)
+    return bool(collect(module.operation, lambda op: CHECK_MARKER in op.attributes))
 
 
 def check_program(module: ir.Module, name: str) -> Callable[..., None] | None:
     """The checks of @name compiled for the CPU (see the module doc), or None without checks."""
-    from mlir.dialects import func as func_dialect
-
     from onnxc.targets.cpu import CpuPipelineOptions
-    from onnxc.targets.cpu.jit import compile_module, copy_module
+    from onnxc.targets.cpu.jit import compile_module
 
-    from .mapping import run_pipeline
-    from .specialize import _entry
+    from .specialize import entry_returning
 
-    if not any(check_table(module.operation)) or not _has_checks(module):
+    if not _has_checks(module):
         return None
-    probe = copy_module(module)
-    with probe.context, ir.Location.unknown():
-        func = _entry(probe, name)
-        ret = list(func.regions[0].blocks[0].operations)[-1]
-        with ir.InsertionPoint(ret), ret.location:
-            func_dialect.ReturnOp([])
-        ret.erase()
-        ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
-        func.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(list(ftype.inputs), []))
-        if "res_attrs" in func.attributes:  # they describe the model's results, which are gone
-            del func.attributes["res_attrs"]
-        run_pipeline(probe, "builtin.module(canonicalize,cse)", "the run-time checks' slice")
+    probe = entry_returning(module, name, lambda ops: [], "the run-time checks' slice")
     if not _has_checks(probe):
         return None
     compiled = compile_module(probe, name, CpuPipelineOptions(threads=1))

@@ -937,6 +937,7 @@ def _partials_to_workgroup_memory(module: ir.Module) -> int:
     )
     space = ir.Attribute.parse("#gpu.address_space<workgroup>")
     count = 0
+    replaced: list[ir.Operation] = []
     for forall in threads:
         n_shared = len(forall.results)
         first_shared = len(forall.operands) - n_shared  # bounds and steps come first
@@ -947,8 +948,9 @@ def _partials_to_workgroup_memory(module: ir.Module) -> int:
             with ir.InsertionPoint(forall), empty.location:
                 alloc = bufferization.AllocTensorOp(empty.results[0].type, [], memory_space=space)
             forall.operands[i] = alloc.result
+            replaced.append(empty)
             count += 1
-    for empty in collect(module.operation, lambda op: op.name == "tensor.empty"):
+    for empty in {op: None for op in replaced}:  # once each, those no use is left to
         if not list(empty.results[0].uses):
             empty.erase()
     return count
@@ -1336,20 +1338,18 @@ def _outline_kernels(module: ir.Module, groups: Sequence[Sequence[ir.Operation]]
 
     module_block = module.body
     for n, group in enumerate(groups):
-        inside: set[ir.Operation] = set()
-        for op in group:
-            inside.update(collect(op, lambda o: True))
+        nested_ops = [nested for op in group for nested in collect(op, lambda o: True)]
+        inside = set(nested_ops)
         external: list[ir.Value] = []
         uses: list[tuple[ir.Operation, int, int]] = []  # (op, operand index, external index)
-        for op in group:
-            for nested in collect(op, lambda o: True):
-                for k, v in enumerate(nested.operands):
-                    owner = v.owner.owner if isinstance(v.owner, ir.Block) else v.owner  # a block argument's op
-                    if getattr(owner, "operation", owner) in inside:
-                        continue
-                    if v not in external:
-                        external.append(v)
-                    uses.append((nested, k, external.index(v)))
+        for nested in nested_ops:
+            for k, v in enumerate(nested.operands):
+                owner = v.owner.owner if isinstance(v.owner, ir.Block) else v.owner  # a block argument's op
+                if getattr(owner, "operation", owner) in inside:
+                    continue
+                if v not in external:
+                    external.append(v)
+                uses.append((nested, k, external.index(v)))
         root = group[-1]
         results = list(root.results)
         name = f"{_KERNEL_FUNC}{n}"

@@ -293,6 +293,32 @@ def _depends_on_arguments(op: ir.Operation, func: ir.Operation, memo: dict[ir.Op
     return result
 
 
+def entry_returning(module: ir.Module, name: str, pick: Callable[[list[ir.Operation]], list[ir.Value]], what: str) -> ir.Module:
+    """A copy of `module` whose @name returns `pick(its top-level ops)` instead of the model's
+    results, canonicalized: every computation neither those values nor a side effect (a run-time
+    check's store into the status channel) needs is gone. The slice of the model that
+    `_host_values_on_cpu` and the GPU targets' run-time checks (`checks.py`) run on the CPU."""
+    from onnxc.targets.cpu.jit import copy_module
+
+    from .mapping import run_pipeline
+
+    probe = copy_module(module)
+    with probe.context, ir.Location.unknown():
+        pfunc = _entry(probe, name)
+        pops = [o.operation for o in pfunc.regions[0].blocks[0].operations]
+        values = pick(pops)
+        ret = pops[-1]
+        with ir.InsertionPoint(ret), ret.location:
+            func_dialect.ReturnOp(values)
+        ret.erase()
+        ftype = ir.FunctionType(ir.TypeAttr(pfunc.attributes["function_type"]).value)
+        pfunc.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(list(ftype.inputs), [v.type for v in values]))
+        if "res_attrs" in pfunc.attributes:  # they describe the model's results, not these
+            del pfunc.attributes["res_attrs"]
+        run_pipeline(probe, "builtin.module(canonicalize,cse)", what)
+    return probe
+
+
 def _host_values_on_cpu(module: ir.Module, name: str, arrays: Sequence[np.ndarray]) -> int:
     """Compute on the CPU target the linalg results that host code reads (`tensor.extract`
     outside a kernel body) and that depend on constants alone: static, at most
@@ -300,9 +326,7 @@ def _host_values_on_cpu(module: ir.Module, name: str, arrays: Sequence[np.ndarra
     them (everything else is dead and canonicalized away), is JIT-compiled for the CPU and run;
     their uses then take `arith.constant`s of the values. Returns how many were replaced."""
     from onnxc.targets.cpu import CpuPipelineOptions
-    from onnxc.targets.cpu.jit import compile_module, copy_module
-
-    from .mapping import run_pipeline
+    from onnxc.targets.cpu.jit import compile_module
 
     func = _entry(module, name)
     block = func.regions[0].blocks[0]
@@ -324,21 +348,7 @@ def _host_values_on_cpu(module: ir.Module, name: str, arrays: Sequence[np.ndarra
                 wanted.append((position, k))
     if not wanted:
         return 0
-    probe = copy_module(module)
-    with probe.context, ir.Location.unknown():
-        pfunc = _entry(probe, name)
-        pblock = pfunc.regions[0].blocks[0]
-        pops = [o.operation for o in pblock.operations]
-        values = [pops[position].results[k] for position, k in wanted]
-        ret = pops[-1]
-        with ir.InsertionPoint(ret), ret.location:
-            func_dialect.ReturnOp(values)
-        ret.erase()
-        ftype = ir.FunctionType(ir.TypeAttr(pfunc.attributes["function_type"]).value)
-        pfunc.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(list(ftype.inputs), [v.type for v in values]))
-        if "res_attrs" in pfunc.attributes:  # they describe the model's results, not these
-            del pfunc.attributes["res_attrs"]
-        run_pipeline(probe, "builtin.module(canonicalize,cse)", "host-side values on the CPU")
+    probe = entry_returning(module, name, lambda pops: [pops[position].results[k] for position, k in wanted], "host-side values on the CPU")
     computed = compile_module(probe, name, CpuPipelineOptions(threads=1))(*arrays)
     ops = [o.operation for o in block.operations]
     with module.context, ir.Location.unknown():
