@@ -48,6 +48,9 @@ class GpuDevice:
         together, then every thread reads its register tile's operands from there (each global
         element is loaded once per workgroup instead of once per thread that needs it). 0: no
         promotion. The two slices (4-byte elements) must fit in `shared_memory_bytes`.
+    conv_thread_tile: (output positions along the width, output channels) of one thread of a
+        convolution with a filter (`mapping.conv_plan`; its workgroup spans `matmul_block_tile`).
+        (1, 1): one output per thread, the generic plan.
     """
 
     name: str
@@ -58,6 +61,7 @@ class GpuDevice:
     matmul_block_tile: tuple[int, int]
     matmul_thread_tile: tuple[int, int]
     matmul_k_tile: int = 0
+    conv_thread_tile: tuple[int, int] = (1, 1)
 
     def promoted_bytes(self, element_bytes: int = 4) -> int:
         """Workgroup memory one contraction's promoted A and B slices take."""
@@ -78,6 +82,8 @@ class GpuDevice:
             raise GpuDeviceError(f"device {self.name}: matmul block tile {self.matmul_block_tile} must be a multiple of the thread tile {self.matmul_thread_tile}")
         if (bm // tm) * (bn // tn) > self.max_workgroup_size:
             raise GpuDeviceError(f"device {self.name}: matmul tiles give {(bm // tm) * (bn // tn)} threads, over {self.max_workgroup_size}")
+        if min(self.conv_thread_tile) <= 0:
+            raise GpuDeviceError(f"device {self.name}: conv_thread_tile {self.conv_thread_tile} must be positive")
         if self.matmul_k_tile < 0 or self.promoted_bytes() > self.shared_memory_bytes:
             raise GpuDeviceError(
                 f"device {self.name}: matmul_k_tile {self.matmul_k_tile} must be >= 0 and its promoted slices "
@@ -95,7 +101,10 @@ class GpuDevice:
 # across the K loop): 4x4 tiles beat the former 2x4 on every shape (4096^3 19.1 -> 23.4
 # TFLOP/s, 128x768x768 4.0 -> 4.6, 128x768x3072 10.0 -> 12.8); a 64x64 block of 4x4 tiles was
 # faster on the largest GEMMs (25.0) but slower below 1024 (7.0 vs 9.5 at 512^3: fewer blocks
-# than SMs), larger register tiles (8x8) slower everywhere.
+# than SMs), larger register tiles (8x8) slower everywhere. Convolutions keep one output per
+# thread: 1x4, 2x2, 2x4, 4x4 and 1x8 register tiles were all slower on ResNet-50's
+# convolutions there (docs/gpu_runs/h200_conv_tile_sweep.txt: too few outputs to fill 132 SMs
+# once each thread takes several).
 _CUDA = dict(subgroup_size=32, max_workgroup_size=1024, shared_memory_bytes=48 * 1024, workgroup_size=256,
              matmul_block_tile=(32, 64), matmul_thread_tile=(4, 4), matmul_k_tile=32)
 
@@ -116,9 +125,13 @@ DEVICES: dict[str, GpuDevice] = {
     # switches between all of them, and workgroup memory is ordinary memory, so promotion only
     # adds two barriers per K-step; larger register tiles give each invocation more reuse. On
     # lavapipe (Zen 4, 2 cores) a [1,128,768] x [768,768] projection takes 150 ms with the row
-    # above, 74 ms with 4x4 tiles and promotion, 32 ms with 4x4 tiles and no promotion.
+    # above, 74 ms with 4x4 tiles and promotion, 32 ms with 4x4 tiles and no promotion. The
+    # same holds for convolutions, whose few outputs do not need to fill a GPU here: ResNet-50's
+    # 3x3 convolutions take 258-288 ms with one output per thread, 39-61 ms with 4x4 tiles
+    # (bench/gpu_kernels.py --only conv).
     "vulkan_cpu": GpuDevice("vulkan_cpu", subgroup_size=8, max_workgroup_size=128, shared_memory_bytes=16 * 1024,
-                            workgroup_size=128, matmul_block_tile=(32, 32), matmul_thread_tile=(4, 4), matmul_k_tile=0),
+                            workgroup_size=128, matmul_block_tile=(32, 32), matmul_thread_tile=(4, 4), matmul_k_tile=0,
+                            conv_thread_tile=(4, 4)),
 }
 
 

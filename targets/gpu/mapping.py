@@ -39,7 +39,10 @@ reductions run one thread per output element with the reduction loop sequential 
 (coalesced across threads when the reduced loop is not the innermost, e.g. column sums).
 Contractions (matmul, batch matmul): a `matmul_block_tile` per workgroup and a
 `matmul_thread_tile` register tile per thread; convolutions: the generic scheme over their
-output loops, the window loops sequential per thread. A thread's reduction accumulates in a
+output loops (one output per thread), the window loops sequential per thread, except on a
+device whose `conv_thread_tile` is larger (a CPU driver), where a convolution with a filter
+gets a register tile of neighbouring output positions times neighbouring channels per thread
+(`conv_plan`). A thread's reduction accumulates in a
 private buffer when its output tile has a static shape (`_private_accumulators`: registers
 instead of a global-memory load/store per reduction step). Contractions whose only reduction
 loop is the innermost get workgroup-memory promotion when the device has a `matmul_k_tile`
@@ -91,6 +94,7 @@ __all__ = [
     "OUTLINE_PIPELINE",
     "PRE_PIPELINE",
     "map_to_gpu",
+    "conv_plan",
     "plan_kernel",
     "run_pipeline",
 ]
@@ -409,6 +413,77 @@ def _is_plain_contraction(op: ir.Operation) -> bool:
         and parallel[-2] in m
         and parallel[-1] in n
     )
+
+
+def _conv_loops(op: ir.Operation) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The output-image loops and the channel loops (output channels of a convolution, or the
+    channels of a depthwise one) of a convolution with a filter operand, by upstream's
+    `infer_convolution_dimensions`; None for any other op, pooling included (a pooling window
+    has neither: a thread tile over its channels reuses no loaded value)."""
+    from mlir.dialects import linalg
+
+    if not op.name.startswith("linalg.") or not linalg.isa_convolution_op(op):
+        return None
+    dims = linalg.infer_convolution_dimensions(op)
+    if dims is None:
+        return None
+    channels = tuple(dims.output_channel) + tuple(dims.depth)
+    if not channels or not dims.output_image:
+        return None
+    return tuple(dims.output_image), channels
+
+
+def _divisor_at_most(extent: int, cap: int, step: int = 1) -> int:
+    """The largest multiple of `step` that is at most `cap` and divides `extent` (`step` if none)."""
+    return next((b for b in range(cap - cap % step, step - 1, -step) if b and extent % b == 0), step)
+
+
+def conv_plan(extents: Sequence[int], iterators: Sequence[str], image: Sequence[int], channels: Sequence[int], device: GpuDevice) -> KernelPlan | None:
+    """A register-tiled plan for a convolution (`_conv_loops` gives its loops), or None for the
+    generic one-output-per-thread plan.
+
+    Each thread computes a `tm x tn` tile of outputs: `tm` neighbouring positions along the
+    innermost mapped output-image loop (the output width) times `tn` neighbouring channels
+    (the innermost mapped channel loop), so each step of the window and input-channel loops
+    loads `tm` inputs and `tn` filter values for `tm * tn` multiply-adds, where one output per
+    thread loads two values per multiply-add. The tile sizes are the device's
+    `conv_thread_tile` ((1, 1) on a GPU: None), or the largest power of two below it that
+    divides the loop, or when that is smaller a divisor of at most twice it (a width of 7: 7);
+    no partial tiles, so a thread's tile has a static shape and its accumulators stay in
+    registers (`_private_accumulators`). The workgroup spans a `matmul_block_tile` (a divisor
+    of the loop, a multiple of the thread tile) along those two loops, and the third mapped
+    loop (the output height) fills the workgroup up to `workgroup_size` threads. Not used when
+    a parallel loop of extent > 1 would stay unmapped (a batch of several images beside three
+    mapped loops): each thread's tile would then hold the whole batch."""
+    if device.conv_thread_tile == (1, 1):
+        return None
+    parallel = [i for i, it in enumerate(iterators) if it == "parallel"]
+    mapped = [i for i in parallel if extents[i] > 1][-3:]
+    if len([i for i in parallel if extents[i] > 1]) > len(mapped) or len(mapped) < 2:
+        return None
+    ch = next((d for d in reversed(mapped) if d in channels), None)
+    im = next((d for d in reversed(mapped) if d in image), None)
+    if ch is None or im is None:
+        return None
+    tiles = {}
+    (tm, tn), (bm, bn) = device.conv_thread_tile, device.matmul_block_tile
+    for d, t, b in ((im, tm, bm), (ch, tn, bn)):
+        thread = next(p for p in (8, 4, 2, 1) if p <= t and extents[d] % p == 0)
+        if thread < t:
+            thread = max(thread, _divisor_at_most(extents[d], 2 * t))
+        tiles[d] = (_divisor_at_most(extents[d], b, thread), thread)
+    if tiles[im][1] * tiles[ch][1] == 1:
+        return None
+    block = [0] * len(extents)
+    threads = [0] * len(extents)
+    for d, (b, t) in tiles.items():
+        block[d], threads[d] = b, b // t
+    budget = device.workgroup_size // (threads[im] * threads[ch])
+    for d in mapped:
+        if d not in tiles:  # the output height: one position per thread
+            block[d] = threads[d] = _divisor_at_most(extents[d], max(1, budget))
+            budget = max(1, budget // block[d])
+    return KernelPlan(tuple(block), tuple(threads))
 
 
 def _is_init_only_fill(op: ir.Operation) -> bool:
@@ -1231,6 +1306,7 @@ def _tile_to_blocks_and_threads(module: ir.Module, device: GpuDevice, mma_types:
     # matched after it by position (the pass rewrites ops in place, keeping their order).
     before = _linalg_ops(module)
     kinds = [(op.name in _CONTRACTIONS or _is_plain_contraction(op), _is_init_only_fill(op)) for op in before]
+    convs = [_conv_loops(op) for op, (_, fill) in zip(before, kinds) if not fill]
     names = [op.name for op in before]
     run_pipeline(module, "builtin.module(func.func(linalg-generalize-named-ops))", "generalization")
     after = _linalg_ops(module)
@@ -1253,7 +1329,8 @@ def _tile_to_blocks_and_threads(module: ir.Module, device: GpuDevice, mma_types:
         widest = max((_element_bytes(v.type) for v in op.opview.inputs), default=4)
         try:
             mma = _mma_plan(op, root_names[i], extents, device, mma_types) if contraction[i] else None
-            plans.append(mma or plan_kernel(extents, _iterators(op), contraction[i], device, _is_simple_reduction(op), widest))
+            conv = conv_plan(extents, _iterators(op), *convs[i], device) if convs[i] else None
+            plans.append(mma or conv or plan_kernel(extents, _iterators(op), contraction[i], device, _is_simple_reduction(op), widest))
         except GpuMappingError as e:
             raise GpuMappingError(f"{op.location}: {root_names[i]}: {e}") from None
         op.attributes[f"{_ROOT_TAG}_{i}"] = ir.UnitAttr.get()
@@ -1523,7 +1600,8 @@ def _rewrite_mma(module: ir.Module) -> int:
 
 
 def _drop_final_barriers(module: ir.Module) -> int:
-    """Erase the `gpu.barrier`s that end a launch body (nothing but the terminator after them).
+    """Erase the `gpu.barrier`s that end a launch body (nothing but the terminator, and
+    bufferization's no-op copies of a buffer onto itself, after them).
     `map_nested_forall_to_threads` syncs after every thread loop, the kernel's last one too, but
     the end of a kernel is already the end of every thread's work: no later access in the
     kernel waits on it, and the next launch starts after this one ends. On lavapipe a barrier
@@ -1533,10 +1611,16 @@ def _drop_final_barriers(module: ir.Module) -> int:
         block = launch.regions[0].blocks[-1]
         while True:
             ops = list(block.operations)
-            if len(ops) < 2 or ops[-2].name != "gpu.barrier":
+            if len(ops) < 2:
                 break
-            ops[-2].erase()
-            count += 1
+            last = ops[-2]
+            if last.name == "memref.copy" and last.operands[0] == last.operands[1]:
+                last.erase()  # bufferization's copy of a buffer onto itself, a no-op
+            elif last.name == "gpu.barrier":
+                last.erase()
+                count += 1
+            else:
+                break
     return count
 
 

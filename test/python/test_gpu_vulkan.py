@@ -103,6 +103,25 @@ def conv_relu() -> onnx.ModelProto:
     return _model(nodes, [_f32("x", [1, 3, 10, 10])], [_f32("y", [1, 4, 10, 10])], [_init(rng, "W", (4, 3, 3, 3)), _init(rng, "B", (4,))])
 
 
+def conv_tiles() -> onnx.ModelProto:
+    """Convolutions on the register-tiled plan (`conv_plan`): a 3x3 conv 8->16 on 14x14 (a width
+    with power-of-two tiles), a depthwise stride-2 conv after it (width 7: no power-of-two
+    tile), a dilated conv, and a batch of two images (three long output loops beside the batch:
+    the one-output-per-thread plan)."""
+    rng = np.random.default_rng(5)
+    nodes = [
+        helper.make_node("Conv", ["x", "W"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("Conv", ["r", "D", "DB"], ["dw"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2], group=16),
+        helper.make_node("Conv", ["x", "L"], ["dil"], kernel_shape=[3, 3], pads=[2, 2, 2, 2], dilations=[2, 2]),
+        helper.make_node("Conv", ["xb", "Q"], ["batch"], kernel_shape=[3, 3]),
+    ]
+    inits = [_init(rng, "W", (16, 8, 3, 3)), _init(rng, "D", (16, 1, 3, 3)), _init(rng, "DB", (16,)), _init(rng, "L", (8, 8, 3, 3)), _init(rng, "Q", (8, 4, 3, 3))]
+    ins = [_f32("x", [1, 8, 14, 14]), _f32("xb", [2, 4, 6, 6])]
+    outs = [_f32("dw", [1, 16, 7, 7]), _f32("dil", [1, 8, 14, 14]), _f32("batch", [2, 8, 4, 4])]
+    return _model(nodes, ins, outs, inits)
+
+
 def gelu_erf() -> onnx.ModelProto:
     """GELU as torch exports it before opset 20: x * 0.5 * (1 + Erf(x / sqrt(2))) (math.erf has
     no GPU instruction: the targets expand it to a polynomial)."""
@@ -220,6 +239,7 @@ MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "reduce_sum": reduce_sum,
     "long_rows": long_rows,
     "conv_relu": conv_relu,
+    "conv_tiles": conv_tiles,
     "driver_mlp": driver_mlp,
     "gelu_erf": gelu_erf,
     "gather_argmax": gather_argmax,
@@ -321,6 +341,35 @@ def test_vulkan_matches_reference(name: str, device: str, vulkan: None, spirv_va
         path.write_bytes(words)
         r = subprocess.run([spirv_val, "--target-env", "vulkan1.1", str(path)], capture_output=True, text=True)
         assert r.returncode == 0, f"{name}/{kernel}: spirv-val: {r.stdout}{r.stderr}"
+
+
+def test_conv_plan_tiles_divide_the_loops() -> None:
+    """The register-tiled convolution plans of ResNet-50's and MobileNetV2's shapes on the CPU
+    driver's table: each thread's tile (block / threads) is more than one output, divides its
+    loop, is at most twice the table's conv thread tile on a side, and the workgroup fits the
+    device; a batch beside three long output loops, pooling (no channel loop) and the GPU
+    tables (one output per thread, measured faster on an H200) get none."""
+    from onnxc.targets.gpu.device import device_for
+    from onnxc.targets.gpu.mapping import conv_plan
+
+    dev = device_for("vulkan_cpu")
+    iters = ["parallel"] * 4 + ["reduction"] * 3
+    image, channels = (1, 2), (3,)
+    for hw, cout in ((112, 64), (56, 64), (56, 256), (28, 128), (14, 256), (7, 512), (7, 2048), (10, 4)):
+        extents = [1, hw, hw, cout, 3, 3, 64]
+        plan = conv_plan(extents, iters, image, channels, dev)
+        assert plan is not None, (hw, cout)
+        tiles = {d: plan.block_tiles[d] // plan.threads[d] for d in (2, 3)}
+        assert tiles[2] * tiles[3] > 1
+        for d, t in zip((2, 3), dev.conv_thread_tile):
+            assert extents[d] % plan.block_tiles[d] == 0 and plan.block_tiles[d] % plan.threads[d] == 0
+            assert 1 <= tiles[d] <= 2 * t
+        assert plan.block_tiles[1] == plan.threads[1] and extents[1] % plan.block_tiles[1] == 0  # height: one row each
+        assert plan.workgroup_size <= dev.max_workgroup_size
+    assert conv_plan([2, 7, 7, 512, 3, 3, 64], iters, image, channels, dev) is None  # batch of 2
+    assert conv_plan([1, 7, 7, 64, 3, 3], ["parallel"] * 4 + ["reduction"] * 2, image, (), dev) is None  # pooling
+    for gpu in ("vulkan", "sm_80", "sm_90"):
+        assert conv_plan([1, 56, 56, 64, 3, 3, 64], iters, image, channels, device_for(gpu)) is None
 
 
 def test_elementwise_chain_is_one_kernel(vulkan: None) -> None:
