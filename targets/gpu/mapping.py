@@ -26,6 +26,7 @@ How (the recipe checked on the MLIR 22.1.8 wheels, see GUIDE.md):
    `map_nested_forall_to_threads` with the workgroup size read from its thread forall.
 6. `gpu-launch-sink-index-computations` (constants stay in the kernel instead of becoming kernel
    arguments) and `gpu-kernel-outlining`.
+7. Identical kernels (a model's repeated layers) are kept once (`dedupe_kernels`).
 
 Work distribution (`plan_kernel`, sizes from `device.GpuDevice`): up to three parallel loops,
 the innermost ones with extent > 1, are mapped; the innermost goes to `x` so that neighbouring
@@ -95,6 +96,7 @@ __all__ = [
     "PRE_PIPELINE",
     "map_to_gpu",
     "conv_plan",
+    "dedupe_kernels",
     "plan_kernel",
     "run_pipeline",
 ]
@@ -1375,7 +1377,8 @@ def _tile_to_blocks_and_threads(module: ir.Module, device: GpuDevice, mma_types:
     _inline_kernels(module)
     promoted = [i for i, plan in enumerate(plans) if plan.k_tile]
     if promoted:
-        copies = {i: _promote_operands(module, f"{_ROOT_TAG}_{i}", f"{_COPY_TAG}_{i}", plans[i]) for i in promoted}
+        steps = _tagged(module, [f"{_ROOT_TAG}_{i}" for i in promoted])
+        copies = {i: _promote_operands(steps[f"{_ROOT_TAG}_{i}"], f"{_COPY_TAG}_{i}", plans[i]) for i in promoted}
 
         def build_threads(root: ir.Value) -> None:
             for i in promoted:
@@ -1490,10 +1493,26 @@ def _output_threads(op: ir.Operation, plan: KernelPlan) -> list[int]:
     return [plan.threads[ir.AffineDimExpr(e).position] for e in out_map.results]
 
 
-def _promote_operands(module: ir.Module, root_tag: str, copy_tag: str, plan: KernelPlan) -> list[list[int]]:
+def _tagged(module: ir.Module, tags: Sequence[str]) -> dict[str, ir.Operation]:
+    """The one op carrying each of `tags` (unit attributes), found in one walk of the module
+    (a walk per tag made promotion quadratic: BERT-base's 60 K-steps walked 1M ops); a tag on
+    no op or on several is an internal error naming it."""
+    wanted = set(tags)
+    found: dict[str, list[ir.Operation]] = {t: [] for t in tags}
+    for op in collect(module.operation, lambda op: any(name in wanted for name in op.attributes)):
+        for name in op.attributes:  # (iterating an op's attributes gives their names)
+            if name in wanted:
+                found[name].append(op)
+    bad = [t for t, ops in found.items() if len(ops) != 1]
+    if bad:
+        raise GpuMappingError(f"GPU mapping: expected one op tagged {bad[0]}, found {len(found[bad[0]])}")
+    return {t: ops[0] for t, ops in found.items()}
+
+
+def _promote_operands(op: ir.Operation, copy_tag: str, plan: KernelPlan) -> list[list[int]]:
     """Workgroup-memory promotion of the two inputs of one K-step of a contraction (tensor level).
 
-    The op tagged `root_tag` (the K loop's tiled op, inside its workgroup's forall) reads slices
+    `op` (the K loop's tiled op, inside its workgroup's forall; `_tagged` finds it) reads slices
     of A and B; each becomes `linalg.copy ins(slice) outs(extract_slice(alloc_tensor))` with the
     alloc_tensor in `#gpu.address_space<workgroup>` and of the slice's static bound (block tile
     and K-step; a partial tile at the end of a loop uses the leading part), and the op reads the
@@ -1504,10 +1523,6 @@ def _promote_operands(module: ir.Module, root_tag: str, copy_tag: str, plan: Ker
     """
     from mlir.dialects import bufferization, linalg, tensor
 
-    found = collect(module.operation, lambda op: root_tag in op.attributes)
-    if len(found) != 1:
-        raise GpuMappingError(f"GPU mapping: expected one K-step op tagged {root_tag}, found {len(found)}")
-    op = found[0]
     maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
     k_loop = len(plan.block_tiles) - 1
     bound = [plan.k_tile if d == k_loop else plan.block_tiles[d] for d in range(len(plan.block_tiles))]
@@ -1750,6 +1765,70 @@ def refuse_host_runtime(module: ir.Module) -> None:
                     )
 
 
+def _kernel_key(kernel: ir.Operation) -> tuple:
+    """A structural key of a `gpu.module`: equal keys mean the same kernel but for the names
+    of the module and its function. Each op, in pre-order, gives its name, result types,
+    attributes (by value; Attributes and Types are uniqued, so hashing them is exact) but for
+    `sym_name`, its operands as numbers (values numbered in order of definition: results and
+    block arguments), and the shape of its regions. Locations do not count."""
+    numbers: dict[ir.Value, int] = {}
+    key: list[tuple] = []
+
+    def number(v: ir.Value) -> int:
+        return numbers.setdefault(v, len(numbers))
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        attrs = tuple((n, op.attributes[n]) for n in op.attributes if n != "sym_name")
+        operands = tuple(numbers.get(v, -1) for v in op.operands)  # -1: defined outside (none expected)
+        regions = []
+        for region in op.regions:
+            blocks = []
+            for block in region.blocks:
+                blocks.append(tuple((a.type, number(a)) for a in block.arguments))
+            regions.append(tuple(blocks))
+        key.append((op.name, tuple(r.type for r in op.results), attrs, operands, tuple(regions)))
+        for r in op.results:
+            number(r)
+        return ir.WalkResult.ADVANCE
+
+    kernel.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return tuple(key)
+
+
+def dedupe_kernels(module: ir.Module) -> int:
+    """Keep one `gpu.module` of each group of identical kernels (`_kernel_key`: equal but for
+    their names), pointing every `gpu.launch_func` at the one kept; returns how many went.
+
+    Why: a model repeats its layers (BERT-base: 12 encoder layers), so most of its kernels are
+    copies of a dozen; each copy cost its own LLVM/NVPTX code generation (BERT-base's
+    `gpu-module-to-binary` took 3.3 s), its own SPIR-V module and its own pipeline in the
+    Vulkan driver."""
+    def name(op: ir.Operation) -> str:
+        return ir.StringAttr(op.attributes["sym_name"]).value
+
+    kernels = [op.operation for op in module.body.operations if op.operation.name == "gpu.module"]
+    kept: dict[tuple, ir.Operation] = {}
+    renamed: dict[tuple[str, str], tuple[str, str]] = {}  # (module, function) -> the kept one's
+    gone: list[ir.Operation] = []
+    for k in kernels:
+        first = kept.setdefault(_kernel_key(k), k)
+        if first != k:
+            # Equal keys: the same functions in the same order (their names may differ).
+            for mine, theirs in zip(k.regions[0].blocks[0].operations, first.regions[0].blocks[0].operations):
+                if mine.operation.name == "gpu.func":
+                    renamed[(name(k), name(mine.operation))] = (name(first), name(theirs.operation))
+            gone.append(k)
+    if not gone:
+        return 0
+    for launch in collect(module.operation, lambda op: op.name == "gpu.launch_func"):
+        path = list(ir.SymbolRefAttr(launch.attributes["kernel"]).value)
+        if len(path) == 2 and tuple(path) in renamed:
+            launch.attributes["kernel"] = ir.SymbolRefAttr.get(list(renamed[tuple(path)]))
+    for k in gone:
+        k.erase()
+    return len(gone)
+
+
 def map_to_gpu(module: ir.Module, device: GpuDevice, mma_types: frozenset[str] = frozenset()) -> ir.Module:
     """Rewrite a linalg-on-tensors `module` in place into host code + outlined GPU kernels.
 
@@ -1790,4 +1869,5 @@ def map_to_gpu(module: ir.Module, device: GpuDevice, mma_types: frozenset[str] =
         # defined before the K loop (mapping re-creates it inside each step).
         _hoist_private_accumulators(module)
         _reductions_outermost(module)
+        dedupe_kernels(module)
     return module
