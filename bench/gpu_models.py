@@ -8,6 +8,10 @@ What, per model of `bench/models.py` (full size unless `--layers` cuts the repea
   times say nothing about a GPU; they show that no kernel is pathological (one workgroup per
   output element was 2-3x slower end to end on BERT-base), and the comparison that the
   mapping computes the right thing at full size.
+- With `--kernels N`, on Vulkan: the N slowest steps of the model's program, timed by the
+  device's timestamps (`VulkanProgram.step_times`, median of `--repeat` runs), with the ONNX
+  node each kernel computes and its grid and workgroup sizes: where a pathological kernel
+  shows (BERT-base's second FFN MatMul took 2 s a layer on lavapipe as a reduction).
 - CUDA, any machine: the time of `lower(model, "ptx", target="cuda")` (mapping, NVVM and PTX
   for sm_80), and where an NVIDIA GPU exists the same run and comparison as for Vulkan.
 
@@ -15,7 +19,7 @@ The models are the same builders as the CPU benchmark's (`bench_models.build`), 
 seeded inputs. No assertions on speed: a yardstick, not a test. A model that fails prints its
 error (a refusal names the ONNX node) and the run goes on; the exit status is 1 if any did.
 
-Run: python bench/gpu_models.py [--models bert,vit] [--layers N] [--repeat N] [--no-vulkan] [--no-cuda]
+Run: python bench/gpu_models.py [--models bert,vit] [--layers N] [--repeat N] [--kernels N] [--no-vulkan] [--no-cuda]
 """
 
 from __future__ import annotations
@@ -58,11 +62,31 @@ def _run(compiled: Any, feeds: dict[str, np.ndarray], repeat: int) -> tuple[dict
     return out, first, statistics.median(times) if times else float("nan")
 
 
+def _slowest_kernels(model: Any, count: int, repeat: int) -> None:
+    """Print the `count` slowest steps of `model` on Vulkan (device timestamps) and their sum."""
+    from onnxc.compiler import lower
+    from onnxc.targets.gpu.host import Launch
+    from onnxc.targets.vulkan import compile_module
+
+    fn = compile_module(lower(model.proto, "linalg"))
+    inits = {t.name for t in model.proto.graph.initializer}
+    arrays = [model.feeds[v.name] for v in model.proto.graph.input if v.name not in inits]
+    times = fn.program.step_times(*fn.signature.validate(arrays), repeat=max(1, repeat))
+    steps = fn.program.program.steps
+    print(f"  vulkan steps: {len(steps)}, {sum(times):.1f} ms in all by timestamps; the slowest:")
+    for t, step in sorted(zip(times, steps), key=lambda r: -r[0])[:count]:
+        if isinstance(step, Launch):
+            print(f"    {t:9.2f} ms  {step.node or step.module}  grid {step.grid} workgroup {step.block}")
+        else:
+            print(f"    {t:9.2f} ms  buffer copy")
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated bench_models names")
     ap.add_argument("--layers", type=int, default=None, help="repeated blocks per model (default: full size)")
     ap.add_argument("--repeat", type=int, default=2, help="timed calls after the first")
+    ap.add_argument("--kernels", type=int, default=0, help="print the N slowest Vulkan steps (device timestamps)")
     ap.add_argument("--no-vulkan", action="store_true", help="no Vulkan compile and run")
     ap.add_argument("--no-cuda", action="store_true", help="no PTX lowering (and no CUDA run)")
     args = ap.parse_args(argv)
@@ -96,6 +120,8 @@ def main(argv: list[str]) -> int:
                 compile_s = time.perf_counter() - t
                 got, first, median = _run(compiled, m.feeds, args.repeat)
                 print(f"  {target}: compile {compile_s:.1f} s, first call {first:.0f} ms, then {median:.0f} ms, max rel diff {_max_rel(got, want):.1e}", flush=True)
+                if target == "vulkan" and args.kernels:
+                    _slowest_kernels(m, args.kernels, args.repeat)
             except onnxc.errors.OnnxcError as e:
                 failed = True
                 print(f"  {target}: FAILED {type(e).__name__}: {str(e).splitlines()[0][:300]}", flush=True)

@@ -20,7 +20,7 @@ import math
 import numpy as np
 from mlir import ir
 
-from .mapping import GpuMappingError
+from .mapping import GpuMappingError, node_label
 
 __all__ = ["ArgLayout", "Buffer", "Copy", "HostProgram", "Launch", "host_program"]
 
@@ -59,8 +59,10 @@ class ArgLayout:
 @dataclasses.dataclass(frozen=True)
 class Launch:
     """`gpu.launch_func`: kernel `module::function`, grid and workgroup sizes (x, y, z), the
-    buffer id behind each kernel argument in order (storage binding i = argument i), and each
-    argument's view of its buffer (`layouts`, one per argument)."""
+    buffer id behind each kernel argument in order (storage binding i = argument i), each
+    argument's view of its buffer (`layouts`, one per argument), and the ONNX node the kernel
+    computes (`node 'name' (Op)`, from the launch's location; "" when it names none), for
+    reports such as `bench/gpu_models.py --kernels`."""
 
     module: str
     function: str
@@ -68,6 +70,7 @@ class Launch:
     block: tuple[int, int, int]
     args: tuple[int, ...]
     layouts: tuple[ArgLayout, ...] = ()
+    node: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,7 +224,7 @@ def host_program(module: ir.Module) -> HostProgram:
                     raise GpuMappingError(f"{op.location}: kernel argument from an unsupported host op: {v.owner}")
                 layouts.append(_static_layout(v.type, op))  # every view a kernel gets: static, and no rank-0 offset
                 args.append(values[v])
-            steps.append(Launch(path[0], path[1], grid, blk, tuple(args), tuple(layouts)))  # type: ignore[arg-type]
+            steps.append(Launch(path[0], path[1], grid, blk, tuple(args), tuple(layouts), node_label(op)))  # type: ignore[arg-type]
         elif name == "func.return":
             for v in op.operands:
                 if v not in values:

@@ -7,7 +7,9 @@ calls `gpu.launch_func` on kernels in a `gpu.module`. The CUDA (`targets/cuda`) 
 
 How (the recipe checked on the MLIR 22.1.8 wheels, see GUIDE.md):
 1. `linalg-fuse-elementwise-ops`: chains of elementwise ops become one `linalg.generic`, so an
-   Add->Relu->Mul chain is one kernel and its intermediates never reach memory.
+   Add->Relu->Mul chain is one kernel and its intermediates never reach memory. Contractions
+   and convolutions are kept out of it (`_fused_elementwise`): folded into them, a producer
+   would be recomputed for every output column.
 2. Named ops are generalized (`linalg-generalize-named-ops`) after each op's kind (contraction or
    not) is read, so one planner reads loop extents from indexing maps for every op.
 3. Transform scripts (built with the `mlir.dialects.transform` bindings, no script text): for
@@ -383,7 +385,7 @@ def _is_plain_contraction(op: ir.Operation) -> bool:
     """A `linalg.generic` that is a (batched) matmul in all but name: a contraction (upstream's
     `isa_contraction_op`: a mul-add body over two inputs) whose loops of extent > 1 are one k
     loop, innermost, and parallel loops of which the two innermost are an m and an n loop, e.g.
-    a 4-D MatMul whose collapsed batch_matmul elementwise fusion turned back into a generic. It
+    an Einsum, or a projection written as one generic. It
     gets the contraction plan (register tiles, promoted operands) like the named ops; the outer
     parallel loops (batch dims, or more m dims: the tokens of a [batch, seq, hidden] x
     [hidden, out] projection) get one workgroup per element (`plan_kernel`).
@@ -486,6 +488,38 @@ def conv_plan(extents: Sequence[int], iterators: Sequence[str], image: Sequence[
             block[d] = threads[d] = _divisor_at_most(extents[d], max(1, budget))
             budget = max(1, budget // block[d])
     return KernelPlan(tuple(block), tuple(threads))
+
+
+def _reuses_inputs(op: ir.Operation) -> bool:
+    """A contraction or a convolution (upstream's `isa_contraction_op` / `isa_convolution_op`,
+    named or generic): an op that reads each input element many times (a matmul's A element
+    once per output column)."""
+    from mlir.dialects import linalg
+
+    return op.name.startswith("linalg.") and op.name not in ("linalg.fill", "linalg.yield", "linalg.index") and (
+        linalg.isa_contraction_op(op) or linalg.isa_convolution_op(op)
+    )
+
+
+def _fused_elementwise(module: ir.Module) -> None:
+    """`PRE_PIPELINE` (elementwise fusion) with every contraction and convolution kept out of
+    it: each is moved into a private function of its own for the pipeline
+    (`_outline_kernels`) and inlined back after it.
+
+    Why: fusion folds an elementwise producer into its consumer whatever the consumer is, and
+    its reshape propagation first turns a named matmul behind a reshape into a generic. So
+    BERT's second FFN MatMul took the bias-add and GELU into its multiply-add and recomputed
+    them for every output column, the attention's probabilities x V took Softmax's division,
+    and the output projection took the heads' reshape (two k loops): none was a plain
+    contraction any more, each was planned as a reduction (one workgroup per output element),
+    and they were 23 of BERT-base's 30 s on lavapipe. Kept whole, they get the contraction plan
+    and their producers run once per element, in a kernel of their own."""
+    fenced = [[op] for op in _linalg_ops(module) if _reuses_inputs(op)]
+    _outline_kernels(module, fenced)
+    try:
+        run_pipeline(module, PRE_PIPELINE, "elementwise fusion")
+    finally:
+        _inline_kernels(module)
 
 
 def _is_init_only_fill(op: ir.Operation) -> bool:
@@ -1717,15 +1751,19 @@ def _strip(module: ir.Module, prefixes: Sequence[str]) -> None:
     module.operation.walk(visit)
 
 
-def _node_words(op: ir.Operation) -> str:
-    """`node 'sn' (StringNormalizer)` from an op's `loc("sn"("StringNormalizer"))`, or the
-    location itself when it names no ONNX node: how a refusal names the model element."""
+def node_label(op: ir.Operation) -> str:
+    """`node 'sn' (StringNormalizer)` from an op's `loc("sn"("StringNormalizer"))` (through
+    fused and call-site locations), or "" when its location names no ONNX node."""
     from onnxc.importers.proto import location_label
 
     name, kind = location_label(op.location)
-    if not name:
-        return str(op.location)
-    return f"node '{name}'" + (f" ({kind})" if kind else "")
+    return f"node '{name}'" + (f" ({kind})" if kind else "") if name else ""
+
+
+def _node_words(op: ir.Operation) -> str:
+    """`node_label`, or the location itself when it names no ONNX node: how a refusal names
+    the model element."""
+    return node_label(op) or str(op.location)
 
 
 def refuse_host_runtime(module: ir.Module) -> None:
@@ -1845,7 +1883,7 @@ def map_to_gpu(module: ir.Module, device: GpuDevice, mma_types: frozenset[str] =
         strip_runtime_checks(module.operation)  # no status channel on the GPU host (runtime_checks.py)
         _counted_whiles_to_for(module)
         _unroll_host_loops(module, _slice_loop)
-        run_pipeline(module, PRE_PIPELINE, "elementwise fusion")
+        _fused_elementwise(module)
         _one_use_per_empty(module)
         _insert_slices_to_copies(module)
         _copy_host_slices(module)

@@ -76,7 +76,11 @@ class VulkanContext:
         if chosen is None:
             raise VulkanUnavailable("no Vulkan device with a compute queue")
         self.physical, self.queue_family = chosen
+        # Timestamps (`VulkanProgram.step_times`): valid bits of the compute queue's counter and
+        # nanoseconds per tick; 0 valid bits: the queue cannot time steps.
+        self.timestamp_bits = int(vk.vkGetPhysicalDeviceQueueFamilyProperties(self.physical)[self.queue_family].timestampValidBits)
         props = vk.vkGetPhysicalDeviceProperties(self.physical)
+        self.timestamp_period_ns = float(props.limits.timestampPeriod)
         self.device_name = str(props.deviceName)
         # A driver that runs on the CPU (lavapipe, SwiftShader) gets its own tile sizes
         # (`DEVICES["vulkan_cpu"]`, chosen by `VulkanOptions(device="auto")`).
@@ -364,27 +368,72 @@ class VulkanProgram:
         return layout, pipeline
 
     def _record(self, pipelines: dict[str, tuple[Any, Any]], sets: list[Any]) -> None:
+        self._pipelines, self._sets = pipelines, sets  # (kept for `step_times`' own recording)
+        self._cmd = self._record_steps()
+
+    def _record_steps(self, timestamps: Any = None) -> Any:
+        """A command buffer running every step in order; with a timestamp query pool, query 0
+        is written before the first step and query i + 1 after step i has finished."""
         vk = self.ctx.vk
-        self._cmd = vk.vkAllocateCommandBuffers(self.ctx.device, vk.VkCommandBufferAllocateInfo(
+        cmd = vk.vkAllocateCommandBuffers(self.ctx.device, vk.VkCommandBufferAllocateInfo(
             commandPool=self.ctx.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
-        vk.vkBeginCommandBuffer(self._cmd, vk.VkCommandBufferBeginInfo())
+        vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo())
         stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
         access = vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT | vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_TRANSFER_READ_BIT
         # Each step may read what any earlier one wrote: a full memory barrier between steps.
         barrier = vk.VkMemoryBarrier(srcAccessMask=access, dstAccessMask=access)
+        if timestamps is not None:
+            vk.vkCmdResetQueryPool(cmd, timestamps, 0, len(self.program.steps) + 1)
+            vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamps, 0)
         launch_index = 0
-        for step in self.program.steps:
+        for i, step in enumerate(self.program.steps):
             if isinstance(step, Launch):
-                layout, pipeline = pipelines[step.module]
-                vk.vkCmdBindPipeline(self._cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)
-                vk.vkCmdBindDescriptorSets(self._cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, [sets[launch_index]], 0, None)
-                vk.vkCmdDispatch(self._cmd, *step.grid)
+                layout, pipeline = self._pipelines[step.module]
+                vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)
+                vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, [self._sets[launch_index]], 0, None)
+                vk.vkCmdDispatch(cmd, *step.grid)
                 launch_index += 1
             elif isinstance(step, Copy):
                 src, dst = self._buffers[step.source], self._buffers[step.target]
-                vk.vkCmdCopyBuffer(self._cmd, src.buffer, dst.buffer, 1, [vk.VkBufferCopy(srcOffset=0, dstOffset=0, size=min(src.nbytes, dst.nbytes))])
-            vk.vkCmdPipelineBarrier(self._cmd, stages, stages, 0, 1, [barrier], 0, None, 0, None)
-        vk.vkEndCommandBuffer(self._cmd)
+                vk.vkCmdCopyBuffer(cmd, src.buffer, dst.buffer, 1, [vk.VkBufferCopy(srcOffset=0, dstOffset=0, size=min(src.nbytes, dst.nbytes))])
+            vk.vkCmdPipelineBarrier(cmd, stages, stages, 0, 1, [barrier], 0, None, 0, None)
+            if timestamps is not None:
+                vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamps, i + 1)
+        vk.vkEndCommandBuffer(cmd)
+        return cmd
+
+    def step_times(self, *arrays: np.ndarray, repeat: int = 10) -> list[float]:
+        """Median device time in milliseconds of each step (launch or copy) over `repeat` runs
+        of the program on `arrays` (after one warm-up call), from timestamps the queue writes
+        between steps: where `bench/gpu_models.py --kernels` finds a model's slowest kernels.
+        `VulkanError` when the device's compute queue has no timestamps."""
+        vk = self.ctx.vk
+        if not self.ctx.timestamp_bits:
+            raise VulkanError(f"the Vulkan device {self.ctx.device_name} cannot time steps (its compute queue has no timestamps)")
+        self(*arrays)
+        n = len(self.program.steps) + 1
+        dev = self.ctx.device
+        pool = vk.vkCreateQueryPool(dev, vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=n), None)
+        cmd = None
+        try:
+            cmd = self._record_steps(pool)
+            data = vk.ffi.new("uint64_t[]", n)
+            samples: list[list[float]] = [[] for _ in self.program.steps]
+            mask = (1 << self.ctx.timestamp_bits) - 1 if self.ctx.timestamp_bits < 64 else (1 << 64) - 1
+            with self.ctx.lock:
+                for _ in range(max(1, repeat)):
+                    vk.vkResetFences(dev, 1, [self._fence])
+                    vk.vkQueueSubmit(self.ctx.queue, 1, [vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[cmd])], self._fence)
+                    vk.vkWaitForFences(dev, 1, [self._fence], vk.VK_TRUE, 0xFFFFFFFFFFFFFFFF)
+                    vk.vkGetQueryPoolResults(dev, pool, 0, n, 8 * n, data, 8, vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
+                    for i in range(n - 1):
+                        ticks = (int(data[i + 1]) - int(data[i])) & mask
+                        samples[i].append(ticks * self.ctx.timestamp_period_ns / 1e6)
+            return [float(np.median(s)) for s in samples]
+        finally:
+            if cmd is not None:
+                vk.vkFreeCommandBuffers(dev, self.ctx.pool, 1, [cmd])
+            vk.vkDestroyQueryPool(dev, pool, None)
 
     def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
         """Write `arrays` (already validated against the signature) into the input buffers, run

@@ -372,6 +372,24 @@ def test_conv_plan_tiles_divide_the_loops() -> None:
         assert conv_plan([1, 56, 56, 64, 3, 3, 64], iters, image, channels, device_for(gpu)) is None
 
 
+def test_step_times_time_every_step_and_name_its_node(vulkan: None) -> None:
+    """`VulkanProgram.step_times`: one non-negative, finite time per step of the program (device
+    timestamps between steps), and each launch names the ONNX node it computes (what
+    `bench/gpu_models.py --kernels` prints)."""
+    from onnxc.targets.gpu.host import Launch
+
+    model = conv_relu()
+    fn = _compile(model)
+    x = feeds(model)
+    times = fn.program.step_times(*fn.signature.validate([x["x"]]), repeat=2)
+    steps = fn.program.program.steps
+    assert len(times) == len(steps) and all(np.isfinite(t) and t >= 0 for t in times)
+    nodes = {s.node for s in steps if isinstance(s, Launch)}
+    assert any(n.endswith("(Conv)") for n in nodes), nodes
+    # The program still computes the right thing after being timed.
+    check_against_reference(lambda **kw: fn(kw["x"]), model, "conv_relu")
+
+
 def test_elementwise_chain_is_one_kernel(vulkan: None) -> None:
     """Fusion: five elementwise ops make one kernel (intermediates never reach memory)."""
     assert len(_compile(elementwise_chain()).spirv) == 1
