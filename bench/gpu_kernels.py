@@ -75,6 +75,9 @@ CASES = [
     # BERT-base (sequence 128): the attention projections and the FFN's first layer.
     Case("proj 1x128x768 @ 768x768", "proj", (128, 768, 768)),
     Case("proj 1x128x768 @ 768x3072", "proj", (128, 768, 3072)),
+    # GPT-2's LM head: 50257 columns divide no tile, so every workgroup's tile sizes are
+    # dynamic in the IR (the full-tile twin, `mapping._full_tile_versions`).
+    Case("proj 1x64x768 @ 768x50257", "proj", (64, 768, 50257)),
     # ResNet-50 (batch 1): conv2_x 3x3 and 1x1, conv3_x..conv5_x 3x3.
     Case("conv 64->64 3x3 56x56", "conv", (64, 64, 56, 3, 1)),
     Case("conv 256->64 1x1 56x56", "conv", (256, 64, 56, 1, 1)),

@@ -1086,6 +1086,132 @@ def _thread_allocs_to_private(module: ir.Module) -> int:
     return len(found)
 
 
+#: The largest thread output tile (elements) `_full_tile_versions` gives a static twin: a
+#: register tile (4x4 on CUDA and vulkan_cpu), not a whole row a thread loops over.
+MAX_VERSIONED_TILE = 64
+
+
+def _static_bound(v: ir.Value) -> int | None:
+    """A static upper bound of an index value that tiling computed: a constant, or an
+    `affine.min` (the smallest bound among its results) / `affine.max` (the largest) over
+    constants, operands with bounds, their sums, and their products and quotients by positive
+    constants (tiling's `size ceildiv threads`); None when none is known."""
+    if (c := _constant_index(v)) is not None:
+        return c
+    op = defining_op(v)
+    if op is None or op.name not in ("affine.min", "affine.max"):
+        return None
+    amap = ir.AffineMapAttr(op.attributes["map"]).value
+    operands = list(op.operands)
+
+    def bound(e: ir.AffineExpr) -> int | None:
+        if isinstance(e, ir.AffineConstantExpr):
+            return e.value
+        if isinstance(e, ir.AffineDimExpr):
+            return _static_bound(operands[e.position])
+        if isinstance(e, ir.AffineSymbolExpr):
+            return _static_bound(operands[amap.n_dims + e.position])
+        if isinstance(e, ir.AffineAddExpr):
+            lhs, rhs = bound(e.lhs), bound(e.rhs)
+            return None if lhs is None or rhs is None else lhs + rhs
+        if isinstance(e, (ir.AffineMulExpr, ir.AffineCeilDivExpr, ir.AffineFloorDivExpr)) and isinstance(e.rhs, ir.AffineConstantExpr):
+            # Monotone in the left side for a positive constant (tiling's `size ceildiv threads`).
+            lhs, c = bound(e.lhs), e.rhs.value
+            if lhs is None or c <= 0:
+                return None
+            return lhs * c if isinstance(e, ir.AffineMulExpr) else -(-lhs // c) if isinstance(e, ir.AffineCeilDivExpr) else lhs // c
+        return None
+
+    bounds = [bound(e) for e in amap.results]
+    if op.name == "affine.min":
+        known = [b for b in bounds if b is not None]
+        return min(known) if known else None
+    return None if any(b is None for b in bounds) else max(bounds)  # type: ignore[type-var]
+
+
+def _full_tile_versions(module: ir.Module) -> int:
+    """Give each thread's reduction (a register tile of a contraction whose matrix is not a
+    whole number of tiles) a twin with static shapes, taken when the thread's tile is whole:
+    `scf.if (every size == its bound) { the op on static subviews } else { the op }`.
+
+    Why: when a loop's extent is not a multiple of the workgroup tile (GPT-2's 50257 logits),
+    tiling gives every workgroup and thread `affine.min` sizes, dynamic in the IR although all
+    tiles but the last are whole: no thread's accumulator could then stay in registers
+    (`_private_accumulators` needs a static shape) and its loops could not be unrolled. GPT-2's
+    LM head ran at 0.6 GFLOP/s on lavapipe where the same GEMM with 50176 columns ran at 4.8.
+    The twin has the static shapes; the partial tiles at the edge take the original. Only
+    tiles of at most `MAX_VERSIONED_TILE` outputs, whose every dynamic size has a static bound
+    (`_static_bound`) from a `memref.subview`."""
+    from mlir.dialects import arith, memref, scf
+
+    def wanted(op: ir.Operation) -> bool:
+        if op.name != "linalg.generic" or _parent_forall_kind(op) != "thread" or "reduction" not in _iterators(op):
+            return False
+        return any(isinstance(v.type, ir.MemRefType) and not ir.MemRefType(v.type).has_static_shape for v in op.operands)
+
+    count = 0
+    for op in collect(module.operation, wanted):
+        checks: list[tuple[ir.Value, int]] = []  # (dynamic size, its bound)
+        static_types: list[ir.Type | None] = []
+        ok = True
+        for v in op.operands:
+            t = v.type
+            if not isinstance(t, ir.MemRefType) or ir.MemRefType(t).has_static_shape:
+                static_types.append(None)
+                continue
+            t = ir.MemRefType(t)
+            view = defining_op(v)
+            if view is None or view.name != "memref.subview" or len(list(ir.DenseI64ArrayAttr(view.attributes["static_sizes"]))) != t.rank:
+                ok = False
+                break
+            sizes = list(view.opview.sizes)
+            shape = list(t.shape)
+            for d in range(t.rank):
+                if t.is_dynamic_dim(d):
+                    size = sizes.pop(0)
+                    b = _static_bound(size)
+                    if b is None or b <= 0:
+                        ok = False
+                        break
+                    shape[d] = b
+                    checks.append((size, b))
+            if not ok:
+                break
+            static_types.append(ir.MemRefType.get(shape, t.element_type, t.layout, t.memory_space))
+        outs = list(op.opview.outputs)
+        if not ok or not outs or any(math.prod(ir.MemRefType(st).shape) > MAX_VERSIONED_TILE
+                                     for st, v in zip(static_types, op.operands) if st is not None and v in outs):
+            continue
+        with ir.InsertionPoint(op), op.location:
+            cond = None
+            for size, b in checks:
+                eq = arith.CmpIOp(arith.CmpIPredicate.eq, size, _index_const(b)).result
+                cond = eq if cond is None else arith.AndIOp(cond, eq).result
+            branch = scf.IfOp(cond, [], has_else=True)
+        with ir.InsertionPoint(branch.then_block), op.location:
+            # The same subviews with their sizes static (a memref.cast to static sizes would be
+            # folded away by canonicalization, and the loops would read the dynamic sizes).
+            views = []
+            for st, v in zip(static_types, op.operands):
+                if st is None:
+                    views.append(v)
+                    continue
+                sub = defining_op(v)
+                views.append(memref.SubViewOp(
+                    st, sub.operands[0], list(sub.opview.offsets), [], list(sub.opview.strides),
+                    sub.attributes["static_offsets"], ir.DenseI64ArrayAttr.get(ir.MemRefType(st).shape), sub.attributes["static_strides"],
+                ).result)
+            twin = op.clone()
+            for k, view in enumerate(views):
+                twin.operands[k] = view
+            scf.YieldOp([])
+        with ir.InsertionPoint(branch.else_block), op.location:
+            scf.YieldOp([])
+        op.move_before(branch.else_block.operations[0])
+        count += 1
+    return count
+
+
 def _private_accumulators(module: ir.Module) -> int:
     """Accumulate each thread's reduction in private memory: a `linalg.generic` with a
     reduction loop inside a thread forall whose (statically shaped) output is a view of global
@@ -1894,6 +2020,7 @@ def map_to_gpu(module: ir.Module, device: GpuDevice, mma_types: frozenset[str] =
             run_pipeline(module, BUFFERIZE_PIPELINE, "bufferization")
             _unroll_host_loops(module)
             _thread_allocs_to_private(module)
+            _full_tile_versions(module)
             _private_accumulators(module)
             _host_copies_to_kernels(module, device)
             _map_to_launches(module, device)

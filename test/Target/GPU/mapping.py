@@ -62,10 +62,17 @@ func.func @mm(%a: tensor<37x50xf32>, %b: tensor<50x70xf32>) -> tensor<37x70xf32>
 # CHECK: gpu.thread_id y
 # CHECK: linalg.generic
 # CHECK-SAME: iterator_types = ["parallel", "parallel"]
+# 37 and 70 divide no tile: a whole 2x2 tile takes a static twin (registers, K outermost), the
+# edge's partial tiles the original (`_full_tile_versions`).
+# CHECK: scf.if
 # CHECK: linalg.generic
-# CHECK-SAME: iterator_types = ["parallel", "parallel", "reduction"]
+# CHECK-SAME: iterator_types = ["reduction", "parallel", "parallel"]
+# CHECK-SAME: outs(%{{.*}} : memref<2x2xf32>)
 # CHECK: arith.mulf
 # CHECK: arith.addf
+# CHECK: } else {
+# CHECK: linalg.generic
+# CHECK-SAME: iterator_types = ["parallel", "parallel", "reduction"]
 
 PAD = """
 func.func @pad(%a: tensor<4x6xf32>) -> tensor<6x8xf32> {

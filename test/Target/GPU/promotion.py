@@ -45,7 +45,16 @@ func.func @mm(%a: tensor<37x50xf32>, %b: tensor<50x70xf32>) -> tensor<37x70xf32>
 # CHECK-NEXT: }
 # CHECK-NEXT: gpu.barrier
 # The register tile reads both operands from workgroup memory, then a barrier ends the step.
+# A whole 2x2 tile over a whole K-step (all but the threads at the matrix's edge and the last
+# step) takes the static twin (`_full_tile_versions`): a 2x2 accumulator in registers, K
+# outermost; a partial one the original, on the dynamic views.
 # CHECK: %[[AT:.*]] = memref.subview %[[AV]]
+# CHECK: scf.if
+# CHECK: memref.alloca() : memref<2x2xf32>
+# CHECK: linalg.generic
+# CHECK-SAME: iterator_types = ["reduction", "parallel", "parallel"]
+# CHECK-SAME: ins(%{{.*}}, %{{.*}} : memref<2x16xf32, strided<[16, 1], offset: ?>, #gpu.address_space<workgroup>>, memref<16x2xf32, strided<[32, 1], offset: ?>, #gpu.address_space<workgroup>>) outs(%{{.*}} : memref<2x2xf32>)
+# CHECK: } else {
 # CHECK: linalg.generic
 # CHECK-SAME: iterator_types = ["parallel", "parallel", "reduction"]
 # CHECK-SAME: ins(%[[AT]], %{{.*}} : memref<?x?xf32, strided<[16, 1], offset: ?>, #gpu.address_space<workgroup>>, memref<?x?xf32, strided<[32, 1], offset: ?>, #gpu.address_space<workgroup>>)
