@@ -492,8 +492,9 @@ def conv_plan(extents: Sequence[int], iterators: Sequence[str], image: Sequence[
 
 def _reuses_inputs(op: ir.Operation) -> bool:
     """A contraction or a convolution (upstream's `isa_contraction_op` / `isa_convolution_op`,
-    named or generic): an op that reads each input element many times (a matmul's A element
-    once per output column)."""
+    named or generic; pooling counts as a convolution there): an op that reads each input
+    element many times (a matmul's A element once per output column, a window's element once
+    per window that covers it)."""
     from mlir.dialects import linalg
 
     return op.name.startswith("linalg.") and op.name not in ("linalg.fill", "linalg.yield", "linalg.index") and (
