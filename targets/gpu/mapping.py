@@ -502,9 +502,7 @@ def _reuses_inputs(op: ir.Operation) -> bool:
     per window that covers it)."""
     from mlir.dialects import linalg
 
-    return op.name.startswith("linalg.") and op.name not in ("linalg.fill", "linalg.yield", "linalg.index") and (
-        linalg.isa_contraction_op(op) or linalg.isa_convolution_op(op)
-    )
+    return linalg.isa_contraction_op(op) or linalg.isa_convolution_op(op)
 
 
 def _fused_elementwise(module: ir.Module) -> None:
@@ -520,7 +518,7 @@ def _fused_elementwise(module: ir.Module) -> None:
     contraction any more, each was planned as a reduction (one workgroup per output element),
     and they were 23 of BERT-base's 30 s on lavapipe. Kept whole, they get the contraction plan
     and their producers run once per element, in a kernel of their own."""
-    fenced = [[op] for op in _linalg_ops(module) if _reuses_inputs(op)]
+    fenced = [[op] for op in _linalg_ops(module) if _reuses_inputs(op)]  # (linalg ops only)
     _outline_kernels(module, fenced)
     try:
         run_pipeline(module, PRE_PIPELINE, "elementwise fusion")

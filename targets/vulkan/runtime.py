@@ -402,6 +402,14 @@ class VulkanProgram:
         vk.vkEndCommandBuffer(cmd)
         return cmd
 
+    def _submit(self, cmd: Any) -> None:
+        """Run a recorded command buffer on the queue and wait for it (the caller holds the
+        context's lock)."""
+        vk = self.ctx.vk
+        vk.vkResetFences(self.ctx.device, 1, [self._fence])
+        vk.vkQueueSubmit(self.ctx.queue, 1, [vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[cmd])], self._fence)
+        vk.vkWaitForFences(self.ctx.device, 1, [self._fence], vk.VK_TRUE, 0xFFFFFFFFFFFFFFFF)
+
     def step_times(self, *arrays: np.ndarray, repeat: int = 10) -> list[float]:
         """Median device time in milliseconds of each step (launch or copy) over `repeat` runs
         of the program on `arrays` (after one warm-up call), from timestamps the queue writes
@@ -419,12 +427,10 @@ class VulkanProgram:
             cmd = self._record_steps(pool)
             data = vk.ffi.new("uint64_t[]", n)
             samples: list[list[float]] = [[] for _ in self.program.steps]
-            mask = (1 << self.ctx.timestamp_bits) - 1 if self.ctx.timestamp_bits < 64 else (1 << 64) - 1
+            mask = (1 << self.ctx.timestamp_bits) - 1  # the counter wraps at its valid bits
             with self.ctx.lock:
                 for _ in range(max(1, repeat)):
-                    vk.vkResetFences(dev, 1, [self._fence])
-                    vk.vkQueueSubmit(self.ctx.queue, 1, [vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[cmd])], self._fence)
-                    vk.vkWaitForFences(dev, 1, [self._fence], vk.VK_TRUE, 0xFFFFFFFFFFFFFFFF)
+                    self._submit(cmd)
                     vk.vkGetQueryPoolResults(dev, pool, 0, n, 8 * n, data, 8, vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
                     for i in range(n - 1):
                         ticks = (int(data[i + 1]) - int(data[i])) & mask
@@ -438,16 +444,13 @@ class VulkanProgram:
     def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
         """Write `arrays` (already validated against the signature) into the input buffers, run
         the recorded commands and return the results as new arrays."""
-        vk = self.ctx.vk
         inputs = self.program.inputs
         if len(arrays) != len(inputs):
             raise VulkanError(f"@{self.program.name} takes {len(inputs)} argument(s), got {len(arrays)}")
         with self.ctx.lock:
             for b, a in zip(inputs, arrays):
                 self._buffers[b.id].write(np.asarray(a, dtype=self._dtypes[b.id]))
-            vk.vkResetFences(self.ctx.device, 1, [self._fence])
-            vk.vkQueueSubmit(self.ctx.queue, 1, [vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[self._cmd])], self._fence)
-            vk.vkWaitForFences(self.ctx.device, 1, [self._fence], vk.VK_TRUE, 0xFFFFFFFFFFFFFFFF)
+            self._submit(self._cmd)
             return [self._buffers[r].read(self._dtypes[r], shape) for r, shape in zip(self.program.results, self.program.result_shapes)]
 
     def close(self) -> None:
